@@ -1,0 +1,42 @@
+//! The BERT-family network: configuration, weights (safetensors), the ONNX graph writer and
+//! reader, and the same network in candle for training.
+
+pub mod config;
+pub mod weights;
+
+use std::path::{Path, PathBuf};
+
+pub use config::BertConfig;
+pub use weights::{BertWeights, WeightTensor};
+
+/// Errors from reading, validating or writing a model.
+#[derive(Debug, thiserror::Error)]
+pub enum ModelError {
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{path}: malformed file: {message}")]
+    Format { path: PathBuf, message: String },
+    #[error("unsupported architecture: {0}")]
+    Unsupported(String),
+    #[error("missing tensor {0}")]
+    MissingTensor(String),
+    #[error("shape mismatch: {0}")]
+    Shape(String),
+    #[error("{0}")]
+    Graph(String),
+    #[error("candle: {0}")]
+    Candle(String),
+}
+
+impl ModelError {
+    pub(crate) fn io(path: &Path, source: std::io::Error) -> Self {
+        ModelError::Io {
+            path: path.to_path_buf(),
+            source,
+        }
+    }
+}
