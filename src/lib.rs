@@ -2,3 +2,7 @@
 //! encoders aligned to it with CAPOT, and the service that routes and hot-swaps between them.
 
 pub mod model;
+pub mod encoder;
+
+#[cfg(test)]
+pub(crate) mod test_assets;

@@ -1,0 +1,34 @@
+//! Locations of the assets and shared data for unit tests (compiled only for tests).
+
+use std::path::PathBuf;
+
+/// `assets/` (or `$CAPOT_ASSETS`), populated by `scripts/setup --assets-only`.
+pub fn assets() -> PathBuf {
+    std::env::var_os("CAPOT_ASSETS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("assets"))
+}
+
+/// The all-MiniLM-L6-v2 Hugging Face directory; panics with the fix when missing.
+pub fn minilm_hf_dir() -> PathBuf {
+    let dir = assets().join("models/all-MiniLM-L6-v2");
+    assert!(
+        dir.join("model.safetensors").is_file(),
+        "{} is missing: run `scripts/setup --assets-only` first",
+        dir.display()
+    );
+    dir
+}
+
+/// `../shared` beside the project.
+pub fn shared() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared")
+}
+
+/// The golden all-MiniLM-L6-v2 reference file.
+pub fn golden() -> serde_json::Value {
+    let path = shared().join("golden/minilm-l6-v2.json");
+    let text = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("{}: {e} (../shared must sit beside the project)", path.display()));
+    serde_json::from_str(&text).expect("golden file is JSON")
+}
