@@ -1,11 +1,13 @@
 //! The BERT-family network: configuration, weights (safetensors), the ONNX graph writer and
 //! reader, and the same network in candle for training.
 
+pub mod bert;
 pub mod config;
 pub mod weights;
 
 use std::path::{Path, PathBuf};
 
+pub use bert::BertModel;
 pub use config::BertConfig;
 pub use weights::{BertWeights, WeightTensor};
 

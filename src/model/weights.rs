@@ -74,7 +74,9 @@ pub fn canonical_name(name: &str) -> Option<String> {
         return None;
     }
     // Old TF-converted checkpoints name layer-norm parameters gamma/beta.
-    let n = n.replace("LayerNorm.gamma", "LayerNorm.weight").replace("LayerNorm.beta", "LayerNorm.bias");
+    let n = n
+        .replace("LayerNorm.gamma", "LayerNorm.weight")
+        .replace("LayerNorm.beta", "LayerNorm.bias");
     Some(n)
 }
 
@@ -171,8 +173,8 @@ impl BertWeights {
                     .collect(),
                 other => {
                     return Err(format_err(format!(
-                        "tensor {name} has dtype {other:?}; only floating-point weights are supported"
-                    )))
+                    "tensor {name} has dtype {other:?}; only floating-point weights are supported"
+                )))
                 }
             };
             tensors.insert(canonical, WeightTensor::new(view.shape().to_vec(), data));
@@ -296,9 +298,16 @@ mod tests {
         let config = BertConfig::tiny();
         let mut w = BertWeights::random(&config, 1);
         w.tensors.remove("encoder.layer.1.output.dense.bias");
-        assert!(w.validate(&config).unwrap_err().to_string().contains("encoder.layer.1.output.dense.bias"));
+        assert!(w
+            .validate(&config)
+            .unwrap_err()
+            .to_string()
+            .contains("encoder.layer.1.output.dense.bias"));
         let mut w = BertWeights::random(&config, 1);
-        w.tensors.get_mut("embeddings.word_embeddings.weight").unwrap().shape = vec![64, 64];
+        w.tensors
+            .get_mut("embeddings.word_embeddings.weight")
+            .unwrap()
+            .shape = vec![64, 64];
         assert!(w.validate(&config).is_err());
     }
 
