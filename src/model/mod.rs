@@ -3,6 +3,7 @@
 
 pub mod config;
 pub mod onnx_proto;
+pub mod onnx_reader;
 pub mod onnx_writer;
 pub mod weights;
 
