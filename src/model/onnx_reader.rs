@@ -307,12 +307,12 @@ fn tensor_f32(t: &TensorProto) -> Result<Vec<f32>, ModelError> {
     let shape = t
         .shape()
         .ok_or_else(|| recovery(format!("tensor {:?} has a negative dimension", t.name)))?;
-    if shape.iter().product::<usize>() != data.len() {
+    let needed = shape.iter().try_fold(1usize, |a, &d| a.checked_mul(d));
+    if needed != Some(data.len()) {
         return Err(recovery(format!(
-            "tensor {:?}: shape {:?} needs {} values, found {}",
+            "tensor {:?}: shape {:?} does not match its {} values",
             t.name,
             shape,
-            shape.iter().product::<usize>(),
             data.len()
         )));
     }
@@ -818,6 +818,39 @@ mod tests {
         let empty = ModelProto::default();
         assert!(inspect_signature(&empty).is_err());
         assert!(recover_bert_weights(&empty, None).is_err());
+    }
+
+    #[test]
+    fn corrupted_models_never_panic() {
+        let config = BertConfig {
+            vocab_size: 16,
+            hidden_size: 8,
+            num_attention_heads: 2,
+            intermediate_size: 16,
+            num_hidden_layers: 1,
+            max_position_embeddings: 8,
+            ..BertConfig::tiny()
+        };
+        let bytes = write_bert_onnx(&config, &BertWeights::random(&config, 5)).unwrap();
+        let mut state = 0x2545_f491_4f6c_dd1du64;
+        for round in 0..300 {
+            let mut b = bytes.clone();
+            for _ in 0..1 + round % 8 {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                let at = (state % b.len() as u64) as usize;
+                b[at] = (state >> 32) as u8;
+            }
+            if round % 10 == 0 {
+                b.truncate((state % b.len() as u64) as usize);
+            }
+            if let Ok(m) = decode_model(&b) {
+                let _ = inspect_signature(&m);
+                let _ = recover_bert_weights(&m, None);
+                let _ = recover_bert_weights(&m, Some(3));
+            }
+        }
     }
 
     #[test]

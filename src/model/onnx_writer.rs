@@ -43,6 +43,15 @@ const MASK_NEGATIVE: f32 = f32::MIN;
 pub fn write_bert_onnx(config: &BertConfig, weights: &BertWeights) -> Result<Vec<u8>, ModelError> {
     config.validate()?;
     weights.validate(config)?;
+    for (name, t) in &weights.tensors {
+        if t.shape.iter().try_fold(1usize, |a, &d| a.checked_mul(d)) != Some(t.data.len()) {
+            return Err(ModelError::Shape(format!(
+                "{name}: shape {:?} does not match its {} values",
+                t.shape,
+                t.data.len()
+            )));
+        }
+    }
     let graph = build_graph(config, weights)?;
     let meta = |k: &str, v: String| StringStringEntryProto {
         key: k.to_string(),
