@@ -3,6 +3,9 @@
 
 pub mod bert;
 pub mod config;
+pub mod onnx_proto;
+pub mod onnx_reader;
+pub mod onnx_writer;
 pub mod weights;
 
 use std::path::{Path, PathBuf};
@@ -32,6 +35,12 @@ pub enum ModelError {
     Graph(String),
     #[error("candle: {0}")]
     Candle(String),
+    /// The bytes are not a usable ONNX model.
+    #[error("not a valid ONNX model: {0}")]
+    OnnxDecode(String),
+    /// An ONNX graph is not a BERT export whose weights can be rebuilt (it may still be served).
+    #[error("cannot recover BERT weights from the ONNX graph: {0}")]
+    Recovery(String),
 }
 
 impl ModelError {
