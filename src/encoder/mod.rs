@@ -3,6 +3,7 @@
 //! An [`Encoder`] turns texts into vectors exactly as its bundle's manifest says; it is what the
 //! CLI's `encode`, the index builder and the search service run.
 
+pub mod import;
 pub mod manifest;
 pub mod pooling;
 pub mod runtime;

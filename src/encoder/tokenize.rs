@@ -21,6 +21,45 @@ pub struct TokenBatch {
 }
 
 impl TokenBatch {
+    /// Joins batches tokenized separately into one, right-padding every row to the longest with
+    /// `pad_id` (mask 0), so concurrent requests can share one inference.
+    pub fn concat(parts: &[&TokenBatch], pad_id: i64) -> TokenBatch {
+        let batch = parts.iter().map(|p| p.batch).sum();
+        let sequence = parts.iter().map(|p| p.sequence).max().unwrap_or(0);
+        let mut out = TokenBatch {
+            batch,
+            sequence,
+            input_ids: Vec::with_capacity(batch * sequence),
+            attention_mask: Vec::with_capacity(batch * sequence),
+            token_type_ids: Vec::with_capacity(batch * sequence),
+        };
+        for p in parts {
+            let pad = sequence - p.sequence;
+            for r in 0..p.batch {
+                let row = r * p.sequence..(r + 1) * p.sequence;
+                out.input_ids.extend_from_slice(&p.input_ids[row.clone()]);
+                out.input_ids.extend(std::iter::repeat_n(pad_id, pad));
+                out.attention_mask.extend_from_slice(&p.attention_mask[row.clone()]);
+                out.attention_mask.extend(std::iter::repeat_n(0, pad));
+                out.token_type_ids.extend_from_slice(&p.token_type_ids[row]);
+                out.token_type_ids.extend(std::iter::repeat_n(0, pad));
+            }
+        }
+        out
+    }
+
+    /// The rows `start..end` of the batch (same padded length).
+    pub fn rows(&self, start: usize, end: usize) -> TokenBatch {
+        let r = start * self.sequence..end * self.sequence;
+        TokenBatch {
+            batch: end - start,
+            sequence: self.sequence,
+            input_ids: self.input_ids[r.clone()].to_vec(),
+            attention_mask: self.attention_mask[r.clone()].to_vec(),
+            token_type_ids: self.token_type_ids[r].to_vec(),
+        }
+    }
+
     /// Number of real (non-padding) tokens in the batch.
     pub fn real_tokens(&self) -> usize {
         self.attention_mask.iter().filter(|m| **m != 0).count()
@@ -32,6 +71,7 @@ pub struct TextTokenizer {
     inner: Tokenizer,
     max_length: usize,
     prefix: Option<String>,
+    pad_id: u32,
 }
 
 impl TextTokenizer {
@@ -74,11 +114,21 @@ impl TextTokenizer {
                 stride: 0,
             }))
             .map_err(|e| EncoderError::Config(format!("truncation: {e}")))?;
-        Ok(TextTokenizer { inner, max_length, prefix })
+        Ok(TextTokenizer {
+            inner,
+            max_length,
+            prefix,
+            pad_id,
+        })
     }
 
     pub fn max_length(&self) -> usize {
         self.max_length
+    }
+
+    /// The padding token's id.
+    pub fn pad_id(&self) -> i64 {
+        i64::from(self.pad_id)
     }
 
     /// The underlying tokenizer (for vocabulary look-ups such as the noise router's).
@@ -173,6 +223,17 @@ mod tests {
         let b = tok.encode_batch(&[long.as_str()]).unwrap();
         assert_eq!(b.sequence, 256);
         assert_eq!(b.input_ids[255], 102, "[SEP] survives truncation");
+    }
+
+    #[test]
+    fn concat_repads_and_rows_split_back() {
+        let tok = minilm();
+        let a = tok.encode_batch(&["short"]).unwrap();
+        let b = tok.encode_batch(&["a much longer text than the first", "mid text"]).unwrap();
+        let joint = tok.encode_batch(&["short", "a much longer text than the first", "mid text"]).unwrap();
+        let merged = TokenBatch::concat(&[&a, &b], tok.pad_id());
+        assert_eq!(merged, joint, "same as tokenizing together");
+        assert_eq!(merged.rows(1, 3), b, "b is the longest, so its rows come back unchanged");
     }
 
     #[test]

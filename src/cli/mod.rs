@@ -1,0 +1,89 @@
+//! The `capot` command line: argument definitions and dispatch. Each subcommand lives in its
+//! own module and returns `anyhow::Result`; `main` prints one line and sets the exit code.
+
+mod encode;
+mod encoder_cmd;
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+use capot::encoder::{Device, RuntimeOptions};
+
+/// capot — noise-robust dense retrieval.
+#[derive(Debug, Parser)]
+#[command(name = "capot", version, about, propagate_version = true)]
+pub struct Cli {
+    #[command(flatten)]
+    pub global: GlobalArgs,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Options every subcommand accepts.
+#[derive(Debug, Args)]
+pub struct GlobalArgs {
+    /// Path to libonnxruntime.so (default: $ORT_DYLIB_PATH, then assets/onnxruntime/lib/).
+    #[arg(long, global = true, env = "CAPOT_ORT_LIBRARY", value_name = "FILE")]
+    pub ort_library: Option<PathBuf>,
+    /// Log format on stderr.
+    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text, env = "CAPOT_LOG_FORMAT")]
+    pub log_format: LogFormat,
+    /// Log filter (tracing's EnvFilter syntax, e.g. `info` or `capot=debug`).
+    #[arg(long, global = true, default_value = "warn", env = "CAPOT_LOG")]
+    pub log: String,
+}
+
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+/// Inference settings shared by commands that run an encoder.
+#[derive(Debug, Args, Clone)]
+pub struct DeviceArgs {
+    /// Execution device: cpu, cuda, cuda:N, or auto (CUDA if usable, else CPU with a warning).
+    #[arg(long, default_value = "cpu")]
+    pub device: String,
+    /// ONNX Runtime threads per inference (default: all cores).
+    #[arg(long, value_name = "N")]
+    pub threads: Option<usize>,
+}
+
+impl DeviceArgs {
+    pub fn runtime(&self, global: &GlobalArgs) -> anyhow::Result<RuntimeOptions> {
+        let device: Device = self.device.parse()?;
+        Ok(RuntimeOptions {
+            library: global.ort_library.clone(),
+            device,
+            intra_threads: self.threads,
+        })
+    }
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Make and inspect encoder bundles.
+    #[command(subcommand)]
+    Encoder(encoder_cmd::EncoderCommand),
+    /// Encode JSON lines `{"text": ...}` from stdin into `{"embedding": [...]}` lines on stdout.
+    Encode(encode::EncodeArgs),
+}
+
+/// Runs the parsed command line.
+pub fn run(cli: Cli) -> anyhow::Result<()> {
+    match cli.command {
+        Command::Encoder(cmd) => encoder_cmd::run(cmd, &cli.global),
+        Command::Encode(args) => encode::run(args, &cli.global),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn command_line_definition_is_consistent() {
+        use clap::CommandFactory;
+        super::Cli::command().debug_assert();
+    }
+}
