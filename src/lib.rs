@@ -1,8 +1,11 @@
 //! capot: noise-robust dense retrieval. A frozen HNSW index of document vectors, several query
 //! encoders aligned to it with CAPOT, and the service that routes and hot-swaps between them.
 
-pub mod model;
+pub mod dataset;
 pub mod encoder;
+pub mod eval;
+pub mod model;
+pub mod noise;
 
 #[cfg(test)]
 pub(crate) mod test_assets;

@@ -3,6 +3,7 @@
 
 mod encode;
 mod encoder_cmd;
+mod noise;
 
 use std::path::PathBuf;
 
@@ -69,6 +70,8 @@ pub enum Command {
     Encoder(encoder_cmd::EncoderCommand),
     /// Encode JSON lines `{"text": ...}` from stdin into `{"embedding": [...]}` lines on stdout.
     Encode(encode::EncodeArgs),
+    /// Write seeded noisy variants of queries (TSV on stdout).
+    Noise(noise::NoiseArgs),
 }
 
 /// Runs the parsed command line.
@@ -76,6 +79,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Encoder(cmd) => encoder_cmd::run(cmd, &cli.global),
         Command::Encode(args) => encode::run(args, &cli.global),
+        Command::Noise(args) => noise::run(args),
     }
 }
 
