@@ -10,6 +10,7 @@
 pub mod chart;
 pub mod metrics;
 pub mod report;
+pub mod run;
 
 pub use metrics::{Evaluation, Metric, MetricSet, evaluate, relative_change};
 pub use report::{ConditionKind, ConditionReport, EncoderReport, Report};
@@ -57,6 +58,12 @@ pub enum EvalError {
         /// Row label.
         label: String,
     },
+    /// The system under evaluation failed (encoder, index or server).
+    #[error("retrieval: {0}")]
+    Retrieval(String),
+    /// Generating noisy variants failed.
+    #[error(transparent)]
+    Noise(#[from] crate::noise::NoiseError),
     /// JSON (de)serialisation failed.
     #[error("report JSON: {0}")]
     Json(#[from] serde_json::Error),
