@@ -1,6 +1,7 @@
 //! The `capot` command line: argument definitions and dispatch. Each subcommand lives in its
 //! own module and returns `anyhow::Result`; `main` prints one line and sets the exit code.
 
+mod bench;
 mod encode;
 mod encoder_cmd;
 mod noise;
@@ -72,6 +73,9 @@ pub enum Command {
     Encode(encode::EncodeArgs),
     /// Write seeded noisy variants of queries (TSV on stdout).
     Noise(noise::NoiseArgs),
+    /// Measure performance (see docs/benchmarks.md).
+    #[command(subcommand)]
+    Bench(bench::BenchCommand),
 }
 
 /// Runs the parsed command line.
@@ -80,6 +84,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Encoder(cmd) => encoder_cmd::run(cmd, &cli.global),
         Command::Encode(args) => encode::run(args, &cli.global),
         Command::Noise(args) => noise::run(args),
+        Command::Bench(cmd) => bench::run(cmd, &cli.global),
     }
 }
 
