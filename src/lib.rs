@@ -4,8 +4,11 @@
 pub mod dataset;
 pub mod encoder;
 pub mod eval;
+pub mod index;
 pub mod model;
 pub mod noise;
+pub mod registry;
+pub mod server;
 
 #[cfg(test)]
 pub(crate) mod test_assets;

@@ -4,7 +4,10 @@
 mod bench;
 mod encode;
 mod encoder_cmd;
+mod eval;
+mod index;
 mod noise;
+mod serve;
 
 use std::path::PathBuf;
 
@@ -71,6 +74,13 @@ pub enum Command {
     Encoder(encoder_cmd::EncoderCommand),
     /// Encode JSON lines `{"text": ...}` from stdin into `{"embedding": [...]}` lines on stdout.
     Encode(encode::EncodeArgs),
+    /// Build and inspect frozen document indexes.
+    #[command(subcommand)]
+    Index(index::IndexCommand),
+    /// Run the search service.
+    Serve(serve::ServeArgs),
+    /// Retrieval quality per encoder and noise condition (locally or against a live service).
+    Eval(eval::EvalArgs),
     /// Write seeded noisy variants of queries (TSV on stdout).
     Noise(noise::NoiseArgs),
     /// Measure performance (see docs/benchmarks.md).
@@ -84,6 +94,9 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Encoder(cmd) => encoder_cmd::run(cmd, &cli.global),
         Command::Encode(args) => encode::run(args, &cli.global),
         Command::Noise(args) => noise::run(args),
+        Command::Index(cmd) => index::run(cmd, &cli.global),
+        Command::Serve(args) => serve::run(args, &cli.global),
+        Command::Eval(args) => eval::run(args, &cli.global),
         Command::Bench(cmd) => bench::run(cmd, &cli.global),
     }
 }

@@ -1,0 +1,203 @@
+//! `capot serve`: flags, environment variables (`CAPOT_*`) and a TOML config file with the same
+//! keys; a flag or variable wins over the file, the file over the defaults.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+use clap::Args;
+use serde::Deserialize;
+
+use capot::server::{batcher::BatchConfig, serve, Limits, ServeOptions};
+
+use super::{DeviceArgs, GlobalArgs};
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// TOML file with any of the settings below (keys as the flags, with underscores).
+    #[arg(long, env = "CAPOT_CONFIG", value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Index directory (from `capot index build`).
+    #[arg(long, env = "CAPOT_INDEX", value_name = "DIR")]
+    pub index: Option<PathBuf>,
+    /// Query encoder bundle; repeat for several. The first is the target of the alias `default`.
+    #[arg(long = "encoder", env = "CAPOT_ENCODERS", value_delimiter = ',', value_name = "DIR")]
+    pub encoders: Vec<PathBuf>,
+    /// HTTP listen address [default: 127.0.0.1:8080].
+    #[arg(long, env = "CAPOT_ADDR")]
+    pub addr: Option<SocketAddr>,
+    /// Directory for the service's own state [default: .data].
+    #[arg(long, env = "CAPOT_DATA_DIR", value_name = "DIR")]
+    pub data_dir: Option<PathBuf>,
+    /// API key required as `Authorization: Bearer <key>` on /search, /v1/embeddings and /info.
+    #[arg(long, env = "CAPOT_API_KEY", hide_env_values = true)]
+    pub api_key: Option<String>,
+    /// File holding the API key (first line).
+    #[arg(long, env = "CAPOT_API_KEY_FILE", value_name = "FILE")]
+    pub api_key_file: Option<PathBuf>,
+    /// Most texts per inference [default: 64].
+    #[arg(long, env = "CAPOT_MAX_BATCH")]
+    pub max_batch: Option<usize>,
+    /// Most padded tokens per inference [default: 4096].
+    #[arg(long, env = "CAPOT_MAX_BATCH_TOKENS")]
+    pub max_batch_tokens: Option<usize>,
+    /// Milliseconds a batch waits for more requests [default: 0, never waits].
+    #[arg(long, env = "CAPOT_MAX_WAIT_MS")]
+    pub max_wait_ms: Option<u64>,
+    /// Requests that may wait per encoder before 429 [default: 256].
+    #[arg(long, env = "CAPOT_QUEUE_CAPACITY")]
+    pub queue_capacity: Option<usize>,
+    /// Requests served at once before 429 [default: 512].
+    #[arg(long, env = "CAPOT_MAX_IN_FLIGHT")]
+    pub max_in_flight: Option<usize>,
+    /// Per-request time limit in milliseconds [default: 10000].
+    #[arg(long, env = "CAPOT_REQUEST_TIMEOUT_MS")]
+    pub request_timeout_ms: Option<u64>,
+    /// Largest request body in bytes [default: 1048576].
+    #[arg(long, env = "CAPOT_MAX_BODY_BYTES")]
+    pub max_body_bytes: Option<usize>,
+    /// HNSW ef when a request gives none [default: the index's ef_search].
+    #[arg(long, env = "CAPOT_DEFAULT_EF")]
+    pub default_ef: Option<usize>,
+    #[command(flatten)]
+    pub device: DeviceArgs,
+}
+
+/// The config file: same keys as the flags.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ServeFile {
+    index: Option<PathBuf>,
+    #[serde(default)]
+    encoders: Vec<PathBuf>,
+    addr: Option<SocketAddr>,
+    data_dir: Option<PathBuf>,
+    api_key_file: Option<PathBuf>,
+    max_batch: Option<usize>,
+    max_batch_tokens: Option<usize>,
+    max_wait_ms: Option<u64>,
+    queue_capacity: Option<usize>,
+    max_in_flight: Option<usize>,
+    request_timeout_ms: Option<u64>,
+    max_body_bytes: Option<usize>,
+    default_ef: Option<usize>,
+    threads: Option<usize>,
+    device: Option<String>,
+}
+
+fn read_file(path: &Path) -> anyhow::Result<ServeFile> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("cannot read config {}", path.display()))?;
+    toml::from_str(&text).with_context(|| format!("invalid config {}", path.display()))
+}
+
+/// Paths in the config file are relative to the file's directory.
+fn relative_to(base: &Path, p: PathBuf) -> PathBuf {
+    if p.is_absolute() {
+        p
+    } else {
+        base.join(p)
+    }
+}
+
+pub fn options(args: ServeArgs, global: &GlobalArgs) -> anyhow::Result<ServeOptions> {
+    let file = match &args.config {
+        Some(p) => {
+            let f = read_file(p)?;
+            let base = p.parent().map(Path::to_path_buf).unwrap_or_default();
+            ServeFile {
+                index: f.index.map(|p| relative_to(&base, p)),
+                encoders: f.encoders.into_iter().map(|p| relative_to(&base, p)).collect(),
+                data_dir: f.data_dir.map(|p| relative_to(&base, p)),
+                api_key_file: f.api_key_file.map(|p| relative_to(&base, p)),
+                ..f
+            }
+        }
+        None => ServeFile::default(),
+    };
+    let index = args.index.or(file.index).context("--index is required (or `index` in the config file)")?;
+    let encoders = if args.encoders.is_empty() { file.encoders } else { args.encoders };
+    if encoders.is_empty() {
+        bail!("at least one --encoder is required (or `encoders` in the config file)");
+    }
+    let api_key = match (args.api_key, args.api_key_file.or(file.api_key_file)) {
+        (Some(k), _) => Some(k),
+        (None, Some(path)) => {
+            let text = std::fs::read_to_string(&path)
+                .with_context(|| format!("cannot read API key file {}", path.display()))?;
+            let key = text.lines().next().unwrap_or("").trim().to_string();
+            if key.is_empty() {
+                bail!("API key file {} is empty", path.display());
+            }
+            Some(key)
+        }
+        (None, None) => None,
+    };
+    let mut device = args.device.clone();
+    if let (true, Some(d)) = (device.device == "cpu", file.device) {
+        device.device = d;
+    }
+    device.threads = device.threads.or(file.threads);
+    let runtime = device.runtime(global)?;
+    let defaults = Limits::default();
+    let batch_defaults = BatchConfig::default();
+    let positive = |name: &str, v: usize| -> anyhow::Result<usize> {
+        if v == 0 {
+            bail!("--{name} must be at least 1");
+        }
+        Ok(v)
+    };
+    let queue_capacity = positive(
+        "queue-capacity",
+        args.queue_capacity.or(file.queue_capacity).unwrap_or(defaults.queue_capacity),
+    )?;
+    let limits = Limits {
+        max_in_flight: positive("max-in-flight", args.max_in_flight.or(file.max_in_flight).unwrap_or(defaults.max_in_flight))?,
+        queue_capacity,
+        request_timeout_ms: args
+            .request_timeout_ms
+            .or(file.request_timeout_ms)
+            .unwrap_or(defaults.request_timeout_ms)
+            .max(1),
+        max_body_bytes: positive("max-body-bytes", args.max_body_bytes.or(file.max_body_bytes).unwrap_or(defaults.max_body_bytes))?,
+        default_ef: match args.default_ef.or(file.default_ef) {
+            Some(ef) => Some(positive("default-ef", ef)?),
+            None => None,
+        },
+        ..defaults
+    };
+    let batch = BatchConfig {
+        max_batch: positive("max-batch", args.max_batch.or(file.max_batch).unwrap_or(batch_defaults.max_batch))?,
+        max_tokens: positive(
+            "max-batch-tokens",
+            args.max_batch_tokens.or(file.max_batch_tokens).unwrap_or(batch_defaults.max_tokens),
+        )?,
+        max_wait: Duration::from_millis(args.max_wait_ms.or(file.max_wait_ms).unwrap_or(0)),
+        queue_capacity,
+    };
+    Ok(ServeOptions {
+        index,
+        encoders,
+        addr: args
+            .addr
+            .or(file.addr)
+            .unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 8080))),
+        data_dir: args.data_dir.or(file.data_dir).unwrap_or_else(|| PathBuf::from(".data")),
+        api_key,
+        runtime,
+        batch,
+        limits,
+        drain_timeout: Duration::from_secs(30),
+    })
+}
+
+pub fn run(args: ServeArgs, global: &GlobalArgs) -> anyhow::Result<()> {
+    let options = options(args, global)?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_name("capot-async")
+        .build()
+        .context("cannot start the async runtime")?;
+    rt.block_on(serve(options))?;
+    Ok(())
+}

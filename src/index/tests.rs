@@ -1,0 +1,685 @@
+//! Tests of the index module: round trip, recall, atomicity, corruption handling.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Instant;
+
+use super::manifest::rfc3339_utc;
+use super::*;
+
+/// SplitMix64: a tiny seeded generator (no dev-dependency needed).
+struct Rng(u64);
+
+impl Rng {
+    fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    fn uniform(&mut self) -> f64 {
+        ((self.next_u64() >> 11) as f64 + 0.5) / (1u64 << 53) as f64
+    }
+    /// Standard normal (Box–Muller).
+    fn gauss(&mut self) -> f32 {
+        let (u, v) = (self.uniform(), self.uniform());
+        ((-2.0 * u.ln()).sqrt() * (2.0 * std::f64::consts::PI * v).cos()) as f32
+    }
+    fn unit_vector(&mut self, dim: usize) -> Vec<f32> {
+        let mut v: Vec<f32> = (0..dim).map(|_| self.gauss()).collect();
+        let n = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+        v.iter_mut().for_each(|x| *x /= n);
+        v
+    }
+}
+
+fn corpus(n: usize, dim: usize, seed: u64) -> (Vec<Document>, Vec<f32>) {
+    let mut rng = Rng(seed);
+    let docs = (0..n)
+        .map(|i| Document {
+            id: format!("doc-{i}"),
+            title: if i % 3 == 0 {
+                String::new()
+            } else {
+                format!("Title {i} — é")
+            },
+            text: format!("Text of document {i}, with some words: ünïcödé ✓."),
+        })
+        .collect();
+    let vectors = (0..n).flat_map(|_| rng.unit_vector(dim)).collect();
+    (docs, vectors)
+}
+
+fn fields(dim: usize) -> ManifestFields {
+    ManifestFields {
+        encoder_fingerprint: "sha256:test-doc-encoder".into(),
+        encoder_name: "test-encoder".into(),
+        dimension: dim,
+        capot_version: "0.0.0-test".into(),
+    }
+}
+
+fn quick_params() -> HnswParams {
+    HnswParams {
+        m: 16,
+        ef_construction: 100,
+        ef_search: 64,
+    }
+}
+
+fn build_small(dir: &Path, n: usize, dim: usize, seed: u64) -> Index {
+    let (docs, vecs) = corpus(n, dim, seed);
+    IndexBuilder::new(dir, fields(dim))
+        .params(quick_params())
+        .build(docs, vecs, &mut |_| Ok(()))
+        .expect("build")
+}
+
+/// Entries of `parent` other than `keep` (temporary or old directories left behind).
+fn leftovers(parent: &Path, keep: &str) -> Vec<String> {
+    std::fs::read_dir(parent)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n != keep)
+        .collect()
+}
+
+fn recall_at(index: &Index, queries: &[Vec<f32>], k: usize, ef: usize) -> f64 {
+    let mut found = 0usize;
+    for q in queries {
+        let exact = index.search_exact(q, k).unwrap();
+        let approx = index.search(q, k, ef).unwrap();
+        found += approx
+            .iter()
+            .filter(|h| exact.iter().any(|e| e.index == h.index))
+            .count();
+    }
+    found as f64 / (queries.len() * k) as f64
+}
+
+#[test]
+fn build_load_roundtrip_identical_results_and_recall() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("idx");
+    let (n, dim) = (2000, 32);
+    let (docs, vecs) = corpus(n, dim, 7);
+    let mut stages = Vec::new();
+    let built = IndexBuilder::new(&out, fields(dim))
+        .params(HnswParams::default())
+        .build(docs.clone(), vecs.clone(), &mut |p| {
+            stages.push(p.stage);
+            Ok(())
+        })
+        .unwrap();
+    assert_eq!(stages.first(), Some(&BuildStage::Validated));
+    assert_eq!(stages.last(), Some(&BuildStage::Committing));
+    assert!(stages.contains(&BuildStage::Inserting));
+    assert_eq!(leftovers(tmp.path(), "idx"), Vec::<String>::new());
+
+    let loaded = Index::load(&out).unwrap();
+    let mut same = built.manifest().clone();
+    assert!((same.build_seconds - loaded.manifest().build_seconds).abs() < 1e-9);
+    same.build_seconds = loaded.manifest().build_seconds;
+    assert_eq!(loaded.manifest(), &same);
+    let m = loaded.manifest();
+    assert_eq!((m.count, m.dimension, m.metric), (n, dim, Metric::Cosine));
+    assert_eq!(m.encoder_fingerprint, "sha256:test-doc-encoder");
+    assert_eq!(
+        (m.hnsw.m, m.hnsw.ef_construction, m.hnsw.ef_search),
+        (16, 200, 64)
+    );
+    assert_eq!(m.hnsw.max_layers, 16);
+    assert!(m.created_at.ends_with('Z') && m.build_seconds > 0.0);
+
+    // Store and vectors round trip.
+    for i in [0, 1, 2, 999, n - 1] {
+        let d = loaded.document(i).unwrap();
+        assert_eq!(d.to_document(), docs[i]);
+        assert_eq!(loaded.index_of(&docs[i].id), Some(i));
+        let v = loaded.vector(i).unwrap();
+        assert_eq!(v, built.vector(i).unwrap());
+        for (a, b) in v.iter().zip(&vecs[i * dim..(i + 1) * dim]) {
+            assert!((a - b).abs() < 1e-6);
+        }
+    }
+    assert!(loaded.document(n).is_none() && loaded.vector(n).is_none());
+    assert_eq!(loaded.index_of("nope"), None);
+
+    // Same results before and after reload; recall vs exact.
+    let mut rng = Rng(99);
+    let queries: Vec<Vec<f32>> = (0..200).map(|_| rng.unit_vector(dim)).collect();
+    for q in &queries {
+        for ef in [16, 64] {
+            assert_eq!(
+                built.search(q, 10, ef).unwrap(),
+                loaded.search(q, 10, ef).unwrap()
+            );
+        }
+    }
+    let recall = recall_at(&loaded, &queries, 10, 64);
+    println!("recall@10 at ef=64 on {n} random {dim}-d vectors: {recall:.4}");
+    assert!(recall >= 0.95, "recall@10 {recall}");
+
+    // A document's own vector finds itself first, with cosine 1.
+    let hits = loaded.search(loaded.vector(42).unwrap(), 5, 64).unwrap();
+    assert_eq!(hits[0].index, 42);
+    assert!((hits[0].score - 1.0).abs() < 1e-5);
+    assert!(hits.windows(2).all(|w| w[0].score >= w[1].score));
+    // Scale does not matter (cosine): the query is normalised.
+    let scaled: Vec<f32> = loaded.vector(42).unwrap().iter().map(|x| x * 3.0).collect();
+    let rescaled = loaded.search(&scaled, 5, 64).unwrap();
+    for (a, b) in rescaled.iter().zip(&hits) {
+        assert_eq!(a.index, b.index);
+        assert!((a.score - b.score).abs() < 1e-6);
+    }
+    assert_eq!(loaded.search_exact(&scaled, 5).unwrap()[0].index, 42);
+}
+
+#[test]
+fn k_larger_than_ef_or_corpus() {
+    let tmp = tempfile::tempdir().unwrap();
+    let index = build_small(&tmp.path().join("i"), 300, 16, 1);
+    let q = Rng(5).unit_vector(16);
+    assert_eq!(index.search(&q, 50, 10).unwrap().len(), 50);
+    assert!(index.search(&q, 0, 10).unwrap().is_empty());
+    assert!(index.search_exact(&q, 0).unwrap().is_empty());
+    assert_eq!(index.search_exact(&q, 1000).unwrap().len(), 300);
+    let all = index.search(&q, 1000, 5).unwrap();
+    assert!(all.len() <= 300 && all.len() >= 290, "{}", all.len());
+    let exact = index.search_exact(&q, 20).unwrap();
+    assert_eq!(index.search(&q, 20, 300).unwrap(), exact);
+}
+
+/// hnsw_rs's `DistDot` asserts `dot <= 1.000002`; identical (duplicate)
+/// document vectors and a query equal to them must not trip it.
+#[test]
+fn duplicate_vectors_do_not_trip_distdot() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dim = 384;
+    let (docs, base) = corpus(600, dim, 12);
+    let vecs: Vec<f32> = (0..600)
+        .flat_map(|i| base[(i % 150) * dim..(i % 150 + 1) * dim].to_vec())
+        .collect();
+    let index = IndexBuilder::new(tmp.path().join("dup"), fields(dim))
+        .params(quick_params())
+        .build(docs, vecs, &mut |_| Ok(()))
+        .unwrap();
+    for i in 0..150 {
+        let hits = index.search(index.vector(i).unwrap(), 4, 32).unwrap();
+        let mut got: Vec<usize> = hits.iter().map(|h| h.index).collect();
+        got.sort_unstable();
+        assert_eq!(got, vec![i, i + 150, i + 300, i + 450]);
+        assert!(hits.iter().all(|h| (h.score - 1.0).abs() < 1e-5));
+    }
+}
+
+#[test]
+fn query_validation() {
+    let tmp = tempfile::tempdir().unwrap();
+    let index = build_small(&tmp.path().join("i"), 200, 8, 2);
+    assert!(matches!(
+        index.search(&[0.5; 7], 5, 16),
+        Err(IndexError::DimensionMismatch {
+            expected: 8,
+            got: 7
+        })
+    ));
+    assert!(matches!(
+        index.search_exact(&[0.5; 9], 5),
+        Err(IndexError::DimensionMismatch { .. })
+    ));
+    assert!(matches!(
+        index.search(&[0.0; 8], 5, 16),
+        Err(IndexError::InvalidQuery(_))
+    ));
+    let mut nan = vec![0.1; 8];
+    nan[3] = f32::NAN;
+    assert!(matches!(
+        index.search(&nan, 5, 16),
+        Err(IndexError::InvalidQuery(_))
+    ));
+    assert!(matches!(
+        index.search_exact(&nan, 5),
+        Err(IndexError::InvalidQuery(_))
+    ));
+}
+
+#[test]
+fn index_is_shareable_across_threads() {
+    fn assert_send_sync<T: Send + Sync>() {}
+    assert_send_sync::<Index>();
+    let tmp = tempfile::tempdir().unwrap();
+    let index = Arc::new(build_small(&tmp.path().join("i"), 500, 16, 3));
+    let q = Rng(11).unit_vector(16);
+    let expected = index.search(&q, 10, 32).unwrap();
+    let handles: Vec<_> = (0..4)
+        .map(|_| {
+            let (index, q) = (Arc::clone(&index), q.clone());
+            std::thread::spawn(move || {
+                (0..50)
+                    .map(|_| index.search(&q, 10, 32).unwrap())
+                    .collect::<Vec<_>>()
+            })
+        })
+        .collect();
+    for h in handles {
+        assert!(h.join().unwrap().iter().all(|r| *r == expected));
+    }
+}
+
+#[test]
+fn bad_build_inputs_leave_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("idx");
+    let b = IndexBuilder::new(&out, fields(8)).params(quick_params());
+    let none = &mut |_: &BuildProgress| Ok(());
+
+    assert!(matches!(
+        b.build(vec![], vec![], none),
+        Err(IndexError::EmptyCorpus)
+    ));
+    let (docs, vecs) = corpus(50, 8, 4);
+    let e = b
+        .build(docs.clone(), vecs[..vecs.len() - 8].to_vec(), none)
+        .unwrap_err();
+    assert!(
+        matches!(e, IndexError::InvalidInput(ref m) if m.contains("mismatch")),
+        "{e}"
+    );
+    let mut dup = docs.clone();
+    dup[7].id = dup[3].id.clone();
+    let e = b.build(dup, vecs.clone(), none).unwrap_err();
+    assert!(
+        e.to_string().contains("duplicate document id \"doc-3\""),
+        "{e}"
+    );
+    let mut empty_id = docs.clone();
+    empty_id[5].id.clear();
+    assert!(matches!(
+        b.build(empty_id, vecs.clone(), none),
+        Err(IndexError::InvalidInput(_))
+    ));
+    let mut zero = vecs.clone();
+    zero[8..16].fill(0.0);
+    assert!(matches!(
+        b.build(docs.clone(), zero, none),
+        Err(IndexError::InvalidInput(_))
+    ));
+    let mut nan = vecs.clone();
+    nan[20] = f32::INFINITY;
+    assert!(matches!(
+        b.build(docs.clone(), nan, none),
+        Err(IndexError::InvalidInput(_))
+    ));
+    let bad_m = b.clone().params(HnswParams {
+        m: 300,
+        ..quick_params()
+    });
+    assert!(matches!(
+        bad_m.build(docs, vecs, none),
+        Err(IndexError::InvalidInput(_))
+    ));
+    assert_eq!(leftovers(tmp.path(), ""), Vec::<String>::new());
+}
+
+#[test]
+fn cancelled_build_leaves_nothing_loadable() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("idx");
+    let (docs, vecs) = corpus(1500, 8, 5);
+    for (stage, at) in [
+        (BuildStage::Inserting, 1),
+        (BuildStage::Writing, 2),
+        (BuildStage::Writing, 3),
+        (BuildStage::Committing, 0),
+    ] {
+        let e = IndexBuilder::new(&out, fields(8))
+            .params(quick_params())
+            .build(docs.clone(), vecs.clone(), &mut |p| {
+                if p.stage == stage && p.done >= at {
+                    Err(IndexError::Cancelled(format!("test at {stage:?}")))
+                } else {
+                    Ok(())
+                }
+            })
+            .unwrap_err();
+        assert!(matches!(e, IndexError::Cancelled(_)), "{e}");
+        assert!(!out.exists(), "out dir exists after cancel at {stage:?}");
+        assert_eq!(leftovers(tmp.path(), ""), Vec::<String>::new());
+        assert!(Index::load(&out).is_err());
+    }
+}
+
+#[test]
+fn existing_output_and_overwrite() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("idx");
+    build_small(&out, 100, 8, 6);
+    let (docs, vecs) = corpus(120, 8, 7);
+    let b = IndexBuilder::new(&out, fields(8)).params(quick_params());
+    let e = b
+        .build(docs.clone(), vecs.clone(), &mut |_| Ok(()))
+        .unwrap_err();
+    assert!(matches!(e, IndexError::AlreadyExists(_)), "{e}");
+    assert_eq!(Index::load(&out).unwrap().len(), 100);
+
+    let replaced = b
+        .clone()
+        .overwrite(true)
+        .build(docs.clone(), vecs.clone(), &mut |_| Ok(()));
+    assert_eq!(replaced.unwrap().len(), 120);
+    assert_eq!(Index::load(&out).unwrap().len(), 120);
+    assert_eq!(leftovers(tmp.path(), "idx"), Vec::<String>::new());
+
+    // Overwrite refuses to delete a directory that is not an index.
+    let other = tmp.path().join("precious");
+    std::fs::create_dir(&other).unwrap();
+    std::fs::write(other.join("notes.txt"), "keep me").unwrap();
+    let e = IndexBuilder::new(&other, fields(8))
+        .overwrite(true)
+        .build(docs, vecs, &mut |_| Ok(()))
+        .unwrap_err();
+    assert!(e.to_string().contains("not an index"), "{e}");
+    assert!(other.join("notes.txt").exists());
+}
+
+#[test]
+fn load_errors_on_missing_or_bad_manifest() {
+    let tmp = tempfile::tempdir().unwrap();
+    let e = Index::load(tmp.path().join("absent")).unwrap_err();
+    assert!(matches!(e, IndexError::Io { .. }), "{e}");
+    let e = Index::load(tmp.path()).unwrap_err();
+    assert!(matches!(e, IndexError::MissingManifest(_)), "{e}");
+    assert!(e.to_string().contains("index.json is missing"));
+
+    let out = tmp.path().join("idx");
+    build_small(&out, 100, 8, 8);
+    let manifest = out.join(MANIFEST_FILE);
+    let text = std::fs::read_to_string(&manifest).unwrap();
+    std::fs::write(
+        &manifest,
+        text.replace("\"format_version\": 1", "\"format_version\": 9"),
+    )
+    .unwrap();
+    assert!(matches!(
+        Index::load(&out),
+        Err(IndexError::UnsupportedVersion {
+            found: 9,
+            supported: 1
+        })
+    ));
+    std::fs::write(&manifest, &text[..text.len() / 2]).unwrap();
+    assert!(matches!(
+        Index::load(&out),
+        Err(IndexError::InvalidManifest { .. })
+    ));
+    std::fs::write(
+        &manifest,
+        text.replace("\"dimension\": 8", "\"dimension\": 16"),
+    )
+    .unwrap();
+    let e = Index::load(&out).unwrap_err();
+    assert!(matches!(e, IndexError::InvalidManifest { .. }), "{e}");
+    std::fs::write(&manifest, text.replace("\"cosine\"", "\"l2\"")).unwrap();
+    assert!(matches!(
+        Index::load(&out),
+        Err(IndexError::InvalidManifest { .. })
+    ));
+    std::fs::write(&manifest, &text).unwrap();
+    Index::load(&out).unwrap();
+    std::fs::remove_file(out.join(DOCS_FILE)).unwrap();
+    let e = Index::load(&out).unwrap_err();
+    assert!(
+        e.to_string().contains("docs.bin") && e.to_string().contains("missing"),
+        "{e}"
+    );
+}
+
+/// Rewrites `len` bytes at `at` (negative: from the end) of a file.
+fn patch(path: &Path, at: i64, bytes: &[u8]) {
+    let mut data = std::fs::read(path).unwrap();
+    let at = if at < 0 { data.len() as i64 + at } else { at } as usize;
+    data[at..at + bytes.len()].copy_from_slice(bytes);
+    std::fs::write(path, data).unwrap();
+}
+
+fn truncate(path: &Path, by: u64) {
+    let f = std::fs::OpenOptions::new().write(true).open(path).unwrap();
+    let len = f.metadata().unwrap().len();
+    f.set_len(len - by).unwrap();
+}
+
+/// A named way of damaging an index.
+type Corruption<'a> = (&'static str, Box<dyn Fn() + 'a>);
+
+const NO_CHECKSUMS: LoadOptions = LoadOptions {
+    verify_checksums: false,
+};
+
+#[test]
+fn truncated_or_tampered_vectors_are_errors() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("idx");
+    build_small(&out, 200, 8, 9);
+    let vf = out.join(VECTORS_FILE);
+    let good = std::fs::read(&vf).unwrap();
+
+    truncate(&vf, 4);
+    let e = Index::load(&out).unwrap_err();
+    assert!(
+        matches!(e, IndexError::Corrupt { .. }) && e.to_string().contains("truncated"),
+        "{e}"
+    );
+
+    std::fs::write(&vf, &good).unwrap();
+    patch(&vf, 100, &0.5f32.to_le_bytes());
+    let e = Index::load(&out).unwrap_err();
+    assert!(matches!(e, IndexError::ChecksumMismatch { .. }), "{e}");
+    // Without checksum verification a same-size change is not detectable.
+    Index::load_with(&out, NO_CHECKSUMS).unwrap();
+
+    std::fs::write(&vf, &good).unwrap();
+    let docs = out.join(DOCS_FILE);
+    patch(&docs, 0, b"XXXX");
+    let e = Index::load_with(&out, NO_CHECKSUMS).unwrap_err();
+    assert!(e.to_string().contains("bad magic"), "{e}");
+}
+
+#[test]
+fn corrupt_hnsw_dump_is_an_error_not_a_panic() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("idx");
+    build_small(&out, 300, 8, 10);
+    let graph = out.join(HNSW_GRAPH_FILE);
+    let data = out.join(HNSW_DATA_FILE);
+    let (g0, d0) = (
+        std::fs::read(&graph).unwrap(),
+        std::fs::read(&data).unwrap(),
+    );
+    let restore = || {
+        std::fs::write(&graph, &g0).unwrap();
+        std::fs::write(&data, &d0).unwrap();
+    };
+    // Offset of the first neighbour count: description (4+1+1+8+1+8+8+8 = 39,
+    // + 8+len("...DistDot") + 8+len("f32")), layer count (1), layer magic and
+    // size (12), point magic, id, layer, rank (17).
+    let dist_len = u64::from_ne_bytes(g0[39..47].try_into().unwrap()) as usize;
+    let descr = 39 + 8 + dist_len + 8 + 3;
+    let first_count = descr + 1 + 12 + 17;
+
+    let cases: Vec<Corruption<'_>> = vec![
+        ("truncated graph", Box::new(|| truncate(&graph, 100))),
+        ("truncated data", Box::new(|| truncate(&data, 3))),
+        ("graph magic", Box::new(|| patch(&graph, 0, &[0, 0, 0, 0]))),
+        (
+            "layer magic",
+            Box::new(|| patch(&graph, descr as i64 + 1, &[1, 2, 3, 4])),
+        ),
+        (
+            "huge neighbour count",
+            Box::new(|| patch(&graph, first_count as i64, &u64::MAX.to_ne_bytes())),
+        ),
+        ("data magic", Box::new(|| patch(&data, 12, &[9, 9, 9, 9]))),
+        (
+            "entry point",
+            Box::new(|| patch(&graph, -4, &(-1i32).to_ne_bytes())),
+        ),
+        (
+            "garbage graph",
+            Box::new(|| {
+                let mut rng = Rng(1);
+                let junk: Vec<u8> = (0..g0.len()).map(|_| rng.next_u64() as u8).collect();
+                std::fs::write(&graph, junk).unwrap();
+            }),
+        ),
+    ];
+    for (what, corrupt) in &cases {
+        restore();
+        corrupt();
+        for opts in [LoadOptions::default(), NO_CHECKSUMS] {
+            let e = Index::load_with(&out, opts).expect_err(what);
+            println!("{what} (checksums {}): {e}", opts.verify_checksums);
+            assert!(
+                matches!(
+                    e,
+                    IndexError::Corrupt { .. } | IndexError::ChecksumMismatch { .. }
+                ),
+                "{what}: {e}"
+            );
+        }
+    }
+    // A change inside a vector or a distance is structurally valid: only the
+    // checksum catches it.
+    restore();
+    patch(&data, 12 + 20, &[0x3f, 0x3f, 0x3f, 0x3f]);
+    let e = Index::load(&out).unwrap_err();
+    assert!(matches!(e, IndexError::ChecksumMismatch { .. }), "{e}");
+    // The last resort: hnsw_rs itself panics on a garbage dump (here, in its
+    // description reader); the reload turns that into an error.
+    std::fs::write(&graph, vec![0xAB; 4096]).unwrap();
+    let Err(e) = hnsw::load(&out) else {
+        panic!("garbage dump reloaded")
+    };
+    assert!(
+        matches!(e, IndexError::Hnsw(ref m) if m.contains("panicked")),
+        "{e}"
+    );
+    restore();
+    Index::load(&out).unwrap();
+}
+
+#[test]
+fn rfc3339_formatting() {
+    assert_eq!(rfc3339_utc(0), "1970-01-01T00:00:00Z");
+    assert_eq!(rfc3339_utc(951_782_400), "2000-02-29T00:00:00Z");
+    assert_eq!(rfc3339_utc(1_700_000_000), "2023-11-14T22:13:20Z");
+    assert_eq!(rfc3339_utc(4_102_444_799), "2099-12-31T23:59:59Z");
+}
+
+fn rss_bytes() -> usize {
+    std::fs::read_to_string("/proc/self/statm")
+        .ok()
+        .and_then(|s| s.split_whitespace().nth(1)?.parse::<usize>().ok())
+        .map_or(0, |pages| pages * 4096)
+}
+
+/// Measurements on 10k random 384-d vectors (prints, asserts nothing).
+/// Run: `cargo test --release -- --ignored --nocapture bench_10k`.
+#[test]
+#[ignore]
+fn bench_10k_384() {
+    let (n, dim) = (
+        std::env::var("BENCH_N")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(10_000),
+        384,
+    );
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("idx");
+    let (docs, vecs) = corpus(n, dim, 42);
+    let t = Instant::now();
+    let built = IndexBuilder::new(&out, fields(dim))
+        .build(docs, vecs, &mut |_| Ok(()))
+        .unwrap();
+    println!(
+        "build {n}×{dim} (M=16, ef_c=200): {:.2} s",
+        t.elapsed().as_secs_f64()
+    );
+    let mut sizes = Vec::new();
+    for f in [DOCS_FILE, VECTORS_FILE, HNSW_GRAPH_FILE, HNSW_DATA_FILE] {
+        let b = std::fs::metadata(out.join(f)).unwrap().len();
+        sizes.push(format!("{f} {:.0} B/doc", b as f64 / n as f64));
+    }
+    println!("disk: {}", sizes.join(", "));
+
+    // Memory of one loaded index: RSS growth while the built one stays alive
+    // (so the load cannot reuse memory freed by the build).
+    let rss0 = rss_bytes();
+    let index = Index::load(&out).unwrap();
+    let rss = rss_bytes().saturating_sub(rss0) as f64;
+    let own = index.heap_bytes_without_graph() as f64;
+    println!(
+        "memory: RSS +{:.0} B/doc for a loaded index; store {:.0} + vectors {:.0} B/doc, so hnsw_rs graph ≈ {:.0} B/doc",
+        rss / n as f64,
+        (own - (n * dim * 4) as f64) / n as f64,
+        (dim * 4) as f64,
+        (rss - own) / n as f64
+    );
+    drop(built);
+
+    for round in 0..3 {
+        for opts in [NO_CHECKSUMS, LoadOptions::default()] {
+            let t = Instant::now();
+            drop(Index::load_with(&out, opts).unwrap());
+            println!(
+                "load (round {round}, checksums {}): {:.0} ms",
+                opts.verify_checksums,
+                t.elapsed().as_secs_f64() * 1e3
+            );
+        }
+    }
+    let t = Instant::now();
+    hnsw::validate_dump(&out, n, dim, 16, None).unwrap();
+    println!(
+        "of which dump validation: {:.0} ms",
+        t.elapsed().as_secs_f64() * 1e3
+    );
+    let t = Instant::now();
+    drop(hnsw::load(&out).unwrap());
+    println!(
+        "of which hnsw_rs reload: {:.0} ms",
+        t.elapsed().as_secs_f64() * 1e3
+    );
+
+    let mut rng = Rng(1234);
+    let random: Vec<Vec<f32>> = (0..300).map(|_| rng.unit_vector(dim)).collect();
+    // Queries near documents (doc + noise, cosine ≈ 0.8), closer to real use.
+    let near: Vec<Vec<f32>> = (0..300)
+        .map(|i| {
+            let d = index.vector((i * 31) % n).unwrap();
+            let noise = rng.unit_vector(dim);
+            d.iter().zip(&noise).map(|(a, b)| a + 0.75 * b).collect()
+        })
+        .collect();
+    for (name, qs) in [("random", &random), ("near-doc", &near)] {
+        for ef in [64, 128] {
+            let t = Instant::now();
+            for q in qs.iter() {
+                std::hint::black_box(index.search(q, 10, ef).unwrap());
+            }
+            let ms = t.elapsed().as_secs_f64() * 1e3 / qs.len() as f64;
+            let recall = recall_at(&index, qs, 10, ef);
+            println!("{name} queries, ef={ef}: {ms:.3} ms/query, recall@10 {recall:.3}");
+        }
+        let t = Instant::now();
+        for q in qs.iter() {
+            std::hint::black_box(index.search_exact(q, 10).unwrap());
+        }
+        println!(
+            "{name} queries, exact: {:.3} ms/query",
+            t.elapsed().as_secs_f64() * 1e3 / qs.len() as f64
+        );
+    }
+}

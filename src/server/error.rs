@@ -1,0 +1,150 @@
+//! API errors: one JSON shape, `{"error": {"code", "message"}}`, with the HTTP status that
+//! says what went wrong, and a JSON-body extractor that maps every rejection onto it.
+
+use axum::extract::{FromRequest, Request};
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+
+/// An error response.
+#[derive(Debug, Clone)]
+pub struct ApiError {
+    pub status: StatusCode,
+    /// Stable, machine-readable reason (also the `reason` label of the failure metric).
+    pub code: &'static str,
+    pub message: String,
+}
+
+#[derive(Serialize)]
+struct Body<'a> {
+    error: Inner<'a>,
+}
+
+#[derive(Serialize)]
+struct Inner<'a> {
+    code: &'a str,
+    message: &'a str,
+    /// OpenAI clients read `type`; same value as `code`.
+    #[serde(rename = "type")]
+    kind: &'a str,
+}
+
+impl ApiError {
+    pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
+        ApiError {
+            status,
+            code,
+            message: message.into(),
+        }
+    }
+
+    pub fn invalid(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid_request", message)
+    }
+
+    pub fn not_found(code: &'static str, message: impl Into<String>) -> Self {
+        Self::new(StatusCode::NOT_FOUND, code, message)
+    }
+
+    pub fn overloaded(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::TOO_MANY_REQUESTS, "overloaded", message)
+    }
+
+    pub fn not_ready(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::SERVICE_UNAVAILABLE, "not_ready", message)
+    }
+
+    pub fn internal(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", message)
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let body = Body {
+            error: Inner {
+                code: self.code,
+                message: &self.message,
+                kind: self.code,
+            },
+        };
+        let mut resp = (self.status, axum::Json(body)).into_response();
+        if matches!(self.status, StatusCode::TOO_MANY_REQUESTS | StatusCode::SERVICE_UNAVAILABLE) {
+            resp.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+        }
+        // Let the metrics layer see the reason without parsing the body.
+        resp.extensions_mut().insert(FailureReason(self.code));
+        resp
+    }
+}
+
+/// The error code of a failed response, for metrics.
+#[derive(Debug, Clone, Copy)]
+pub struct FailureReason(pub &'static str);
+
+/// A JSON request body whose every failure is an [`ApiError`]: 415 for another content type,
+/// 413 over the size limit, 400 for bytes that are not JSON (or not UTF-8), 422 for JSON of
+/// the wrong shape.
+pub struct JsonBody<T>(pub T);
+
+impl<S, T> FromRequest<S> for JsonBody<T>
+where
+    S: Send + Sync,
+    T: DeserializeOwned,
+{
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+        let is_json = req
+            .headers()
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .map(|v| {
+                let mime = v.split(';').next().unwrap_or("").trim().to_ascii_lowercase();
+                mime == "application/json" || (mime.starts_with("application/") && mime.ends_with("+json"))
+            })
+            .unwrap_or(false);
+        if !is_json {
+            return Err(ApiError::new(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "unsupported_media_type",
+                "expected Content-Type: application/json",
+            ));
+        }
+        let bytes = axum::body::Bytes::from_request(req, state).await.map_err(|e| {
+            if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
+                ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large", "request body is too large")
+            } else {
+                ApiError::new(StatusCode::BAD_REQUEST, "invalid_body", e.body_text())
+            }
+        })?;
+        if std::str::from_utf8(&bytes).is_err() {
+            return Err(ApiError::new(StatusCode::BAD_REQUEST, "invalid_json", "request body is not valid UTF-8"));
+        }
+        let mut de = serde_json::Deserializer::from_slice(&bytes);
+        let value: T = serde_path_to_error::deserialize(&mut de).map_err(|e| {
+            let path = e.path().to_string();
+            let inner = e.into_inner();
+            json_error(&inner, &path)
+        })?;
+        de.end().map_err(|e| json_error(&e, ""))?;
+        Ok(JsonBody(value))
+    }
+}
+
+fn json_error(e: &serde_json::Error, path: &str) -> ApiError {
+    use serde_json::error::Category;
+    match e.classify() {
+        Category::Syntax | Category::Eof | Category::Io => ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "invalid_json",
+            format!("request body is not valid JSON: {e}"),
+        ),
+        Category::Data => ApiError::invalid(if path.is_empty() || path == "." {
+            e.to_string()
+        } else {
+            format!("{path}: {e}")
+        }),
+    }
+}

@@ -1,0 +1,319 @@
+//! The public HTTP API: `/search`, `/v1/embeddings`, `/health`, `/ready`, `/info`, `/metrics`.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use axum::extract::{MatchedPath, Request, State};
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use base64::Engine as _;
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+
+use super::core::{self, SearchParams};
+use super::error::{ApiError, FailureReason, JsonBody};
+use super::state::AppState;
+use crate::registry::LoadedEncoder;
+
+/// Builds the public router (without the transport layers added in [`super::serve`]).
+pub fn router(state: Arc<AppState>) -> Router {
+    let guarded = Router::new()
+        .route("/search", post(search))
+        .route("/v1/embeddings", post(embeddings))
+        .route("/info", get(info))
+        .route_layer(axum::middleware::from_fn_with_state(state.clone(), require_api_key));
+    Router::new()
+        .route("/health", get(health))
+        .route("/ready", get(ready))
+        .route("/metrics", get(metrics))
+        .merge(guarded)
+        .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
+        .layer(axum::middleware::from_fn_with_state(state.clone(), record_metrics))
+        .with_state(state)
+}
+
+async fn not_found() -> ApiError {
+    ApiError::not_found("not_found", "no such route")
+}
+
+async fn method_not_allowed() -> ApiError {
+    ApiError::new(StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed", "method not allowed on this route")
+}
+
+/// Counts every response by route and status, and failures by reason.
+async fn record_metrics(State(state): State<Arc<AppState>>, req: Request, next: Next) -> Response {
+    let route = req
+        .extensions()
+        .get::<MatchedPath>()
+        .map(|p| p.as_str().to_string())
+        .unwrap_or_else(|| "unmatched".into());
+    state.metrics.in_flight.inc();
+    let resp = next.run(req).await;
+    state.metrics.in_flight.dec();
+    let status = resp.status();
+    state
+        .metrics
+        .requests
+        .with_label_values(&[route.as_str(), status.as_str()])
+        .inc();
+    if status.is_client_error() || status.is_server_error() {
+        let reason = resp
+            .extensions()
+            .get::<FailureReason>()
+            .map(|r| r.0)
+            .unwrap_or("http_error");
+        state.metrics.failures.with_label_values(&[route.as_str(), reason]).inc();
+    }
+    resp
+}
+
+/// `Authorization: Bearer <key>` when the service has an API key.
+async fn require_api_key(State(state): State<Arc<AppState>>, req: Request, next: Next) -> Response {
+    if let Some(key) = &state.api_key {
+        let given = req
+            .headers()
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .map(str::trim);
+        if !given.is_some_and(|g| constant_time_eq(g.as_bytes(), key.as_bytes())) {
+            let mut resp =
+                ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", "missing or wrong API key (Authorization: Bearer <key>)")
+                    .into_response();
+            resp.headers_mut()
+                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+            return resp;
+        }
+    }
+    next.run(req).await
+}
+
+/// Compares secrets without an early exit that would leak their common prefix's length.
+pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+async fn health() -> Json<serde_json::Value> {
+    Json(json!({ "status": "ok" }))
+}
+
+async fn ready(State(state): State<Arc<AppState>>) -> Response {
+    if state.is_ready() {
+        Json(json!({ "status": "ready" })).into_response()
+    } else if state.draining.load(Ordering::Acquire) {
+        ApiError::not_ready("shutting down").into_response()
+    } else {
+        ApiError::not_ready("loading the index and encoders").into_response()
+    }
+}
+
+async fn metrics(State(state): State<Arc<AppState>>) -> Response {
+    if let Some(index) = state.index.get() {
+        state.metrics.index_documents.set(index.len() as i64);
+    }
+    let snapshot = state.registry.snapshot();
+    for (name, e) in &snapshot.encoders {
+        state.metrics.queue_depth.with_label_values(&[name.as_str()]).set(e.batcher.queue_depth() as i64);
+    }
+    (
+        [(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"))],
+        state.metrics.render(),
+    )
+        .into_response()
+}
+
+#[derive(Serialize)]
+struct EncoderView {
+    name: String,
+    version: String,
+    role: crate::encoder::Role,
+    dimension: usize,
+    fingerprint: String,
+    aligned_to: String,
+    execution_provider: String,
+    loaded_at: String,
+    load_seconds: f64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    compatibility_override: Option<String>,
+}
+
+pub(crate) fn encoder_view(e: &LoadedEncoder) -> serde_json::Value {
+    let m = e.encoder().manifest();
+    let secs = e
+        .loaded_at
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    serde_json::to_value(EncoderView {
+        name: m.name.clone(),
+        version: m.version.clone(),
+        role: m.role,
+        dimension: m.dimension,
+        fingerprint: m.fingerprint.clone(),
+        aligned_to: m.aligned_to.clone(),
+        execution_provider: e.encoder().provider().to_string(),
+        loaded_at: crate::encoder::manifest::rfc3339_from_unix(secs),
+        load_seconds: e.load_seconds,
+        compatibility_override: e.compatibility_override.clone(),
+    })
+    .unwrap_or_default()
+}
+
+async fn info(State(state): State<Arc<AppState>>) -> Json<serde_json::Value> {
+    let snapshot = state.registry.snapshot();
+    let encoders: Vec<serde_json::Value> = snapshot.encoders.values().map(|e| encoder_view(e)).collect();
+    let mut providers: Vec<String> = snapshot
+        .encoders
+        .values()
+        .map(|e| e.encoder().provider().to_string())
+        .collect();
+    providers.sort();
+    providers.dedup();
+    let index = state.index.get().map(|i| {
+        let m = i.manifest();
+        json!({
+            "documents": i.len(),
+            "dimension": m.dimension,
+            "metric": m.metric,
+            "document_encoder": m.encoder_name,
+            "document_encoder_fingerprint": m.encoder_fingerprint,
+            "hnsw": { "m": m.hnsw.m, "ef_construction": m.hnsw.ef_construction, "ef_search": state.limits.default_ef.unwrap_or_else(|| i.default_ef()) },
+        })
+    });
+    Json(json!({
+        "version": env!("CARGO_PKG_VERSION"),
+        "ready": state.is_ready(),
+        "uptime_seconds": state.started.elapsed().as_secs(),
+        "execution_providers": providers,
+        "index": index,
+        "encoders": encoders,
+        "aliases": snapshot.aliases,
+        "limits": state.limits,
+    }))
+}
+
+fn default_k() -> usize {
+    10
+}
+
+/// `POST /search` body.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SearchRequest {
+    #[serde(default)]
+    query: Option<String>,
+    #[serde(default)]
+    queries: Option<Vec<String>>,
+    #[serde(default = "default_k")]
+    k: usize,
+    #[serde(default)]
+    encoder: Option<String>,
+    #[serde(default)]
+    ef: Option<usize>,
+}
+
+async fn search(
+    State(state): State<Arc<AppState>>,
+    JsonBody(req): JsonBody<SearchRequest>,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    let (texts, batch_form) = match (req.query, req.queries) {
+        (Some(q), None) => (vec![q], false),
+        (None, Some(qs)) => (qs, true),
+        (Some(_), Some(_)) => return Err(ApiError::invalid("give either query or queries, not both")),
+        (None, None) => return Err(ApiError::invalid("missing field `query` (or `queries` for a batch)")),
+    };
+    let out = core::search(
+        &state,
+        SearchParams {
+            texts,
+            field: if batch_form { "queries" } else { "query" },
+            k: req.k,
+            encoder: req.encoder,
+            ef: req.ef,
+        },
+    )
+    .await?;
+    let results = if batch_form {
+        serde_json::to_value(&out.results)
+    } else {
+        serde_json::to_value(out.results.into_iter().next().unwrap_or_default())
+    }
+    .map_err(|e| ApiError::internal(e.to_string()))?;
+    Ok(Json(json!({
+        "results": results,
+        "encoder": { "name": out.encoder_name, "version": out.encoder_version },
+        "timings_ms": out.timings_ms,
+    })))
+}
+
+/// `POST /v1/embeddings` body, as OpenAI defines it.
+#[derive(Debug, Deserialize)]
+pub struct EmbeddingsRequest {
+    input: serde_json::Value,
+    #[serde(default)]
+    model: Option<String>,
+    #[serde(default)]
+    encoding_format: Option<String>,
+    #[serde(default)]
+    dimensions: Option<usize>,
+    #[serde(default)]
+    #[allow(dead_code)]
+    user: Option<String>,
+}
+
+async fn embeddings(
+    State(state): State<Arc<AppState>>,
+    JsonBody(req): JsonBody<EmbeddingsRequest>,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    let texts: Vec<String> = match req.input {
+        serde_json::Value::String(s) => vec![s],
+        serde_json::Value::Array(items) => items
+            .into_iter()
+            .enumerate()
+            .map(|(i, v)| match v {
+                serde_json::Value::String(s) => Ok(s),
+                _ => Err(ApiError::invalid(format!(
+                    "input[{i}]: only strings are supported (token-id inputs are not)"
+                ))),
+            })
+            .collect::<Result<_, _>>()?,
+        _ => return Err(ApiError::invalid("input must be a string or an array of strings")),
+    };
+    let base64 = match req.encoding_format.as_deref() {
+        None | Some("float") => false,
+        Some("base64") => true,
+        Some(other) => {
+            return Err(ApiError::invalid(format!(
+                "encoding_format must be \"float\" or \"base64\", got {other:?}"
+            )))
+        }
+    };
+    let out = core::embed(&state, texts, "input", req.model, req.dimensions).await?;
+    let data: Vec<serde_json::Value> = out
+        .vectors
+        .into_iter()
+        .enumerate()
+        .map(|(i, v)| {
+            let embedding = if base64 {
+                let bytes: Vec<u8> = v.iter().flat_map(|x| x.to_le_bytes()).collect();
+                json!(base64::engine::general_purpose::STANDARD.encode(bytes))
+            } else {
+                json!(v)
+            };
+            json!({ "object": "embedding", "index": i, "embedding": embedding })
+        })
+        .collect();
+    Ok(Json(json!({
+        "object": "list",
+        "data": data,
+        "model": out.encoder_name,
+        "usage": { "prompt_tokens": out.tokens, "total_tokens": out.tokens },
+    })))
+}

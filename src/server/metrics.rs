@@ -1,0 +1,165 @@
+//! Prometheus metrics of the service, exposed as text on `GET /metrics`.
+
+use prometheus::{
+    Encoder as _, GaugeVec, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, IntGaugeVec, Opts,
+    Registry, TextEncoder,
+};
+
+use super::batcher::BatchObserver;
+
+/// Latency buckets (seconds) from 0.25 ms to 10 s.
+const LATENCY_BUCKETS: &[f64] = &[
+    0.00025, 0.0005, 0.001, 0.002, 0.004, 0.008, 0.016, 0.032, 0.064, 0.128, 0.256, 0.512, 1.0,
+    2.5, 5.0, 10.0,
+];
+const BATCH_BUCKETS: &[f64] = &[1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0];
+
+/// Every metric the service records.
+pub struct Metrics {
+    registry: Registry,
+    /// Requests by route and HTTP status code.
+    pub requests: IntCounterVec,
+    /// Failed requests by route and reason (the error code of the response).
+    pub failures: IntCounterVec,
+    /// Time per request stage (tokenize, queue, encode, search, total) by encoder.
+    pub stage_seconds: HistogramVec,
+    /// Texts per inference, by encoder.
+    pub batch_size: HistogramVec,
+    /// Inference time per batch, by encoder.
+    pub batch_seconds: HistogramVec,
+    /// Requests waiting for an encoder's worker.
+    pub queue_depth: IntGaugeVec,
+    /// Requests being served now.
+    pub in_flight: IntGauge,
+    /// Documents in the loaded index.
+    pub index_documents: IntGauge,
+    /// Constant 1 per loaded encoder, labelled with what identifies it.
+    pub encoder_info: GaugeVec,
+    /// Requests served per encoder.
+    pub encoder_requests: IntCounterVec,
+}
+
+impl Metrics {
+    pub fn new() -> Result<Self, prometheus::Error> {
+        let registry = Registry::new_custom(Some("capot".into()), None)?;
+        let requests = IntCounterVec::new(
+            Opts::new("http_requests_total", "HTTP requests by route and status code."),
+            &["route", "status"],
+        )?;
+        let failures = IntCounterVec::new(
+            Opts::new("request_failures_total", "Failed requests by route and reason."),
+            &["route", "reason"],
+        )?;
+        let stage_seconds = HistogramVec::new(
+            HistogramOpts::new(
+                "request_stage_duration_seconds",
+                "Time spent per request stage (tokenize, queue, encode, search, total).",
+            )
+            .buckets(LATENCY_BUCKETS.to_vec()),
+            &["stage", "encoder"],
+        )?;
+        let batch_size = HistogramVec::new(
+            HistogramOpts::new("encode_batch_size", "Texts per inference call.")
+                .buckets(BATCH_BUCKETS.to_vec()),
+            &["encoder"],
+        )?;
+        let batch_seconds = HistogramVec::new(
+            HistogramOpts::new("encode_batch_duration_seconds", "Inference time per batch.")
+                .buckets(LATENCY_BUCKETS.to_vec()),
+            &["encoder"],
+        )?;
+        let queue_depth = IntGaugeVec::new(
+            Opts::new("encode_queue_depth", "Requests waiting for an encoder's worker."),
+            &["encoder"],
+        )?;
+        let in_flight = IntGauge::new("requests_in_flight", "Requests being served now.")?;
+        let index_documents = IntGauge::new("index_documents", "Documents in the loaded index.")?;
+        let encoder_info = GaugeVec::new(
+            Opts::new("encoder_info", "Loaded query encoders (value 1)."),
+            &["encoder", "version", "provider", "fingerprint"],
+        )?;
+        let encoder_requests = IntCounterVec::new(
+            Opts::new("encoder_requests_total", "Requests served per encoder."),
+            &["encoder"],
+        )?;
+        registry.register(Box::new(requests.clone()))?;
+        registry.register(Box::new(failures.clone()))?;
+        registry.register(Box::new(stage_seconds.clone()))?;
+        registry.register(Box::new(batch_size.clone()))?;
+        registry.register(Box::new(batch_seconds.clone()))?;
+        registry.register(Box::new(queue_depth.clone()))?;
+        registry.register(Box::new(in_flight.clone()))?;
+        registry.register(Box::new(index_documents.clone()))?;
+        registry.register(Box::new(encoder_info.clone()))?;
+        registry.register(Box::new(encoder_requests.clone()))?;
+        let build_info = GaugeVec::new(
+            Opts::new("build_info", "Version of the running capot (value 1)."),
+            &["version"],
+        )?;
+        build_info.with_label_values(&[env!("CARGO_PKG_VERSION")]).set(1.0);
+        registry.register(Box::new(build_info))?;
+        Ok(Metrics {
+            registry,
+            requests,
+            failures,
+            stage_seconds,
+            batch_size,
+            batch_seconds,
+            queue_depth,
+            in_flight,
+            index_documents,
+            encoder_info,
+            encoder_requests,
+        })
+    }
+
+    /// Adds a metric defined elsewhere (registry, jobs) to the same exposition.
+    pub fn register(&self, collector: Box<dyn prometheus::core::Collector>) -> Result<(), prometheus::Error> {
+        self.registry.register(collector)
+    }
+
+    /// The Prometheus text exposition of every metric.
+    pub fn render(&self) -> String {
+        let mut buf = Vec::new();
+        let encoder = TextEncoder::new();
+        if let Err(e) = encoder.encode(&self.registry.gather(), &mut buf) {
+            tracing::error!("cannot render metrics: {e}");
+        }
+        String::from_utf8(buf).unwrap_or_default()
+    }
+
+    pub fn observe_stage(&self, stage: &str, encoder: &str, seconds: f64) {
+        self.stage_seconds.with_label_values(&[stage, encoder]).observe(seconds);
+    }
+}
+
+impl BatchObserver for Metrics {
+    fn batch_done(&self, encoder: &str, size: usize, seconds: f64) {
+        self.batch_size.with_label_values(&[encoder]).observe(size as f64);
+        self.batch_seconds.with_label_values(&[encoder]).observe(seconds);
+    }
+
+    fn queue_depth(&self, encoder: &str, depth: usize) {
+        self.queue_depth
+            .with_label_values(&[encoder])
+            .set(i64::try_from(depth).unwrap_or(i64::MAX));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn renders_prometheus_text_with_prefix() {
+        let m = Metrics::new().unwrap();
+        m.requests.with_label_values(&["/search", "200"]).inc();
+        m.observe_stage("total", "minilm", 0.003);
+        m.batch_done("minilm", 4, 0.01);
+        let text = m.render();
+        assert!(text.contains("capot_http_requests_total{route=\"/search\",status=\"200\"} 1"), "{text}");
+        assert!(text.contains("capot_request_stage_duration_seconds_bucket"));
+        assert!(text.contains("capot_encode_batch_size_count{encoder=\"minilm\"} 1"));
+        assert!(text.contains("capot_build_info"));
+    }
+}

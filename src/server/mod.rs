@@ -1,0 +1,249 @@
+//! The search service: HTTP (axum), batching, metrics, admission control, graceful shutdown.
+
+pub mod batcher;
+pub mod core;
+pub mod error;
+pub mod http;
+pub mod metrics;
+pub mod state;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+use axum::extract::DefaultBodyLimit;
+use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
+use tower_http::trace::TraceLayer;
+
+use crate::encoder::{Encoder, EncoderManifest, RuntimeOptions};
+use crate::index::{Index, IndexManifest};
+use crate::registry::{LoadedEncoder, DEFAULT_ALIAS};
+use batcher::{BatchConfig, Batcher};
+use metrics::Metrics;
+pub use state::{AppState, Limits};
+
+/// Everything `capot serve` needs, after flags, environment and config file are merged.
+#[derive(Debug, Clone)]
+pub struct ServeOptions {
+    pub index: PathBuf,
+    pub encoders: Vec<PathBuf>,
+    pub addr: SocketAddr,
+    pub data_dir: PathBuf,
+    pub api_key: Option<String>,
+    pub runtime: RuntimeOptions,
+    pub batch: BatchConfig,
+    pub limits: Limits,
+    /// Longest wait for in-flight requests at shutdown.
+    pub drain_timeout: Duration,
+}
+
+/// Errors that stop the service from starting.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        addr: SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{0}")]
+    Load(String),
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// Checks that an encoder's vectors fit the index: same dimension, and either the index's own
+/// document encoder or aligned to it.
+pub fn check_compatible(encoder: &EncoderManifest, index: &IndexManifest) -> Result<(), String> {
+    if encoder.dimension != index.dimension {
+        return Err(format!(
+            "encoder {} produces {}-dimensional vectors; the index holds {}-dimensional ones",
+            encoder.label(),
+            encoder.dimension,
+            index.dimension
+        ));
+    }
+    if encoder.fingerprint != index.encoder_fingerprint && encoder.aligned_to != index.encoder_fingerprint {
+        return Err(format!(
+            "encoder {} (fingerprint {}, aligned to {}) is neither the index's document encoder nor aligned to it ({})",
+            encoder.label(),
+            encoder.fingerprint,
+            encoder.aligned_to,
+            index.encoder_fingerprint
+        ));
+    }
+    Ok(())
+}
+
+/// Loads a bundle, warms it up and starts its batching worker.
+pub fn load_encoder(
+    path: &std::path::Path,
+    runtime: &RuntimeOptions,
+    batch: &BatchConfig,
+    metrics: &Arc<Metrics>,
+) -> Result<LoadedEncoder, String> {
+    let started = Instant::now();
+    let encoder = Encoder::load(path, runtime).map_err(|e| format!("{}: {e}", path.display()))?;
+    let encoder = Arc::new(encoder);
+    let m = encoder.manifest();
+    metrics
+        .encoder_info
+        .with_label_values(&[m.name.as_str(), m.version.as_str(), &encoder.provider().to_string(), m.fingerprint.as_str()])
+        .set(1.0);
+    let observer: Arc<dyn batcher::BatchObserver> = metrics.clone();
+    let batcher = Batcher::start(encoder, batch.clone(), observer).map_err(|e| e.to_string())?;
+    Ok(LoadedEncoder {
+        batcher,
+        loaded_at: SystemTime::now(),
+        load_seconds: started.elapsed().as_secs_f64(),
+        compatibility_override: None,
+    })
+}
+
+/// Loads the index and encoders into `state` and marks it ready.
+fn load_all(state: &AppState, options: &ServeOptions) -> Result<(), String> {
+    let started = Instant::now();
+    let index = Index::load(&options.index).map_err(|e| format!("cannot load index {}: {e}", options.index.display()))?;
+    let index = Arc::new(index);
+    state.metrics.index_documents.set(index.len() as i64);
+    let mut loaded = Vec::new();
+    for path in &options.encoders {
+        let e = load_encoder(path, &options.runtime, &options.batch, &state.metrics)?;
+        check_compatible(e.encoder().manifest(), index.manifest())
+            .map_err(|reason| format!("{}: {reason}", path.display()))?;
+        loaded.push(e);
+    }
+    let first = loaded
+        .first()
+        .map(|e| e.name().to_string())
+        .ok_or("at least one --encoder is required")?;
+    state.registry.update(|snap| {
+        for e in loaded {
+            let name = e.name().to_string();
+            if snap.encoders.contains_key(&name) {
+                return Err(format!("two encoders are named {name:?}; give them distinct names"));
+            }
+            snap.encoders.insert(name, Arc::new(e));
+        }
+        snap.aliases.insert(DEFAULT_ALIAS.to_string(), first.clone());
+        Ok(())
+    })?;
+    let _ = state.index.set(index);
+    state.ready.store(true, Ordering::Release);
+    tracing::info!(seconds = started.elapsed().as_secs_f64(), "index and encoders loaded; ready");
+    Ok(())
+}
+
+/// Runs the service until SIGTERM or SIGINT, then drains in-flight requests.
+pub async fn serve(options: ServeOptions) -> Result<(), ServeError> {
+    std::fs::create_dir_all(&options.data_dir)?;
+    let metrics = Arc::new(Metrics::new().map_err(|e| ServeError::Load(e.to_string()))?);
+    let state = Arc::new(AppState::new(metrics, options.limits.clone(), options.api_key.clone()));
+
+    let listener = tokio::net::TcpListener::bind(options.addr)
+        .await
+        .map_err(|source| ServeError::Bind { addr: options.addr, source })?;
+    let local = listener.local_addr()?;
+    // A stable line on stderr that scripts and tests read to find the port.
+    eprintln!("capot: listening on http://{local}");
+    tracing::info!(%local, "HTTP listening");
+
+    // Load in the background: /health answers at once, /ready once loading is done.
+    let (load_tx, load_rx) = tokio::sync::oneshot::channel::<Result<(), String>>();
+    {
+        let state = state.clone();
+        let options = options.clone();
+        tokio::task::spawn_blocking(move || {
+            let _ = load_tx.send(load_all(&state, &options));
+        });
+    }
+
+    let app = http::router(state.clone())
+        .layer(DefaultBodyLimit::max(options.limits.max_body_bytes))
+        .layer(PropagateRequestIdLayer::x_request_id())
+        .layer(
+            TraceLayer::new_for_http().make_span_with(|req: &axum::http::Request<_>| {
+                let id = req
+                    .headers()
+                    .get("x-request-id")
+                    .and_then(|v| v.to_str().ok())
+                    .unwrap_or("-");
+                tracing::info_span!("request", method = %req.method(), path = %req.uri().path(), request_id = %id)
+            }),
+        )
+        .layer(SetRequestIdLayer::x_request_id(MakeRequestUuid));
+
+    let shutdown_state = state.clone();
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let server = axum::serve(listener, app).with_graceful_shutdown(async move {
+        let mut rx = stop_rx;
+        let _ = rx.wait_for(|stop| *stop).await;
+    });
+    let server = tokio::spawn(async move { server.await });
+
+    // A failed load stops the service with the reason.
+    let load_failure = tokio::select! {
+        r = load_rx => match r {
+            Ok(Ok(())) => None,
+            Ok(Err(e)) => Some(e),
+            Err(_) => Some("loading task ended unexpectedly".to_string()),
+        },
+        _ = shutdown_signal() => {
+            shutdown_state.draining.store(true, Ordering::Release);
+            let _ = stop_tx.send(true);
+            return finish(server, options.drain_timeout).await;
+        }
+    };
+    if let Some(e) = load_failure {
+        let _ = stop_tx.send(true);
+        let _ = finish(server, options.drain_timeout).await;
+        return Err(ServeError::Load(e));
+    }
+
+    shutdown_signal().await;
+    tracing::info!("shutdown signal received; draining in-flight requests");
+    shutdown_state.draining.store(true, Ordering::Release);
+    let _ = stop_tx.send(true);
+    finish(server, options.drain_timeout).await
+}
+
+async fn finish(
+    server: tokio::task::JoinHandle<Result<(), std::io::Error>>,
+    drain_timeout: Duration,
+) -> Result<(), ServeError> {
+    match tokio::time::timeout(drain_timeout, server).await {
+        Ok(Ok(Ok(()))) => {
+            eprintln!("capot: stopped");
+            Ok(())
+        }
+        Ok(Ok(Err(e))) => Err(ServeError::Io(e)),
+        Ok(Err(e)) => Err(ServeError::Load(format!("server task failed: {e}"))),
+        Err(_) => {
+            tracing::warn!("in-flight requests did not finish within {drain_timeout:?}; stopping anyway");
+            Ok(())
+        }
+    }
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        _ = ctrl_c => {},
+        _ = term => {},
+    }
+}

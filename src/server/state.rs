@@ -1,0 +1,79 @@
+//! Shared state of the running service.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use tokio::sync::Semaphore;
+
+use super::metrics::Metrics;
+use crate::index::Index;
+use crate::registry::Registry;
+
+/// Request limits, reported by `/info`.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Limits {
+    pub max_k: usize,
+    pub max_queries_per_request: usize,
+    pub max_query_chars: usize,
+    pub max_body_bytes: usize,
+    pub max_in_flight: usize,
+    pub queue_capacity: usize,
+    pub request_timeout_ms: u64,
+    /// HNSW ef when a request gives none; `None`: the index manifest's `ef_search`.
+    pub default_ef: Option<usize>,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_k: 1000,
+            max_queries_per_request: 256,
+            max_query_chars: 4096,
+            max_body_bytes: 1 << 20,
+            max_in_flight: 512,
+            queue_capacity: 256,
+            request_timeout_ms: 10_000,
+            default_ef: None,
+        }
+    }
+}
+
+/// Everything handlers need. The index is set once loading finishes; until then the service
+/// is live but not ready.
+pub struct AppState {
+    pub index: OnceLock<Arc<Index>>,
+    pub registry: Registry,
+    pub metrics: Arc<Metrics>,
+    pub limits: Limits,
+    pub admission: Semaphore,
+    pub api_key: Option<String>,
+    pub ready: AtomicBool,
+    pub draining: AtomicBool,
+    pub started: std::time::Instant,
+}
+
+impl AppState {
+    pub fn new(metrics: Arc<Metrics>, limits: Limits, api_key: Option<String>) -> Self {
+        AppState {
+            index: OnceLock::new(),
+            registry: Registry::new(),
+            metrics,
+            admission: Semaphore::new(limits.max_in_flight),
+            limits,
+            api_key,
+            ready: AtomicBool::new(false),
+            draining: AtomicBool::new(false),
+            started: std::time::Instant::now(),
+        }
+    }
+
+    /// Ready: index and default encoder loaded, and not shutting down.
+    pub fn is_ready(&self) -> bool {
+        self.ready.load(Ordering::Acquire) && !self.draining.load(Ordering::Acquire)
+    }
+
+    pub fn request_timeout(&self) -> Duration {
+        Duration::from_millis(self.limits.request_timeout_ms)
+    }
+}
