@@ -103,3 +103,171 @@ pub fn parse_embeddings(stdout: &[u8]) -> Vec<Vec<f32>> {
         })
         .collect()
 }
+
+/// A `capot serve` child process on 127.0.0.1, stopped (SIGTERM, then kill) when dropped.
+pub struct Server {
+    pub child: std::process::Child,
+    /// `http://127.0.0.1:PORT`
+    pub base: String,
+    pub addr: std::net::SocketAddr,
+    /// Everything the server wrote on stderr, collected by a thread.
+    pub stderr: std::sync::Arc<std::sync::Mutex<String>>,
+}
+
+impl Server {
+    /// Starts `capot serve <args>` with `--addr 127.0.0.1:0` and waits (bounded) until it is ready.
+    pub fn start(args: &[&str]) -> Server {
+        Self::start_with(args, &[], true)
+    }
+
+    /// Like [`Server::start`], with extra environment variables; `wait_ready` false returns as
+    /// soon as the port is known.
+    pub fn start_with(args: &[&str], env: &[(&str, &str)], wait_ready: bool) -> Server {
+        use std::io::BufRead;
+        let mut cmd = capot();
+        cmd.arg("serve").args(args);
+        if !args.contains(&"--addr") {
+            cmd.args(["--addr", "127.0.0.1:0"]);
+        }
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let mut child = cmd
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn capot serve");
+        let stderr = child.stderr.take().expect("stderr");
+        let log = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+        let (tx, rx) = std::sync::mpsc::channel();
+        {
+            let log = log.clone();
+            std::thread::spawn(move || {
+                for line in std::io::BufReader::new(stderr).lines().map_while(Result::ok) {
+                    if let Some(addr) = line.strip_prefix("capot: listening on http://") {
+                        let _ = tx.send(addr.trim().to_string());
+                    }
+                    let mut l = log.lock().unwrap();
+                    l.push_str(&line);
+                    l.push('\n');
+                }
+            });
+        }
+        let addr: std::net::SocketAddr = match rx.recv_timeout(std::time::Duration::from_secs(60)) {
+            Ok(a) => a.parse().expect("listening address"),
+            Err(_) => {
+                let _ = child.kill();
+                panic!("server did not start listening: {}", log.lock().unwrap());
+            }
+        };
+        let server = Server {
+            child,
+            base: format!("http://{addr}"),
+            addr,
+            stderr: log,
+        };
+        if wait_ready {
+            server.wait_ready(std::time::Duration::from_secs(120));
+        }
+        server
+    }
+
+    /// Polls `/ready` until 200; panics with the server's log after `limit`.
+    pub fn wait_ready(&self, limit: std::time::Duration) {
+        let deadline = std::time::Instant::now() + limit;
+        while std::time::Instant::now() < deadline {
+            if let Ok((200, _)) = http_get(self.addr, "/ready") {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        panic!("server not ready: {}", self.stderr.lock().unwrap());
+    }
+
+    /// Sends SIGTERM and waits (bounded) for the exit status.
+    pub fn terminate(&mut self) -> std::process::ExitStatus {
+        let _ = Command::new("kill").args(["-TERM", &self.child.id().to_string()]).status();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        loop {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return status;
+            }
+            if std::time::Instant::now() > deadline {
+                let _ = self.child.kill();
+                panic!("server did not stop on SIGTERM");
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = Command::new("kill").args(["-TERM", &self.child.id().to_string()]).status();
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+            while std::time::Instant::now() < deadline {
+                if let Ok(Some(_)) = self.child.try_wait() {
+                    return;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(50));
+            }
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// A minimal HTTP/1.1 GET over a plain socket: (status, body). For polling only; tests of the
+/// API itself use curl or real client libraries.
+pub fn http_get(addr: std::net::SocketAddr, path: &str) -> std::io::Result<(u16, String)> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect_timeout(&addr, std::time::Duration::from_secs(2))?;
+    s.set_read_timeout(Some(std::time::Duration::from_secs(10)))?;
+    write!(s, "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n")?;
+    let mut buf = String::new();
+    s.read_to_string(&mut buf)?;
+    let status = buf
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let body = buf.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default();
+    Ok((status, body))
+}
+
+/// The default corpus indexed with the MiniLM bundle, once per test binary.
+pub fn default_index() -> &'static Path {
+    static INDEX: OnceLock<(tempfile::TempDir, PathBuf)> = OnceLock::new();
+    let (_, path) = INDEX.get_or_init(|| {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let out = dir.path().join("default-index");
+        let bundle = minilm_bundle();
+        let corpus = root().join("data/default-corpus");
+        let o = run_capot(
+            &[
+                "index", "build", "--doc-encoder", bundle.to_str().unwrap(),
+                "--corpus", corpus.to_str().unwrap(), "--out", out.to_str().unwrap(),
+            ],
+            b"",
+        );
+        assert!(o.status.success(), "index build failed: {}", String::from_utf8_lossy(&o.stderr));
+        (dir, out)
+    });
+    path
+}
+
+/// The Python interpreter of the test virtualenv (`scripts/test` creates it with
+/// tests/requirements.txt): real clients such as openai and grpcio.
+pub fn python() -> PathBuf {
+    let p = std::env::var_os("CAPOT_TEST_PYTHON")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root().join(".venv/bin/python"));
+    assert!(
+        p.is_file(),
+        "{} is missing: run `scripts/test` (it creates .venv from tests/requirements.txt)",
+        p.display()
+    );
+    p
+}
