@@ -271,3 +271,31 @@ pub fn python() -> PathBuf {
     );
     p
 }
+
+/// An index of `corpus` (a BEIR directory) built with the MiniLM bundle, cached across test
+/// binaries under cargo's test temp dir, keyed by the bundle's fingerprint and the corpus path.
+/// Builds are atomic (temp dir + rename), so an interrupted build never leaves a cached index.
+pub fn cached_index(corpus: &Path) -> PathBuf {
+    let bundle = minilm_bundle();
+    let manifest: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(bundle.join("encoder.json")).expect("manifest"),
+    )
+    .expect("manifest JSON");
+    let fingerprint = manifest["fingerprint"].as_str().expect("fingerprint");
+    let corpus = corpus.canonicalize().expect("corpus path");
+    let mut key = std::collections::hash_map::DefaultHasher::new();
+    std::hash::Hash::hash(&(fingerprint, &corpus, env!("CARGO_PKG_VERSION")), &mut key);
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("index-{:016x}", std::hash::Hasher::finish(&key)));
+    if !dir.join("index.json").is_file() {
+        let o = run_capot(
+            &[
+                "index", "build", "--doc-encoder", bundle.to_str().unwrap(),
+                "--corpus", corpus.to_str().unwrap(), "--out", dir.to_str().unwrap(), "--force",
+            ],
+            b"",
+        );
+        assert!(o.status.success(), "index build failed: {}", String::from_utf8_lossy(&o.stderr));
+    }
+    dir
+}
