@@ -363,7 +363,7 @@ fn finish(
         provenance: Provenance {
             source: Some(source),
             notes,
-            created_at: manifest::now_rfc3339(),
+            created_at: crate::clock::now_rfc3339(),
             capot_version: env!("CARGO_PKG_VERSION").into(),
             ..Default::default()
         },

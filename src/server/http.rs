@@ -159,7 +159,7 @@ pub(crate) fn encoder_view(e: &LoadedEncoder) -> serde_json::Value {
         fingerprint: m.fingerprint.clone(),
         aligned_to: m.aligned_to.clone(),
         execution_provider: e.encoder().provider().to_string(),
-        loaded_at: crate::encoder::manifest::rfc3339_from_unix(secs),
+        loaded_at: crate::clock::rfc3339_from_unix(secs),
         load_seconds: e.load_seconds,
         compatibility_override: e.compatibility_override.clone(),
     })
