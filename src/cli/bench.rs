@@ -55,13 +55,19 @@ fn encode(args: EncodeBenchArgs, global: &GlobalArgs) -> anyhow::Result<()> {
     let encoder = Encoder::load(&args.encoder, &runtime).context("cannot load encoder")?;
     let (queries, _) = dataset::read_queries(&args.queries, ReadMode::Strict)?;
     let texts: Vec<String> = queries.queries().iter().map(|q| q.text.clone()).collect();
-    anyhow::ensure!(!texts.is_empty(), "no queries in {}", args.queries.display());
+    anyhow::ensure!(
+        !texts.is_empty(),
+        "no queries in {}",
+        args.queries.display()
+    );
     let mut results = Vec::new();
     for &batch in &args.batch_sizes {
         anyhow::ensure!(batch >= 1, "batch sizes must be at least 1");
         let mut at = 0usize;
         let mut next_batch = || {
-            let b: Vec<&str> = (0..batch).map(|i| texts[(at + i) % texts.len()].as_str()).collect();
+            let b: Vec<&str> = (0..batch)
+                .map(|i| texts[(at + i) % texts.len()].as_str())
+                .collect();
             at = (at + batch) % texts.len();
             b
         };

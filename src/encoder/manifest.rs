@@ -133,11 +133,10 @@ impl EncoderManifest {
     pub fn read(bundle: &Path) -> Result<Self, EncoderError> {
         let path = bundle.join(MANIFEST_FILE);
         let text = std::fs::read_to_string(&path).map_err(|e| EncoderError::io(&path, e))?;
-        let m: EncoderManifest =
-            serde_json::from_str(&text).map_err(|e| EncoderError::Bundle {
-                path: path.clone(),
-                message: format!("invalid manifest: {e}"),
-            })?;
+        let m: EncoderManifest = serde_json::from_str(&text).map_err(|e| EncoderError::Bundle {
+            path: path.clone(),
+            message: format!("invalid manifest: {e}"),
+        })?;
         if m.format != MANIFEST_FORMAT {
             return Err(EncoderError::Bundle {
                 path,

@@ -21,9 +21,9 @@ use std::time::{Duration, Instant};
 use super::error::IndexError;
 use super::fileio::{hash_and_sync, sync_dir};
 use super::manifest::{
-    HnswInfo, HnswParams, IndexManifest, ManifestFields, Metric, DOCS_FILE,
-    FORMAT_VERSION, HNSW_DATA_FILE, HNSW_DISTANCE, HNSW_GRAPH_FILE, HNSW_LIBRARY, MANIFEST_FILE,
-    MAX_LAYERS, VECTORS_FILE,
+    HnswInfo, HnswParams, IndexManifest, ManifestFields, Metric, DOCS_FILE, FORMAT_VERSION,
+    HNSW_DATA_FILE, HNSW_DISTANCE, HNSW_GRAPH_FILE, HNSW_LIBRARY, MANIFEST_FILE, MAX_LAYERS,
+    VECTORS_FILE,
 };
 use super::store::{DocStore, Document};
 use super::{hnsw, vectors, Index};

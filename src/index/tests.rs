@@ -568,7 +568,6 @@ fn corrupt_hnsw_dump_is_an_error_not_a_panic() {
     Index::load(&out).unwrap();
 }
 
-
 fn rss_bytes() -> usize {
     std::fs::read_to_string("/proc/self/statm")
         .ok()
