@@ -122,6 +122,13 @@ where
         if std::str::from_utf8(&bytes).is_err() {
             return Err(ApiError::new(StatusCode::BAD_REQUEST, "invalid_json", "request body is not valid UTF-8"));
         }
+        // serde reads a struct from a JSON array too (`["text"]` would pass as `{"query":
+        // "text"}`); every request body is an object, so say so (syntax errors stay 400).
+        if bytes.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
+            serde_json::from_slice::<serde::de::IgnoredAny>(&bytes)
+                .map_err(|e| json_error(&e, ""))?;
+            return Err(ApiError::invalid("request body must be a JSON object"));
+        }
         let mut de = serde_json::Deserializer::from_slice(&bytes);
         let value: T = serde_path_to_error::deserialize(&mut de).map_err(|e| {
             let path = e.path().to_string();
