@@ -114,7 +114,11 @@ where
         }
         let bytes = axum::body::Bytes::from_request(req, state).await.map_err(|e| {
             if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
-                ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large", "request body is too large")
+                ApiError::new(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    "payload_too_large",
+                    "request body is too large (the limit is limits.max_body_bytes in /info)",
+                )
             } else {
                 ApiError::new(StatusCode::BAD_REQUEST, "invalid_body", e.body_text())
             }
