@@ -715,7 +715,7 @@ fn bad_input_gets_documented_status_and_json_error() {
         "/search",
         413,
         "payload_too_large",
-        "too large",
+        "max_body_bytes",
     );
     check(
         post_raw(
@@ -1600,7 +1600,7 @@ fn config_file_with_env_and_flags_on_top() {
     assert_error(&r, 422, "invalid_request", "characters exceed");
     let body = json!({ "query": "x".repeat(6500), "k": 1 }).to_string();
     let r = post_raw(&server, "/search", &[JSON, auth], body.as_bytes());
-    assert_error(&r, 413, "payload_too_large", "too large");
+    assert_error(&r, 413, "payload_too_large", "max_body_bytes");
     drop(server);
 
     // A flag wins over the environment.
