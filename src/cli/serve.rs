@@ -94,7 +94,20 @@ struct ServeFile {
 fn read_file(path: &Path) -> anyhow::Result<ServeFile> {
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("cannot read config {}", path.display()))?;
-    toml::from_str(&text).with_context(|| format!("invalid config {}", path.display()))
+    // toml's Display draws a multi-line snippet; errors are one line, so say where instead.
+    toml::from_str(&text).map_err(|e| {
+        let at = e
+            .span()
+            .and_then(|span| text.get(..span.start))
+            .map(|before| {
+                let line = before.matches('\n').count() + 1;
+                let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+                format!(" at line {line}, column {column}")
+            })
+            .unwrap_or_default();
+        let message = e.message().trim().replace('\n', " ");
+        anyhow::anyhow!("invalid config {}{at}: {message}", path.display())
+    })
 }
 
 /// Paths in the config file are relative to the file's directory.

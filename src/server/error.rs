@@ -129,7 +129,7 @@ where
                     ApiError::new(
                         StatusCode::PAYLOAD_TOO_LARGE,
                         "payload_too_large",
-                        "request body is too large",
+                        "request body is too large (the limit is limits.max_body_bytes in /info)",
                     )
                 } else {
                     ApiError::new(StatusCode::BAD_REQUEST, "invalid_body", e.body_text())
@@ -141,6 +141,13 @@ where
                 "invalid_json",
                 "request body is not valid UTF-8",
             ));
+        }
+        // serde reads a struct from a JSON array too (`["text"]` would pass as `{"query":
+        // "text"}`); every request body is an object, so say so (syntax errors stay 400).
+        if bytes.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
+            serde_json::from_slice::<serde::de::IgnoredAny>(&bytes)
+                .map_err(|e| json_error(&e, ""))?;
+            return Err(ApiError::invalid("request body must be a JSON object"));
         }
         let mut de = serde_json::Deserializer::from_slice(&bytes);
         let value: T = serde_path_to_error::deserialize(&mut de).map_err(|e| {

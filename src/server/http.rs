@@ -92,8 +92,7 @@ async fn require_api_key(State(state): State<Arc<AppState>>, req: Request, next:
             .headers()
             .get(header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "))
-            .map(str::trim);
+            .and_then(bearer_token);
         if !given.is_some_and(|g| constant_time_eq(g.as_bytes(), key.as_bytes())) {
             let mut resp = ApiError::new(
                 StatusCode::UNAUTHORIZED,
@@ -107,6 +106,13 @@ async fn require_api_key(State(state): State<Arc<AppState>>, req: Request, next:
         }
     }
     next.run(req).await
+}
+
+/// The credentials of `Authorization: Bearer <token>`; the scheme is case-insensitive
+/// (RFC 9110 §11.1), so `bearer` and `BEARER` are accepted too.
+fn bearer_token(value: &str) -> Option<&str> {
+    let (scheme, token) = value.trim().split_once(' ')?;
+    scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
 }
 
 /// Compares secrets without an early exit that would leak their common prefix's length.
@@ -354,4 +360,19 @@ async fn embeddings(
         "model": out.encoder_name,
         "usage": { "prompt_tokens": out.tokens, "total_tokens": out.tokens },
     })))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::bearer_token;
+
+    #[test]
+    fn bearer_scheme_is_case_insensitive() {
+        assert_eq!(bearer_token("Bearer abc"), Some("abc"));
+        assert_eq!(bearer_token("bearer abc "), Some("abc"));
+        assert_eq!(bearer_token("BEARER  abc"), Some("abc"));
+        assert_eq!(bearer_token("Basic abc"), None);
+        assert_eq!(bearer_token("Bearer"), None);
+        assert_eq!(bearer_token("abc"), None);
+    }
 }
