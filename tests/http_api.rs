@@ -1698,31 +1698,9 @@ fn dl19_hnsw_recall_and_ndcg_match_exact_search() {
         data.display()
     );
     let bundle = minilm_bundle();
+    // Built once and shared with the other test binaries (see common::cached_index).
+    let index_dir = cached_index(&data);
     let work = tempfile::tempdir().expect("tempdir");
-    let index_dir = work.path().join("dl19-index");
-    let started = Instant::now();
-    let o = run_capot(
-        &[
-            "index",
-            "build",
-            "--doc-encoder",
-            bundle.to_str().expect("utf-8"),
-            "--corpus",
-            data.to_str().expect("utf-8"),
-            "--out",
-            index_dir.to_str().expect("utf-8"),
-        ],
-        b"",
-    );
-    assert!(
-        o.status.success(),
-        "index build: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    println!(
-        "dl19 index built in {:.1} s",
-        started.elapsed().as_secs_f64()
-    );
 
     // Recall@10 of HNSW at the default ef against exact search, in process and through /search.
     let index = capot::index::Index::load(&index_dir).expect("load index");
