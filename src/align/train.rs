@@ -38,6 +38,15 @@ pub struct StepRecord {
     pub sequence: usize,
     /// Wall time of the step in seconds.
     pub seconds: f64,
+    /// Of which: tokenization, forward pass and loss.
+    #[serde(default)]
+    pub forward_seconds: f64,
+    /// Of which: backward pass.
+    #[serde(default)]
+    pub backward_seconds: f64,
+    /// Of which: optimiser update.
+    #[serde(default)]
+    pub update_seconds: f64,
 }
 
 /// What the run produced.
@@ -610,8 +619,12 @@ impl Prepared {
                 step + 1
             )));
         }
+        let forward_seconds = start.elapsed().as_secs_f64();
         let grads = out.total.backward()?;
+        let backward_seconds = start.elapsed().as_secs_f64() - forward_seconds;
         optimizer.step(&grads)?;
+        drop(grads);
+        let update_seconds = start.elapsed().as_secs_f64() - forward_seconds - backward_seconds;
         let mut parts = BTreeMap::new();
         for (name, t) in &out.parts {
             parts.insert(name.clone(), t.to_scalar::<f32>()?);
@@ -625,6 +638,9 @@ impl Prepared {
             pairs,
             sequence,
             seconds: start.elapsed().as_secs_f64(),
+            forward_seconds,
+            backward_seconds,
+            update_seconds,
         })
     }
 
