@@ -1,6 +1,7 @@
 //! The `capot` command line: argument definitions and dispatch. Each subcommand lives in its
 //! own module and returns `anyhow::Result`; `main` prints one line and sets the exit code.
 
+mod align;
 mod bench;
 mod encode;
 mod encoder_cmd;
@@ -83,6 +84,8 @@ pub enum Command {
     Eval(eval::EvalArgs),
     /// Write seeded noisy variants of queries (TSV on stdout).
     Noise(noise::NoiseArgs),
+    /// Fine-tune a query encoder for noisy queries (CAPOT), anchored to the frozen index.
+    Align(Box<align::AlignArgs>),
     /// Measure performance (see docs/benchmarks.md).
     #[command(subcommand)]
     Bench(bench::BenchCommand),
@@ -94,6 +97,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Encoder(cmd) => encoder_cmd::run(cmd, &cli.global),
         Command::Encode(args) => encode::run(args, &cli.global),
         Command::Noise(args) => noise::run(args),
+        Command::Align(args) => align::run(*args, &cli.global),
         Command::Index(cmd) => index::run(cmd, &cli.global),
         Command::Serve(args) => serve::run(args, &cli.global),
         Command::Eval(args) => eval::run(args, &cli.global),

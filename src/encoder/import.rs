@@ -302,13 +302,13 @@ fn check_max_length(max_length: usize, max_positions: usize) -> Result<(), Encod
     Ok(())
 }
 
-fn copy(from: &Path, to: &Path) -> Result<(), EncoderError> {
+pub(crate) fn copy(from: &Path, to: &Path) -> Result<(), EncoderError> {
     std::fs::copy(from, to)
         .map(|_| ())
         .map_err(|e| EncoderError::io(from, e))
 }
 
-fn write_config(config: &BertConfig, path: &Path) -> Result<(), EncoderError> {
+pub(crate) fn write_config(config: &BertConfig, path: &Path) -> Result<(), EncoderError> {
     let text =
         serde_json::to_string_pretty(config).map_err(|e| EncoderError::Config(e.to_string()))?;
     std::fs::write(path, text + "\n").map_err(|e| EncoderError::io(path, e))
@@ -434,8 +434,9 @@ fn default_name(source: &Path) -> String {
 }
 
 /// A bundle directory being written: a temporary sibling renamed into place on success and
-/// removed otherwise, so an interrupted import never leaves a half-made bundle.
-struct Staged {
+/// removed otherwise, so an interrupted import never leaves a half-made bundle. Also used by
+/// `capot align` to write its output bundle.
+pub(crate) struct Staged {
     tmp: PathBuf,
     out: PathBuf,
     force: bool,
@@ -443,7 +444,7 @@ struct Staged {
 }
 
 impl Staged {
-    fn new(out: &Path, force: bool) -> Result<Self, EncoderError> {
+    pub(crate) fn new(out: &Path, force: bool) -> Result<Self, EncoderError> {
         if out.exists() && !force {
             return Err(EncoderError::Config(format!(
                 "{} already exists (pass --force to replace it)",
@@ -475,11 +476,11 @@ impl Staged {
         })
     }
 
-    fn path(&self) -> &Path {
+    pub(crate) fn path(&self) -> &Path {
         &self.tmp
     }
 
-    fn commit(mut self) -> Result<(), EncoderError> {
+    pub(crate) fn commit(mut self) -> Result<(), EncoderError> {
         if self.out.exists() && self.force {
             std::fs::remove_dir_all(&self.out).map_err(|e| EncoderError::io(&self.out, e))?;
         }

@@ -91,6 +91,10 @@ pub struct Provenance {
     pub hyper_parameters: serde_json::Value,
     #[serde(default, skip_serializing_if = "serde_json::Value::is_null")]
     pub evaluation: serde_json::Value,
+    /// For aligned encoders: data, steps, final losses, speed and wall time of the training run
+    /// (the full curve is in the bundle's `training.json`).
+    #[serde(default, skip_serializing_if = "serde_json::Value::is_null")]
+    pub training: serde_json::Value,
     /// Free-form notes, e.g. why weights could not be recovered from an imported ONNX.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
