@@ -8,6 +8,7 @@ mod eval;
 mod index;
 mod noise;
 mod serve;
+mod serve_admin;
 
 use std::path::PathBuf;
 
@@ -78,7 +79,7 @@ pub enum Command {
     #[command(subcommand)]
     Index(index::IndexCommand),
     /// Run the search service.
-    Serve(serve::ServeArgs),
+    Serve(Box<serve::ServeArgs>),
     /// Retrieval quality per encoder and noise condition (locally or against a live service).
     Eval(eval::EvalArgs),
     /// Write seeded noisy variants of queries (TSV on stdout).
@@ -95,7 +96,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Encode(args) => encode::run(args, &cli.global),
         Command::Noise(args) => noise::run(args),
         Command::Index(cmd) => index::run(cmd, &cli.global),
-        Command::Serve(args) => serve::run(args, &cli.global),
+        Command::Serve(args) => serve::run(*args, &cli.global),
         Command::Eval(args) => eval::run(args, &cli.global),
         Command::Bench(cmd) => bench::run(cmd, &cli.global),
     }

@@ -224,10 +224,10 @@ pub async fn search(state: &AppState, p: SearchParams) -> Result<SearchOutput, A
         .collect();
     let total = started.elapsed().as_secs_f64();
     let manifest = loaded.encoder().manifest();
-    record(state, &manifest.name, tokenize, &timings, Some(search_s), total);
+    record(state, loaded.name(), tokenize, &timings, Some(search_s), total);
     Ok(SearchOutput {
         results,
-        encoder_name: manifest.name.clone(),
+        encoder_name: loaded.name().to_string(),
         encoder_version: manifest.version.clone(),
         timings_ms: TimingsMs {
             tokenize: ms(tokenize),
@@ -268,10 +268,10 @@ pub async fn embed(
         .await
         .map_err(|_| timeout_error(state))??;
     let manifest = loaded.encoder().manifest();
-    record(state, &manifest.name, tokenize, &timings, None, started.elapsed().as_secs_f64());
+    record(state, loaded.name(), tokenize, &timings, None, started.elapsed().as_secs_f64());
     Ok(EmbedOutput {
         vectors,
-        encoder_name: manifest.name.clone(),
+        encoder_name: loaded.name().to_string(),
         encoder_version: manifest.version.clone(),
         tokens,
     })
