@@ -31,7 +31,7 @@ pub struct AdminArgs {
     /// misspelt to the alias `typo` (when it exists), the others to `default`.
     #[arg(long, env = "CAPOT_ROUTER")]
     pub router: Option<String>,
-    /// Share of a query's words the router must find shattered to call it noisy [default: 0.2].
+    /// Share of a query's words the router must find shattered to call it noisy [default: 0.15].
     #[arg(long, env = "CAPOT_ROUTER_THRESHOLD")]
     pub router_threshold: Option<f64>,
 }

@@ -317,10 +317,14 @@ impl Admin {
         };
         let hash = state_file::content_hash(&bytes);
         {
-            let sync = lock(&self.sync);
-            if sync.applied.as_deref() == Some(hash.as_str())
-                || sync.rejected.as_deref() == Some(hash.as_str())
-            {
+            let mut sync = lock(&self.sync);
+            if sync.applied.as_deref() == Some(hash.as_str()) {
+                // Back to what is applied (e.g. a rejected edit was reverted).
+                sync.rejected = None;
+                sync.last_error = None;
+                return;
+            }
+            if sync.rejected.as_deref() == Some(hash.as_str()) {
                 return;
             }
         }
