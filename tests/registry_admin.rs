@@ -484,8 +484,34 @@ fn router_sends_noisy_queries_to_typo_and_fusion_merges_by_rrf() {
     let b = second_bundle();
     let tmp = tempfile::tempdir().unwrap();
     let data = tmp.path().join("data");
-    let server = start(index, a, &data, &["--router", "typo"]);
-    let admin = Admin::of(&server, &data);
+    // A token from the environment: used, and no token file is written.
+    let server = Server::start_with(
+        &[
+            "--index",
+            index.to_str().unwrap(),
+            "--encoder",
+            a.to_str().unwrap(),
+            "--data-dir",
+            data.to_str().unwrap(),
+            "--admin-addr",
+            "127.0.0.1:0",
+            "--router",
+            "typo",
+        ],
+        &[("CAPOT_ADMIN_TOKEN", "env-token-123")],
+        true,
+    );
+    let admin = Admin {
+        base: format!("http://{}", registry_common::admin_addr(&server)),
+        token: "env-token-123".into(),
+    };
+    assert!(!data.join("admin-token").exists());
+    assert_eq!(
+        admin
+            .call_as(Some("wrong"), "GET", "/admin/aliases", None)
+            .0,
+        401
+    );
     let search = |body: Value| -> Value {
         let out = std::process::Command::new("curl")
             .args([
