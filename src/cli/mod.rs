@@ -9,6 +9,7 @@ mod eval;
 mod index;
 mod noise;
 mod serve;
+mod serve_admin;
 
 use std::path::PathBuf;
 
@@ -79,7 +80,7 @@ pub enum Command {
     #[command(subcommand)]
     Index(index::IndexCommand),
     /// Run the search service.
-    Serve(serve::ServeArgs),
+    Serve(Box<serve::ServeArgs>),
     /// Retrieval quality per encoder and noise condition (locally or against a live service).
     Eval(eval::EvalArgs),
     /// Write seeded noisy variants of queries (TSV on stdout).
@@ -99,7 +100,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Noise(args) => noise::run(args),
         Command::Align(args) => align::run(*args, &cli.global),
         Command::Index(cmd) => index::run(cmd, &cli.global),
-        Command::Serve(args) => serve::run(args, &cli.global),
+        Command::Serve(args) => serve::run(*args, &cli.global),
         Command::Eval(args) => eval::run(args, &cli.global),
         Command::Bench(cmd) => bench::run(cmd, &cli.global),
     }

@@ -67,6 +67,8 @@ pub struct ServeArgs {
     pub default_ef: Option<usize>,
     #[command(flatten)]
     pub device: DeviceArgs,
+    #[command(flatten)]
+    pub admin: super::serve_admin::AdminArgs,
 }
 
 /// The config file: same keys as the flags.
@@ -89,6 +91,12 @@ struct ServeFile {
     default_ef: Option<usize>,
     threads: Option<usize>,
     device: Option<String>,
+    admin_addr: Option<SocketAddr>,
+    admin_token_file: Option<PathBuf>,
+    state_file: Option<PathBuf>,
+    state_poll_ms: Option<u64>,
+    router: Option<String>,
+    router_threshold: Option<f64>,
 }
 
 fn read_file(path: &Path) -> anyhow::Result<ServeFile> {
@@ -133,6 +141,8 @@ pub fn options(args: ServeArgs, global: &GlobalArgs) -> anyhow::Result<ServeOpti
                     .collect(),
                 data_dir: f.data_dir.map(|p| relative_to(&base, p)),
                 api_key_file: f.api_key_file.map(|p| relative_to(&base, p)),
+                admin_token_file: f.admin_token_file.map(|p| relative_to(&base, p)),
+                state_file: f.state_file.map(|p| relative_to(&base, p)),
                 ..f
             }
         }
@@ -224,6 +234,17 @@ pub fn options(args: ServeArgs, global: &GlobalArgs) -> anyhow::Result<ServeOpti
         max_wait: Duration::from_millis(args.max_wait_ms.or(file.max_wait_ms).unwrap_or(0)),
         queue_capacity,
     };
+    let admin = super::serve_admin::options(
+        args.admin,
+        super::serve_admin::AdminFileKeys {
+            admin_addr: file.admin_addr,
+            admin_token_file: file.admin_token_file,
+            state_file: file.state_file,
+            state_poll_ms: file.state_poll_ms,
+            router: file.router,
+            router_threshold: file.router_threshold,
+        },
+    )?;
     Ok(ServeOptions {
         index,
         encoders,
@@ -240,6 +261,7 @@ pub fn options(args: ServeArgs, global: &GlobalArgs) -> anyhow::Result<ServeOpti
         batch,
         limits,
         drain_timeout: Duration::from_secs(30),
+        admin,
     })
 }
 

@@ -4,6 +4,10 @@
 //! finishes on the encoder it started with while requests after a switch see the new target.
 //! An encoder's memory is freed when the last snapshot holding it is dropped.
 
+pub mod metrics;
+pub mod router;
+pub mod state_file;
+
 use std::collections::BTreeMap;
 use std::sync::{Arc, RwLock};
 use std::time::SystemTime;
@@ -22,15 +26,34 @@ pub struct LoadedEncoder {
     pub load_seconds: f64,
     /// Why it was accepted although incompatible with the index, when an override was used.
     pub compatibility_override: Option<String>,
+    /// How the registry knows it (name, revision, override flag).
+    pub registration: Registration,
+}
+
+/// How an encoder was registered: under which name, how often that name was (re)loaded, and
+/// whether the compatibility check was overridden.
+#[derive(Debug, Clone, Default)]
+pub struct Registration {
+    /// The name it is registered under; `None`: the manifest's name.
+    pub name: Option<String>,
+    /// 0 for encoders from `--encoder` flags, then +1 for every load under this name.
+    pub revision: u64,
+    /// The operator asked to load it even if incompatible with the index.
+    pub allow_incompatible: bool,
 }
 
 impl LoadedEncoder {
+    /// The network and its tokenizer.
     pub fn encoder(&self) -> &Arc<Encoder> {
         self.batcher.encoder()
     }
 
+    /// The name it is registered (and served) under.
     pub fn name(&self) -> &str {
-        &self.encoder().manifest().name
+        self.registration
+            .name
+            .as_deref()
+            .unwrap_or(&self.encoder().manifest().name)
     }
 }
 
@@ -39,6 +62,12 @@ impl LoadedEncoder {
 pub struct Snapshot {
     pub encoders: BTreeMap<String, Arc<LoadedEncoder>>,
     pub aliases: BTreeMap<String, String>,
+}
+
+/// Checks an encoder or alias name: 1-64 of `A-Z a-z 0-9 - _ .`, not starting with `.`
+/// (usable in URLs, metric labels and file names).
+pub fn validate_name(name: &str) -> Result<(), String> {
+    crate::encoder::import::validate_name(name).map_err(|e| e.to_string())
 }
 
 /// Why a name did not resolve.

@@ -262,7 +262,7 @@ pub async fn search(state: &AppState, p: SearchParams) -> Result<SearchOutput, A
     let manifest = loaded.encoder().manifest();
     record(
         state,
-        &manifest.name,
+        loaded.name(),
         tokenize,
         &timings,
         Some(search_s),
@@ -270,7 +270,7 @@ pub async fn search(state: &AppState, p: SearchParams) -> Result<SearchOutput, A
     );
     Ok(SearchOutput {
         results,
-        encoder_name: manifest.name.clone(),
+        encoder_name: loaded.name().to_string(),
         encoder_version: manifest.version.clone(),
         timings_ms: TimingsMs {
             tokenize: ms(tokenize),
@@ -314,7 +314,7 @@ pub async fn embed(
     let manifest = loaded.encoder().manifest();
     record(
         state,
-        &manifest.name,
+        loaded.name(),
         tokenize,
         &timings,
         None,
@@ -322,7 +322,7 @@ pub async fn embed(
     );
     Ok(EmbedOutput {
         vectors,
-        encoder_name: manifest.name.clone(),
+        encoder_name: loaded.name().to_string(),
         encoder_version: manifest.version.clone(),
         tokens,
     })

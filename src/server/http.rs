@@ -182,7 +182,7 @@ pub(crate) fn encoder_view(e: &LoadedEncoder) -> serde_json::Value {
         .map(|d| d.as_secs())
         .unwrap_or(0);
     serde_json::to_value(EncoderView {
-        name: m.name.clone(),
+        name: e.name().to_string(),
         version: m.version.clone(),
         role: m.role,
         dimension: m.dimension,
@@ -251,6 +251,9 @@ pub struct SearchRequest {
     encoder: Option<String>,
     #[serde(default)]
     ef: Option<usize>,
+    /// Encoders or aliases whose results are merged by reciprocal rank fusion.
+    #[serde(default)]
+    fusion: Option<Vec<String>>,
 }
 
 async fn search(
@@ -269,6 +272,17 @@ async fn search(
             ))
         }
     };
+    if super::routing::applies(&state, req.encoder.as_deref(), req.fusion.as_deref()) {
+        let routed = super::routing::RoutedRequest {
+            texts,
+            batch_form,
+            k: req.k,
+            ef: req.ef,
+            encoder: req.encoder,
+            fusion: req.fusion,
+        };
+        return super::routing::search(&state, routed).await;
+    }
     let out = core::search(
         &state,
         SearchParams {

@@ -1,10 +1,12 @@
 //! The search service: HTTP (axum), batching, metrics, admission control, graceful shutdown.
 
+pub mod admin;
 pub mod batcher;
 pub mod core;
 pub mod error;
 pub mod http;
 pub mod metrics;
+pub mod routing;
 pub mod state;
 
 use std::net::SocketAddr;
@@ -37,6 +39,8 @@ pub struct ServeOptions {
     pub limits: Limits,
     /// Longest wait for in-flight requests at shutdown.
     pub drain_timeout: Duration,
+    /// Admin API, state file and query router.
+    pub admin: admin::AdminOptions,
 }
 
 /// Errors that stop the service from starting.
@@ -106,10 +110,11 @@ pub fn load_encoder(
         loaded_at: SystemTime::now(),
         load_seconds: started.elapsed().as_secs_f64(),
         compatibility_override: None,
+        registration: Default::default(),
     })
 }
 
-/// Loads the index and encoders into `state` and marks it ready.
+/// Loads the index and encoders into `state` (the caller marks it ready).
 fn load_all(state: &AppState, options: &ServeOptions) -> Result<(), String> {
     let started = Instant::now();
     let index = Index::load(&options.index)
@@ -142,10 +147,9 @@ fn load_all(state: &AppState, options: &ServeOptions) -> Result<(), String> {
         Ok(())
     })?;
     let _ = state.index.set(index);
-    state.ready.store(true, Ordering::Release);
     tracing::info!(
         seconds = started.elapsed().as_secs_f64(),
-        "index and encoders loaded; ready"
+        "index and encoders loaded"
     );
     Ok(())
 }
@@ -170,6 +174,7 @@ pub async fn serve(options: ServeOptions) -> Result<(), ServeError> {
     // A stable line on stderr that scripts and tests read to find the port.
     eprintln!("capot: listening on http://{local}");
     tracing::info!(%local, "HTTP listening");
+    let admin = admin::start(state.clone(), &options).await?;
 
     // Load in the background: /health answers at once, /ready once loading is done.
     let (load_tx, load_rx) = tokio::sync::oneshot::channel::<Result<(), String>>();
@@ -177,7 +182,13 @@ pub async fn serve(options: ServeOptions) -> Result<(), ServeError> {
         let state = state.clone();
         let options = options.clone();
         tokio::task::spawn_blocking(move || {
-            let _ = load_tx.send(load_all(&state, &options));
+            // The state file is restored before the service reports ready.
+            let loaded = load_all(&state, &options).map(|()| {
+                admin.restore();
+                state.ready.store(true, Ordering::Release);
+                tracing::info!("ready");
+            });
+            let _ = load_tx.send(loaded);
         });
     }
 

@@ -8,6 +8,7 @@ use tokio::sync::Semaphore;
 
 use super::metrics::Metrics;
 use crate::index::Index;
+use crate::registry::router::QueryRouter;
 use crate::registry::Registry;
 
 /// Request limits, reported by `/info`.
@@ -51,6 +52,8 @@ pub struct AppState {
     pub ready: AtomicBool,
     pub draining: AtomicBool,
     pub started: std::time::Instant,
+    /// Picks an alias per query when a request names no encoder (`--router`).
+    pub router: OnceLock<Arc<QueryRouter>>,
 }
 
 impl AppState {
@@ -65,6 +68,7 @@ impl AppState {
             ready: AtomicBool::new(false),
             draining: AtomicBool::new(false),
             started: std::time::Instant::now(),
+            router: OnceLock::new(),
         }
     }
 

@@ -1,0 +1,97 @@
+//! `capot serve` settings of the admin API, the registry state file and the query router.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+use clap::Args;
+
+use capot::registry::router::RouterConfig;
+use capot::server::admin::{AdminOptions, DEFAULT_ADMIN_ADDR};
+
+/// Admin API, state file and router flags of `capot serve`.
+#[derive(Debug, Args)]
+pub struct AdminArgs {
+    /// Admin API listen address [default: 127.0.0.1:8081].
+    #[arg(long, env = "CAPOT_ADMIN_ADDR")]
+    pub admin_addr: Option<SocketAddr>,
+    /// File holding the admin bearer token (first line). Without it, $CAPOT_ADMIN_TOKEN; without
+    /// either, a random token is written to <data-dir>/admin-token (mode 0600).
+    #[arg(long, env = "CAPOT_ADMIN_TOKEN_FILE", value_name = "FILE")]
+    pub admin_token_file: Option<PathBuf>,
+    /// Registry state file (encoders and aliases), written by the admin API, restored at start
+    /// and watched for changes [default: <data-dir>/state.json].
+    #[arg(long, env = "CAPOT_STATE_FILE", value_name = "FILE")]
+    pub state_file: Option<PathBuf>,
+    /// Milliseconds between checks of the state file for changes [default: 1000].
+    #[arg(long, env = "CAPOT_STATE_POLL_MS")]
+    pub state_poll_ms: Option<u64>,
+    /// Query router for requests that name no encoder: `typo` sends queries that look
+    /// misspelt to the alias `typo` (when it exists), the others to `default`.
+    #[arg(long, env = "CAPOT_ROUTER")]
+    pub router: Option<String>,
+    /// Share of a query's words the router must find shattered to call it noisy [default: 0.15].
+    #[arg(long, env = "CAPOT_ROUTER_THRESHOLD")]
+    pub router_threshold: Option<f64>,
+}
+
+/// The config-file keys of the same settings (paths already resolved against the file's
+/// directory).
+#[derive(Debug, Default)]
+pub struct AdminFileKeys {
+    pub admin_addr: Option<SocketAddr>,
+    pub admin_token_file: Option<PathBuf>,
+    pub state_file: Option<PathBuf>,
+    pub state_poll_ms: Option<u64>,
+    pub router: Option<String>,
+    pub router_threshold: Option<f64>,
+}
+
+fn read_token(path: &PathBuf) -> anyhow::Result<String> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("cannot read admin token file {}", path.display()))?;
+    let token = text.lines().next().unwrap_or("").trim().to_string();
+    if token.is_empty() {
+        bail!("admin token file {} is empty", path.display());
+    }
+    Ok(token)
+}
+
+/// Merges flags, environment and config file: a flag or variable wins over the file.
+pub fn options(args: AdminArgs, file: AdminFileKeys) -> anyhow::Result<AdminOptions> {
+    let env_token = std::env::var("CAPOT_ADMIN_TOKEN").ok();
+    let token = match (args.admin_token_file, env_token, file.admin_token_file) {
+        (Some(path), _, _) => Some(read_token(&path)?),
+        (None, Some(t), _) => {
+            let t = t.trim().to_string();
+            if t.is_empty() {
+                bail!("CAPOT_ADMIN_TOKEN is empty");
+            }
+            Some(t)
+        }
+        (None, None, Some(path)) => Some(read_token(&path)?),
+        (None, None, None) => None,
+    };
+    let router = match args.router.or(file.router) {
+        Some(kind) => Some(
+            RouterConfig::from_kind(&kind, args.router_threshold.or(file.router_threshold))
+                .map_err(anyhow::Error::msg)?,
+        ),
+        None => None,
+    };
+    let poll = args.state_poll_ms.or(file.state_poll_ms).unwrap_or(1000);
+    if poll == 0 {
+        bail!("--state-poll-ms must be at least 1");
+    }
+    Ok(AdminOptions {
+        addr: args
+            .admin_addr
+            .or(file.admin_addr)
+            .unwrap_or_else(|| SocketAddr::from(DEFAULT_ADMIN_ADDR)),
+        token,
+        state_file: args.state_file.or(file.state_file),
+        watch_interval: Duration::from_millis(poll),
+        router,
+    })
+}
