@@ -32,10 +32,14 @@ pub struct ServeArgs {
     /// HTTP listen address [default: 127.0.0.1:8080].
     #[arg(long, env = "CAPOT_ADDR")]
     pub addr: Option<SocketAddr>,
+    /// gRPC listen address, or `off` for no gRPC [default: 127.0.0.1:50051].
+    #[arg(long, env = "CAPOT_GRPC_ADDR", value_name = "ADDR|off", value_parser = parse_grpc_addr)]
+    pub grpc_addr: Option<GrpcAddr>,
     /// Directory for the service's own state [default: .data].
     #[arg(long, env = "CAPOT_DATA_DIR", value_name = "DIR")]
     pub data_dir: Option<PathBuf>,
-    /// API key required as `Authorization: Bearer <key>` on /search, /v1/embeddings and /info.
+    /// API key required as `Authorization: Bearer <key>` on /search, /v1/embeddings, /info and the
+    /// gRPC Retrieval methods.
     #[arg(long, env = "CAPOT_API_KEY", hide_env_values = true)]
     pub api_key: Option<String>,
     /// File holding the API key (first line).
@@ -79,6 +83,8 @@ struct ServeFile {
     #[serde(default)]
     encoders: Vec<PathBuf>,
     addr: Option<SocketAddr>,
+    #[serde(default, deserialize_with = "grpc_addr_from_file")]
+    grpc_addr: Option<GrpcAddr>,
     data_dir: Option<PathBuf>,
     api_key_file: Option<PathBuf>,
     max_batch: Option<usize>,
@@ -97,6 +103,33 @@ struct ServeFile {
     state_poll_ms: Option<u64>,
     router: Option<String>,
     router_threshold: Option<f64>,
+}
+
+/// Where gRPC listens: an address, or nowhere (`off`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GrpcAddr {
+    Off,
+    At(SocketAddr),
+}
+
+/// Parses `--grpc-addr`: `off` (also `none`, `disabled`) or `HOST:PORT`.
+fn parse_grpc_addr(s: &str) -> Result<GrpcAddr, String> {
+    match s.trim().to_ascii_lowercase().as_str() {
+        "off" | "none" | "disabled" => Ok(GrpcAddr::Off),
+        t => t
+            .parse()
+            .map(GrpcAddr::At)
+            .map_err(|e| format!("expected HOST:PORT or `off`, got {s:?}: {e}")),
+    }
+}
+
+fn grpc_addr_from_file<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<Option<GrpcAddr>, D::Error> {
+    let s = String::deserialize(d)?;
+    parse_grpc_addr(&s)
+        .map(Some)
+        .map_err(serde::de::Error::custom)
 }
 
 fn read_file(path: &Path) -> anyhow::Result<ServeFile> {
@@ -252,6 +285,11 @@ pub fn options(args: ServeArgs, global: &GlobalArgs) -> anyhow::Result<ServeOpti
             .addr
             .or(file.addr)
             .unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 8080))),
+        grpc_addr: match args.grpc_addr.or(file.grpc_addr) {
+            Some(GrpcAddr::Off) => None,
+            Some(GrpcAddr::At(a)) => Some(a),
+            None => Some(SocketAddr::from(([127, 0, 0, 1], 50051))),
+        },
         data_dir: args
             .data_dir
             .or(file.data_dir)
@@ -274,4 +312,30 @@ pub fn run(args: ServeArgs, global: &GlobalArgs) -> anyhow::Result<()> {
         .context("cannot start the async runtime")?;
     rt.block_on(serve(options))?;
     Ok(())
+}
+
+#[cfg(test)]
+mod grpc_addr_tests {
+    use super::*;
+
+    #[test]
+    fn grpc_addr_parses_addresses_and_off_from_flags_and_file() {
+        assert_eq!(parse_grpc_addr("off"), Ok(GrpcAddr::Off));
+        assert_eq!(parse_grpc_addr("OFF"), Ok(GrpcAddr::Off));
+        assert_eq!(
+            parse_grpc_addr("0.0.0.0:50051"),
+            Ok(GrpcAddr::At(SocketAddr::from(([0, 0, 0, 0], 50051))))
+        );
+        assert!(parse_grpc_addr("localhost").is_err());
+        let file: ServeFile = toml::from_str("grpc_addr = \"127.0.0.1:0\"").unwrap();
+        assert_eq!(
+            file.grpc_addr,
+            Some(GrpcAddr::At(SocketAddr::from(([127, 0, 0, 1], 0))))
+        );
+        let file: ServeFile = toml::from_str("grpc_addr = \"off\"").unwrap();
+        assert_eq!(file.grpc_addr, Some(GrpcAddr::Off));
+        let file: ServeFile = toml::from_str("").unwrap();
+        assert_eq!(file.grpc_addr, None);
+        assert!(toml::from_str::<ServeFile>("grpc_addr = \"nowhere\"").is_err());
+    }
 }

@@ -4,6 +4,7 @@ pub mod admin;
 pub mod batcher;
 pub mod core;
 pub mod error;
+pub mod grpc;
 pub mod http;
 pub mod metrics;
 pub mod routing;
@@ -32,6 +33,8 @@ pub struct ServeOptions {
     pub index: PathBuf,
     pub encoders: Vec<PathBuf>,
     pub addr: SocketAddr,
+    /// gRPC listen address; `None` serves no gRPC.
+    pub grpc_addr: Option<SocketAddr>,
     pub data_dir: PathBuf,
     pub api_key: Option<String>,
     pub runtime: RuntimeOptions,
@@ -175,6 +178,19 @@ pub async fn serve(options: ServeOptions) -> Result<(), ServeError> {
     eprintln!("capot: listening on http://{local}");
     tracing::info!(%local, "HTTP listening");
     let admin = admin::start(state.clone(), &options).await?;
+    let grpc_listener = match options.grpc_addr {
+        Some(addr) => {
+            let l = tokio::net::TcpListener::bind(addr)
+                .await
+                .map_err(|source| ServeError::Bind { addr, source })?;
+            let local = l.local_addr()?;
+            // Stable, like the HTTP line: scripts and tests read the gRPC port from it.
+            eprintln!("capot: grpc listening on {local}");
+            tracing::info!(%local, "gRPC listening");
+            Some(l)
+        }
+        None => None,
+    };
 
     // Load in the background: /health answers at once, /ready once loading is done.
     let (load_tx, load_rx) = tokio::sync::oneshot::channel::<Result<(), String>>();
@@ -209,11 +225,28 @@ pub async fn serve(options: ServeOptions) -> Result<(), ServeError> {
 
     let shutdown_state = state.clone();
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    // gRPC stops with HTTP; `finish` below waits for both.
+    let grpc_server =
+        grpc_listener.map(|l| tokio::spawn(grpc::serve(l, state.clone(), stop_rx.clone())));
     let server = axum::serve(listener, app).with_graceful_shutdown(async move {
         let mut rx = stop_rx;
         let _ = rx.wait_for(|stop| *stop).await;
     });
-    let server = tokio::spawn(async move { server.await });
+    let server = tokio::spawn(async move {
+        let http = server.await;
+        if let Some(g) = grpc_server {
+            match g.await {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => return Err(std::io::Error::other(e)),
+                Err(e) => {
+                    return Err(std::io::Error::other(format!(
+                        "gRPC server task failed: {e}"
+                    )))
+                }
+            }
+        }
+        http
+    });
 
     // A failed load stops the service with the reason.
     let load_failure = tokio::select! {

@@ -129,12 +129,17 @@ pub struct Server {
     /// `http://127.0.0.1:PORT`
     pub base: String,
     pub addr: std::net::SocketAddr,
+    /// gRPC address (`capot: grpc listening on ADDR`), unless gRPC is off.
+    pub grpc_addr: Option<std::net::SocketAddr>,
     /// Everything the server wrote on stderr, collected by a thread.
     pub stderr: std::sync::Arc<std::sync::Mutex<String>>,
+    /// The data directory the fixture made, removed with the server.
+    pub data_dir: Option<tempfile::TempDir>,
 }
 
 impl Server {
-    /// Starts `capot serve <args>` with `--addr 127.0.0.1:0` and waits (bounded) until it is ready.
+    /// Starts `capot serve <args>` on port 0 for HTTP, gRPC and admin, with a data directory of
+    /// its own unless the test gives one, and waits (bounded) until it is ready.
     pub fn start(args: &[&str]) -> Server {
         Self::start_with(args, &[], true)
     }
@@ -148,6 +153,33 @@ impl Server {
         if !args.contains(&"--addr") {
             cmd.args(["--addr", "127.0.0.1:0"]);
         }
+        // Never the fixed default gRPC port: tests run in parallel.
+        let grpc_given = args.iter().position(|a| *a == "--grpc-addr");
+        let grpc_env = env
+            .iter()
+            .find(|(k, _)| *k == "CAPOT_GRPC_ADDR")
+            .map(|(_, v)| *v);
+        if grpc_given.is_none() && grpc_env.is_none() {
+            cmd.args(["--grpc-addr", "127.0.0.1:0"]);
+        }
+        // Nor the fixed admin port; and a data directory (admin token, state file) of its own,
+        // so parallel servers never restore each other's state.
+        let given =
+            |flag: &str, var: &str| args.contains(&flag) || env.iter().any(|(k, _)| *k == var);
+        if !given("--admin-addr", "CAPOT_ADMIN_ADDR") {
+            cmd.args(["--admin-addr", "127.0.0.1:0"]);
+        }
+        let data_dir = if given("--data-dir", "CAPOT_DATA_DIR") || args.contains(&"--config") {
+            None
+        } else {
+            let d = tempfile::tempdir().expect("data dir");
+            cmd.arg("--data-dir").arg(d.path());
+            Some(d)
+        };
+        let grpc_off = grpc_given
+            .and_then(|i| args.get(i + 1).copied())
+            .or(grpc_env)
+            .is_some_and(|v| v.eq_ignore_ascii_case("off"));
         for (k, v) in env {
             cmd.env(k, v);
         }
@@ -168,7 +200,10 @@ impl Server {
                     .map_while(Result::ok)
                 {
                     if let Some(addr) = line.strip_prefix("capot: listening on http://") {
-                        let _ = tx.send(addr.trim().to_string());
+                        let _ = tx.send((false, addr.trim().to_string()));
+                    }
+                    if let Some(addr) = line.strip_prefix("capot: grpc listening on ") {
+                        let _ = tx.send((true, addr.trim().to_string()));
                     }
                     let mut l = log.lock().unwrap();
                     l.push_str(&line);
@@ -176,18 +211,28 @@ impl Server {
                 }
             });
         }
-        let addr: std::net::SocketAddr = match rx.recv_timeout(std::time::Duration::from_secs(60)) {
-            Ok(a) => a.parse().expect("listening address"),
-            Err(_) => {
-                let _ = child.kill();
-                panic!("server did not start listening: {}", log.lock().unwrap());
+        // The HTTP line, then (unless gRPC is off) the gRPC line.
+        let (mut addr, mut grpc_addr): (Option<std::net::SocketAddr>, _) = (None, None);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        while addr.is_none() || (grpc_addr.is_none() && !grpc_off) {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            match rx.recv_timeout(left) {
+                Ok((false, a)) => addr = Some(a.parse().expect("listening address")),
+                Ok((true, a)) => grpc_addr = Some(a.parse().expect("grpc address")),
+                Err(_) => {
+                    let _ = child.kill();
+                    panic!("server did not start listening: {}", log.lock().unwrap());
+                }
             }
-        };
+        }
+        let addr = addr.expect("listening address");
         let server = Server {
             child,
             base: format!("http://{addr}"),
             addr,
+            grpc_addr,
             stderr: log,
+            data_dir,
         };
         if wait_ready {
             server.wait_ready(std::time::Duration::from_secs(120));

@@ -1,0 +1,412 @@
+//! The gRPC API as a user sees it: `capot serve` with `--grpc-addr 127.0.0.1:0`, driven by a
+//! Python grpcio client (tests/python/grpc_client.py) whose stubs are generated here, at test
+//! time, from proto/ with grpc_tools.protoc. The client prints JSON; the asserts are below.
+
+mod common;
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{default_index, minilm_bundle, python, root, Server};
+use serde_json::Value;
+
+/// Longest time one client run may take.
+const CLIENT_LIMIT: Duration = Duration::from_secs(180);
+
+/// Generates the Python stubs of capot.v1 and of the standard health and reflection protos.
+fn generate_stubs(dir: &Path) {
+    let py = python();
+    let std_protos = root().join("tests/python/protos");
+    let status = Command::new(&py)
+        .args(["-m", "grpc_tools.protoc"])
+        .arg(format!("-I{}", root().join("proto").display()))
+        .arg(format!("-I{}", std_protos.display()))
+        .arg(format!("--python_out={}", dir.display()))
+        .arg(format!("--grpc_python_out={}", dir.display()))
+        .args([
+            "capot/v1/retrieval.proto",
+            "grpc_std/health.proto",
+            "grpc_std/reflection.proto",
+        ])
+        .status()
+        .expect("run grpc_tools.protoc");
+    assert!(status.success(), "grpc_tools.protoc failed");
+}
+
+/// Runs the client against `server`'s gRPC address and parses its JSON output (bounded in time).
+fn run_client(server: &Server, stubs: &Path, extra: &[&str]) -> Value {
+    let target = server.grpc_addr.expect("grpc address").to_string();
+    let mut child = Command::new(python())
+        .arg(root().join("tests/python/grpc_client.py"))
+        .args(["--target", &target, "--stubs"])
+        .arg(stubs)
+        .args(extra)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn python client");
+    let started = Instant::now();
+    loop {
+        if child.try_wait().expect("poll client").is_some() {
+            break;
+        }
+        if started.elapsed() > CLIENT_LIMIT {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!(
+                "client ran past {CLIENT_LIMIT:?}; server log:\n{}",
+                server.stderr.lock().unwrap()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let out = child.wait_with_output().expect("client output");
+    assert!(
+        out.status.success(),
+        "client failed:\n{}\nserver log:\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        server.stderr.lock().unwrap()
+    );
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "client output is not JSON ({e}): {}",
+            String::from_utf8_lossy(&out.stdout)
+        )
+    })
+}
+
+fn serve_args<'a>(index: &'a str, bundle: &'a str) -> Vec<&'a str> {
+    vec![
+        "--index",
+        index,
+        "--encoder",
+        bundle,
+        "--grpc-addr",
+        "127.0.0.1:0",
+    ]
+}
+
+fn top_id(hits: &Value) -> &str {
+    hits[0]["id"].as_str().expect("hit id")
+}
+
+fn assert_error(v: &Value, code: &str, error_code: &str, what: &str) {
+    assert_eq!(v["code"], code, "{what}: {v}");
+    assert_eq!(v["error_code"], error_code, "{what}: {v}");
+    assert!(
+        !v["message"].as_str().unwrap_or("").is_empty(),
+        "{what}: message kept: {v}"
+    );
+}
+
+#[test]
+fn grpc_search_stream_embed_info_health_reflection_and_errors() {
+    let index = default_index().to_str().unwrap().to_string();
+    let bundle = minilm_bundle().to_str().unwrap().to_string();
+    let stubs = tempfile::tempdir().expect("tempdir");
+    generate_stubs(stubs.path());
+    let server = Server::start(&serve_args(&index, &bundle));
+    let out = run_client(&server, stubs.path(), &["--mode", "main"]);
+
+    assert_eq!(out["health"], "SERVING", "{out}");
+    assert_eq!(out["health_retrieval"], "SERVING", "{out}");
+    assert_eq!(out["health_unknown"]["code"], "NOT_FOUND", "{out}");
+    assert_eq!(out["health_watch_first"], "SERVING", "{out}");
+
+    // One query: 5 hits ranked 1..=5, best first, the relevant document on top.
+    let search = &out["search"];
+    let hits = &search["results"][0];
+    assert_eq!(search["results"].as_array().unwrap().len(), 1);
+    let ranks: Vec<u64> = hits
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h["rank"].as_u64().unwrap())
+        .collect();
+    assert_eq!(ranks, [1, 2, 3, 4, 5], "{search}");
+    let scores: Vec<f64> = hits
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h["score"].as_f64().unwrap())
+        .collect();
+    assert!(
+        scores.windows(2).all(|w| w[0] >= w[1]),
+        "scores descend: {scores:?}"
+    );
+    assert_eq!(top_id(hits), "d001", "{search}");
+    assert_eq!(hits[0]["title"], "How Fast Antibiotics Work");
+    assert_eq!(hits[0]["has_text"], true);
+    assert_eq!(search["encoder"]["name"], "minilm");
+    assert!(!search["encoder"]["version"].as_str().unwrap().is_empty());
+    assert!(
+        search["timings"]["total_ms"].as_f64().unwrap() > 0.0,
+        "{search}"
+    );
+    assert_eq!(out["search_default_k"], 10);
+
+    // Batch: one list per query, in order.
+    let batch = out["batch"].as_array().unwrap();
+    assert_eq!(batch.len(), 2);
+    assert_eq!(top_id(&batch[0]), "d001");
+    assert_eq!(top_id(&batch[1]), "d003");
+    assert!(batch.iter().all(|b| b.as_array().unwrap().len() == 3));
+
+    // Stream: three answers, in request order.
+    let stream = out["stream"].as_array().unwrap();
+    assert_eq!(stream.len(), 3, "{out}");
+    let tops: Vec<&str> = stream.iter().map(|s| s[0].as_str().unwrap()).collect();
+    assert_eq!(tops, ["d001", "d003", "d031"]);
+    assert!(stream.iter().all(|s| s.as_array().unwrap().len() == 2));
+    // The first failing request ends the stream with its status, after earlier answers.
+    let se = &out["stream_error"];
+    assert_eq!(se["answered"], serde_json::json!(["d017"]), "{se}");
+    assert_error(
+        &se["error"],
+        "INVALID_ARGUMENT",
+        "invalid_request",
+        "stream",
+    );
+
+    // Embed: 384-d unit vectors.
+    let embed = &out["embed"];
+    assert_eq!(embed["count"], 2);
+    assert_eq!(embed["dims"], serde_json::json!([384, 384]));
+    for n in embed["norms"].as_array().unwrap() {
+        assert!(
+            (n.as_f64().unwrap() - 1.0).abs() < 1e-4,
+            "unit norm: {embed}"
+        );
+    }
+    assert_eq!(embed["encoder"], "minilm");
+    assert!(embed["tokens"].as_u64().unwrap() > 0);
+
+    // Info.
+    let info = &out["info"];
+    assert_eq!(info["version"], env!("CARGO_PKG_VERSION"));
+    assert_eq!(info["ready"], true);
+    assert!(info["documents"].as_u64().unwrap() >= 30, "{info}");
+    assert_eq!(info["dimension"], 384);
+    assert_eq!(info["metric"], "cosine");
+    assert_eq!(info["encoders"][0]["name"], "minilm");
+    assert_eq!(info["encoders"][0]["dimension"], 384);
+    assert_eq!(info["aliases"]["default"], "minilm");
+    assert_eq!(info["max_k"], 1000);
+
+    // Reflection: the three services, and the file defining Retrieval with its methods.
+    let services: Vec<&str> = out["reflection_services"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s.as_str().unwrap())
+        .collect();
+    for s in [
+        "capot.v1.Retrieval",
+        "grpc.health.v1.Health",
+        "grpc.reflection.v1.ServerReflection",
+    ] {
+        assert!(services.contains(&s), "{s} listed: {services:?}");
+    }
+    let file = out["reflection_file"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["package"] == "capot.v1")
+        .unwrap_or_else(|| panic!("capot.v1 file served: {}", out["reflection_file"]));
+    assert_eq!(file["name"], "capot/v1/retrieval.proto");
+    assert_eq!(
+        file["methods"],
+        serde_json::json!(["Search", "SearchStream", "Embed", "Info"])
+    );
+
+    // Errors keep the HTTP API's semantics.
+    let e = &out["errors"];
+    assert_error(
+        &e["empty_query"],
+        "INVALID_ARGUMENT",
+        "invalid_request",
+        "empty query",
+    );
+    assert!(
+        e["empty_query"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("queries[0]"),
+        "{e}"
+    );
+    assert_error(
+        &e["no_queries"],
+        "INVALID_ARGUMENT",
+        "invalid_request",
+        "no queries",
+    );
+    assert_error(
+        &e["unknown_encoder"],
+        "NOT_FOUND",
+        "unknown_encoder",
+        "unknown encoder",
+    );
+    assert!(
+        e["unknown_encoder"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("no-such-encoder"),
+        "{e}"
+    );
+    assert_error(&e["k_zero"], "INVALID_ARGUMENT", "invalid_request", "k = 0");
+    assert_error(
+        &e["k_too_large"],
+        "INVALID_ARGUMENT",
+        "invalid_request",
+        "k too large",
+    );
+    assert_error(
+        &e["ef_zero"],
+        "INVALID_ARGUMENT",
+        "invalid_request",
+        "ef = 0",
+    );
+    assert_error(
+        &e["embed_empty"],
+        "INVALID_ARGUMENT",
+        "invalid_request",
+        "embed empty",
+    );
+    assert_error(
+        &e["embed_wrong_dimensions"],
+        "INVALID_ARGUMENT",
+        "invalid_request",
+        "dimensions",
+    );
+    assert_error(
+        &e["embed_unknown_encoder"],
+        "NOT_FOUND",
+        "unknown_encoder",
+        "embed encoder",
+    );
+
+    // gRPC calls are counted in the service's metrics by route and gRPC status code.
+    let (status, metrics) = common::http_get(server.addr, "/metrics").expect("GET /metrics");
+    assert_eq!(status, 200);
+    for line in [
+        r#"capot_http_requests_total{route="grpc:/capot.v1.Retrieval/Search",status="0"}"#,
+        r#"capot_http_requests_total{route="grpc:/capot.v1.Retrieval/Search",status="3"}"#,
+        r#"capot_http_requests_total{route="grpc:/capot.v1.Retrieval/Search",status="5"}"#,
+        r#"capot_http_requests_total{route="grpc:/capot.v1.Retrieval/SearchStream",status="0"}"#,
+        r#"capot_http_requests_total{route="grpc:/capot.v1.Retrieval/Embed",status="0"}"#,
+        r#"capot_http_requests_total{route="grpc:/capot.v1.Retrieval/Info",status="0"}"#,
+        r#"capot_request_failures_total{reason="unknown_encoder",route="grpc:/capot.v1.Retrieval/Search"}"#,
+    ] {
+        assert!(metrics.contains(line), "{line} in metrics:\n{metrics}");
+    }
+}
+
+#[test]
+fn grpc_api_key_guards_retrieval_but_not_health_or_reflection() {
+    let index = default_index().to_str().unwrap().to_string();
+    let bundle = minilm_bundle().to_str().unwrap().to_string();
+    let stubs = tempfile::tempdir().expect("tempdir");
+    generate_stubs(stubs.path());
+    let mut args = serve_args(&index, &bundle);
+    args.extend(["--api-key", "s3cret"]);
+    let server = Server::start(&args);
+    let out = run_client(
+        &server,
+        stubs.path(),
+        &["--mode", "auth", "--api-key", "s3cret"],
+    );
+
+    for what in [
+        "search_without_key",
+        "search_wrong_key",
+        "info_without_key",
+        "embed_without_key",
+        "stream_without_key",
+    ] {
+        assert_error(&out[what], "UNAUTHENTICATED", "unauthorized", what);
+    }
+    assert_eq!(out["search_with_key"], Value::Null, "{out}");
+    assert_eq!(out["search_with_key_top"], "d017");
+    assert_eq!(out["health_without_key"], "SERVING");
+    assert!(
+        out["reflection_without_key"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|s| s == "capot.v1.Retrieval"),
+        "{out}"
+    );
+}
+
+#[test]
+fn grpc_can_be_turned_off_and_the_address_comes_from_the_environment() {
+    let index = default_index().to_str().unwrap().to_string();
+    let bundle = minilm_bundle().to_str().unwrap().to_string();
+    let server = Server::start(&[
+        "--index",
+        &index,
+        "--encoder",
+        &bundle,
+        "--grpc-addr",
+        "off",
+    ]);
+    assert_eq!(server.grpc_addr, None);
+    assert!(!server.stderr.lock().unwrap().contains("grpc listening"));
+
+    let server = Server::start_with(
+        &["--index", &index, "--encoder", &bundle],
+        &[("CAPOT_GRPC_ADDR", "127.0.0.1:0")],
+        false,
+    );
+    let addr = server.grpc_addr.expect("gRPC address from CAPOT_GRPC_ADDR");
+    assert_ne!(addr.port(), 0);
+    assert!(std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(5)).is_ok());
+}
+
+#[test]
+fn sigterm_ends_open_streams_and_stops_promptly() {
+    use std::io::BufRead;
+    let index = default_index().to_str().unwrap().to_string();
+    let bundle = minilm_bundle().to_str().unwrap().to_string();
+    let stubs = tempfile::tempdir().expect("tempdir");
+    generate_stubs(stubs.path());
+    let mut server = Server::start(&serve_args(&index, &bundle));
+    let target = server.grpc_addr.expect("grpc address").to_string();
+    let mut client = Command::new(python())
+        .arg(root().join("tests/python/grpc_client.py"))
+        .args(["--target", &target, "--mode", "hold", "--stubs"])
+        .arg(stubs.path())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("spawn python client");
+    let mut lines = std::io::BufReader::new(client.stdout.take().expect("stdout")).lines();
+    // Bounded: the client's own deadline (30 s) ends the stream if nothing else does.
+    assert_eq!(
+        lines.next().and_then(Result::ok).as_deref(),
+        Some("answered")
+    );
+
+    // The stream is open and idle; shutdown must end it rather than wait for the drain timeout.
+    let started = Instant::now();
+    let status = server.terminate();
+    assert!(
+        status.success(),
+        "exit status {status}: {}",
+        server.stderr.lock().unwrap()
+    );
+    eprintln!("stopped after {:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "stopped after {:?}",
+        started.elapsed()
+    );
+    let out: Value = serde_json::from_str(&lines.next().and_then(Result::ok).expect("client JSON"))
+        .expect("JSON");
+    let _ = client.wait();
+    assert_eq!(out["answered"], serde_json::json!(["d017"]), "{out}");
+    assert_eq!(out["error"]["code"], "UNAVAILABLE", "{out}");
+    assert_eq!(out["error"]["error_code"], "not_ready", "{out}");
+    assert!(server.stderr.lock().unwrap().contains("capot: stopped"));
+}
