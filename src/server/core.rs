@@ -77,6 +77,16 @@ fn ready_or_503(state: &AppState) -> Result<(), ApiError> {
     }
 }
 
+/// Lets a request in: 503 unless ready, 429 at once when `max_in_flight` requests are being
+/// served. The permit is held for the whole request.
+fn admit(state: &AppState) -> Result<tokio::sync::SemaphorePermit<'_>, ApiError> {
+    ready_or_503(state)?;
+    state
+        .admission
+        .try_acquire()
+        .map_err(|_| ApiError::overloaded("too many requests in flight"))
+}
+
 /// Resolves an encoder name or alias (`default` when none is given).
 pub fn resolve(state: &AppState, name: Option<&str>) -> Result<Arc<LoadedEncoder>, ApiError> {
     let name = name.unwrap_or(DEFAULT_ALIAS);
@@ -188,11 +198,7 @@ fn ms(seconds: f64) -> f64 {
 /// requests are in flight or the encoder's queue is full.
 pub async fn search(state: &AppState, p: SearchParams) -> Result<SearchOutput, ApiError> {
     let started = Instant::now();
-    ready_or_503(state)?;
-    let _permit = state
-        .admission
-        .try_acquire()
-        .map_err(|_| ApiError::overloaded("too many requests in flight"))?;
+    let _permit = admit(state)?;
     validate_texts(state, &p.texts, p.field)?;
     if p.k == 0 || p.k > state.limits.max_k {
         return Err(ApiError::invalid(format!(
@@ -291,11 +297,7 @@ pub async fn embed(
     dimensions: Option<usize>,
 ) -> Result<EmbedOutput, ApiError> {
     let started = Instant::now();
-    ready_or_503(state)?;
-    let _permit = state
-        .admission
-        .try_acquire()
-        .map_err(|_| ApiError::overloaded("too many requests in flight"))?;
+    let _permit = admit(state)?;
     validate_texts(state, &texts, field)?;
     let loaded = resolve(state, encoder.as_deref())?;
     if let Some(d) = dimensions {
