@@ -78,33 +78,35 @@ pub fn run_capot(args: &[&str], stdin: &[u8]) -> Output {
     out
 }
 
-/// A MiniLM bundle imported once per test binary into a temporary directory.
+/// Imports MiniLM under `name` into a new temporary directory (kept alive by the returned guard).
+pub fn import_minilm_as(name: &str) -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = dir.path().join(name);
+    let hf = minilm_hf_dir();
+    let o = run_capot(
+        &[
+            "encoder",
+            "import",
+            hf.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+            "--name",
+            name,
+        ],
+        b"",
+    );
+    assert!(
+        o.status.success(),
+        "import failed: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    (dir, out)
+}
+
+/// A MiniLM bundle named `minilm`, imported once per test binary.
 pub fn minilm_bundle() -> &'static Path {
     static BUNDLE: OnceLock<(tempfile::TempDir, PathBuf)> = OnceLock::new();
-    let (_, path) = BUNDLE.get_or_init(|| {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let out = dir.path().join("minilm");
-        let hf = minilm_hf_dir();
-        let o = run_capot(
-            &[
-                "encoder",
-                "import",
-                hf.to_str().unwrap(),
-                "--out",
-                out.to_str().unwrap(),
-                "--name",
-                "minilm",
-            ],
-            b"",
-        );
-        assert!(
-            o.status.success(),
-            "import failed: {}",
-            String::from_utf8_lossy(&o.stderr)
-        );
-        (dir, out)
-    });
-    path
+    &BUNDLE.get_or_init(|| import_minilm_as("minilm")).1
 }
 
 /// Parses `{"embedding": [...]}` lines.

@@ -15,30 +15,9 @@ use crate::common::{self, Server};
 /// MiniLM imported a second time, under the name `minilm-b`, once per test binary.
 pub fn second_bundle() -> &'static Path {
     static BUNDLE: OnceLock<(tempfile::TempDir, PathBuf)> = OnceLock::new();
-    let (_, path) = BUNDLE.get_or_init(|| {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let out = dir.path().join("minilm-b");
-        let hf = common::minilm_hf_dir();
-        let o = common::run_capot(
-            &[
-                "encoder",
-                "import",
-                hf.to_str().unwrap(),
-                "--out",
-                out.to_str().unwrap(),
-                "--name",
-                "minilm-b",
-            ],
-            b"",
-        );
-        assert!(
-            o.status.success(),
-            "import failed: {}",
-            String::from_utf8_lossy(&o.stderr)
-        );
-        (dir, out)
-    });
-    path
+    &BUNDLE
+        .get_or_init(|| common::import_minilm_as("minilm-b"))
+        .1
 }
 
 /// The admin address the server printed (`capot: admin listening on http://ADDR`).
