@@ -1132,10 +1132,9 @@ mod tests {
         assert_eq!(ds.qrels.len(), 40);
         assert_eq!(ds.qrels.values().map(|j| j.len()).sum::<usize>(), 3709);
         let doc = ds.corpus.get("<dbpedia:Oceanic_Airlines>").unwrap();
-        assert!(
-            doc.encoded_text()
-                .starts_with("Oceanic Airlines Oceanic Airlines and")
-        );
+        assert!(doc
+            .encoded_text()
+            .starts_with("Oceanic Airlines Oceanic Airlines and"));
         let check = ds.check();
         assert!(check.qrels_unknown_queries.is_empty());
         eprintln!("dbpedia-sample: {check:?}");

@@ -1,6 +1,7 @@
 //! capot: noise-robust dense retrieval. A frozen HNSW index of document vectors, several query
 //! encoders aligned to it with CAPOT, and the service that routes and hot-swaps between them.
 
+pub mod clock;
 pub mod dataset;
 pub mod encoder;
 pub mod eval;

@@ -28,7 +28,11 @@ pub fn shared() -> PathBuf {
 /// The golden all-MiniLM-L6-v2 reference file.
 pub fn golden() -> serde_json::Value {
     let path = shared().join("golden/minilm-l6-v2.json");
-    let text = std::fs::read_to_string(&path)
-        .unwrap_or_else(|e| panic!("{}: {e} (../shared must sit beside the project)", path.display()));
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| {
+        panic!(
+            "{}: {e} (../shared must sit beside the project)",
+            path.display()
+        )
+    });
     serde_json::from_str(&text).expect("golden file is JSON")
 }

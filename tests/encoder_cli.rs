@@ -7,7 +7,10 @@ use common::*;
 
 fn max_abs_diff(a: &[f32], b: &[f32]) -> f32 {
     assert_eq!(a.len(), b.len(), "dimension");
-    a.iter().zip(b).map(|(x, y)| (x - y).abs()).fold(0.0, f32::max)
+    a.iter()
+        .zip(b)
+        .map(|(x, y)| (x - y).abs())
+        .fold(0.0, f32::max)
 }
 
 /// The golden cases the CLI accepts (it rejects empty text as bad input; the library-level
@@ -43,7 +46,13 @@ fn minilm_embeddings_match_the_golden_reference() {
     // Batch 1 and a padded batch of all cases at once must both match.
     for batch in ["1", "64"] {
         let o = run_capot(
-            &["encode", "--encoder", bundle.to_str().unwrap(), "--batch-size", batch],
+            &[
+                "encode",
+                "--encoder",
+                bundle.to_str().unwrap(),
+                "--batch-size",
+                batch,
+            ],
             input.as_bytes(),
         );
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
@@ -79,7 +88,13 @@ fn manifest_describes_the_bundle() {
         Some(64),
         "a bundle imported from weights carries them"
     );
-    for f in ["model.onnx", "tokenizer.json", "model.safetensors", "config.json", "encoder.json"] {
+    for f in [
+        "model.onnx",
+        "tokenizer.json",
+        "model.safetensors",
+        "config.json",
+        "encoder.json",
+    ] {
         assert!(bundle.join(f).is_file(), "{f}");
     }
 }
@@ -95,11 +110,17 @@ fn long_texts_are_truncated_at_the_bundle_max_length() {
         serde_json::json!({ "text": long }),
         serde_json::json!({ "text": longer })
     );
-    let o = run_capot(&["encode", "--encoder", bundle.to_str().unwrap()], input.as_bytes());
+    let o = run_capot(
+        &["encode", "--encoder", bundle.to_str().unwrap()],
+        input.as_bytes(),
+    );
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let v = parse_embeddings(&o.stdout);
     assert_eq!(v.len(), 2);
-    assert!(max_abs_diff(&v[0], &v[1]) < 1e-6, "truncation should make both identical");
+    assert!(
+        max_abs_diff(&v[0], &v[1]) < 1e-6,
+        "truncation should make both identical"
+    );
 }
 
 /// Each bad line gets a message naming it and a non-zero exit, and the good lines before it
@@ -112,23 +133,44 @@ fn bad_input_lines_fail_clearly_after_flushing_good_ones() {
         ("not json", b"this is not json\n".to_vec(), "line 3"),
         ("wrong field", b"{\"query\": \"x\"}\n".to_vec(), "line 3"),
         ("wrong type", b"{\"text\": 42}\n".to_vec(), "line 3"),
-        ("empty text", b"{\"text\": \"   \"}\n".to_vec(), "empty text"),
-        ("invalid utf-8", b"{\"text\": \"caf\xe9\"}\n".to_vec(), "UTF-8"),
+        (
+            "empty text",
+            b"{\"text\": \"   \"}\n".to_vec(),
+            "empty text",
+        ),
+        (
+            "invalid utf-8",
+            b"{\"text\": \"caf\xe9\"}\n".to_vec(),
+            "UTF-8",
+        ),
     ];
     for (what, bad, expect) in cases {
         let mut input = good.as_bytes().to_vec();
         input.extend_from_slice(&bad);
         input.extend_from_slice(b"{\"text\": \"after the bad line\"}\n");
         let o = run_capot(
-            &["encode", "--encoder", bundle.to_str().unwrap(), "--batch-size", "1"],
+            &[
+                "encode",
+                "--encoder",
+                bundle.to_str().unwrap(),
+                "--batch-size",
+                "1",
+            ],
             &input,
         );
         let stderr = String::from_utf8_lossy(&o.stderr);
         assert_eq!(o.status.code(), Some(1), "{what}: {stderr}");
         assert!(stderr.contains(expect), "{what}: {stderr}");
-        assert!(stderr.starts_with("error: "), "{what}: one-line reason: {stderr}");
+        assert!(
+            stderr.starts_with("error: "),
+            "{what}: one-line reason: {stderr}"
+        );
         assert!(!stderr.contains("panicked"), "{what}: {stderr}");
-        assert_eq!(parse_embeddings(&o.stdout).len(), 2, "{what}: good lines kept");
+        assert_eq!(
+            parse_embeddings(&o.stdout).len(),
+            2,
+            "{what}: good lines kept"
+        );
     }
 }
 
@@ -144,7 +186,10 @@ fn broken_bundles_and_missing_files_are_clear_errors() {
         std::fs::copy(bundle.join(f), tampered.join(f)).unwrap();
     }
     std::fs::write(tampered.join("model.onnx"), b"not an onnx file").unwrap();
-    let o = run_capot(&["encode", "--encoder", tampered.to_str().unwrap()], b"{\"text\":\"x\"}\n");
+    let o = run_capot(
+        &["encode", "--encoder", tampered.to_str().unwrap()],
+        b"{\"text\":\"x\"}\n",
+    );
     let stderr = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(1));
     assert!(stderr.contains("sha256"), "{stderr}");
@@ -165,16 +210,38 @@ fn broken_bundles_and_missing_files_are_clear_errors() {
     // Import from a directory with no weights / a corrupt safetensors file.
     let hf = dir.path().join("hf");
     std::fs::create_dir(&hf).unwrap();
-    let o = run_capot(&["encoder", "import", hf.to_str().unwrap(), "--out", dir.path().join("o1").to_str().unwrap()], b"");
+    let o = run_capot(
+        &[
+            "encoder",
+            "import",
+            hf.to_str().unwrap(),
+            "--out",
+            dir.path().join("o1").to_str().unwrap(),
+        ],
+        b"",
+    );
     assert_eq!(o.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&o.stderr).contains("config.json"));
     let src = minilm_hf_dir();
     for f in ["config.json", "tokenizer.json"] {
         std::fs::copy(src.join(f), hf.join(f)).unwrap();
     }
-    std::fs::write(hf.join("model.safetensors"), b"\x08\x00\x00\x00\x00\x00\x00\x00garbage!").unwrap();
+    std::fs::write(
+        hf.join("model.safetensors"),
+        b"\x08\x00\x00\x00\x00\x00\x00\x00garbage!",
+    )
+    .unwrap();
     let out = dir.path().join("o2");
-    let o = run_capot(&["encoder", "import", hf.to_str().unwrap(), "--out", out.to_str().unwrap()], b"");
+    let o = run_capot(
+        &[
+            "encoder",
+            "import",
+            hf.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+        ],
+        b"",
+    );
     let stderr = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(1), "{stderr}");
     assert!(stderr.contains("model.safetensors"), "{stderr}");
@@ -182,15 +249,37 @@ fn broken_bundles_and_missing_files_are_clear_errors() {
 
     // Unsupported architecture is named.
     let cfg = std::fs::read_to_string(src.join("config.json")).unwrap();
-    std::fs::write(hf.join("config.json"), cfg.replace("\"bert\"", "\"roberta\"")).unwrap();
-    let o = run_capot(&["encoder", "import", hf.to_str().unwrap(), "--out", out.to_str().unwrap()], b"");
+    std::fs::write(
+        hf.join("config.json"),
+        cfg.replace("\"bert\"", "\"roberta\""),
+    )
+    .unwrap();
+    let o = run_capot(
+        &[
+            "encoder",
+            "import",
+            hf.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+        ],
+        b"",
+    );
     let stderr = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(1));
-    assert!(stderr.contains("unsupported architecture") && stderr.contains("roberta"), "{stderr}");
+    assert!(
+        stderr.contains("unsupported architecture") && stderr.contains("roberta"),
+        "{stderr}"
+    );
 
     // An existing destination is not overwritten without --force.
     let o = run_capot(
-        &["encoder", "import", src.to_str().unwrap(), "--out", bundle.to_str().unwrap()],
+        &[
+            "encoder",
+            "import",
+            src.to_str().unwrap(),
+            "--out",
+            bundle.to_str().unwrap(),
+        ],
         b"",
     );
     assert_eq!(o.status.code(), Some(1));
@@ -208,7 +297,10 @@ fn missing_onnx_runtime_library_says_what_to_do() {
         .unwrap();
     let stderr = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(1), "{stderr}");
-    assert!(stderr.contains("scripts/setup") && stderr.contains("ORT_DYLIB_PATH"), "{stderr}");
+    assert!(
+        stderr.contains("scripts/setup") && stderr.contains("ORT_DYLIB_PATH"),
+        "{stderr}"
+    );
     assert!(!stderr.contains("panicked"), "{stderr}");
 }
 
@@ -216,13 +308,27 @@ fn missing_onnx_runtime_library_says_what_to_do() {
 fn cuda_device_without_cuda_support_is_an_error_and_auto_falls_back() {
     let bundle = minilm_bundle();
     let o = run_capot(
-        &["encode", "--encoder", bundle.to_str().unwrap(), "--device", "cuda"],
+        &[
+            "encode",
+            "--encoder",
+            bundle.to_str().unwrap(),
+            "--device",
+            "cuda",
+        ],
         b"{\"text\":\"x\"}\n",
     );
     assert_eq!(o.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&o.stderr).to_lowercase().contains("cuda"));
+    assert!(String::from_utf8_lossy(&o.stderr)
+        .to_lowercase()
+        .contains("cuda"));
     let o = run_capot(
-        &["encode", "--encoder", bundle.to_str().unwrap(), "--device", "auto"],
+        &[
+            "encode",
+            "--encoder",
+            bundle.to_str().unwrap(),
+            "--device",
+            "auto",
+        ],
         b"{\"text\":\"x\"}\n",
     );
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));

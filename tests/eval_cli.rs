@@ -16,7 +16,9 @@ fn metrics(report: &serde_json::Value, condition: &str) -> serde_json::Value {
 }
 
 fn close(got: &serde_json::Value, want: f64, what: &str) {
-    let g = got.as_f64().unwrap_or_else(|| panic!("{what}: not a number: {got}"));
+    let g = got
+        .as_f64()
+        .unwrap_or_else(|| panic!("{what}: not a number: {got}"));
     assert!((g - want).abs() <= 0.005, "{what}: {g} vs reference {want}");
 }
 
@@ -26,20 +28,30 @@ fn dl19_clean_and_typo_files_reproduce_the_reference() {
     let index = cached_index(&data);
     let out = tempfile::tempdir().unwrap();
     let mut args: Vec<String> = vec![
-        "eval".into(), "--dataset".into(), data.display().to_string(),
-        "--index".into(), index.display().to_string(),
-        "--encoder".into(), minilm_bundle().display().to_string(),
-        "--out".into(), out.path().display().to_string(),
+        "eval".into(),
+        "--dataset".into(),
+        data.display().to_string(),
+        "--index".into(),
+        index.display().to_string(),
+        "--encoder".into(),
+        minilm_bundle().display().to_string(),
+        "--out".into(),
+        out.path().display().to_string(),
     ];
     for i in 1..=10 {
         args.push("--variants".into());
-        args.push(data.join(format!("queries.typo{i}.tsv")).display().to_string());
+        args.push(
+            data.join(format!("queries.typo{i}.tsv"))
+                .display()
+                .to_string(),
+        );
     }
     let refs: Vec<&str> = args.iter().map(String::as_str).collect();
     let o = run_capot(&refs, b"");
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let report: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(out.path().join("report.json")).unwrap()).unwrap();
+        serde_json::from_str(&std::fs::read_to_string(out.path().join("report.json")).unwrap())
+            .unwrap();
     let clean = metrics(&report, "clean");
     assert_eq!(clean["queries_evaluated"], 43);
     close(&clean["metrics"]["ndcg@10"], 0.7977, "clean nDCG@10");
@@ -51,7 +63,11 @@ fn dl19_clean_and_typo_files_reproduce_the_reference() {
     close(&typo["metrics"]["mrr@10"], 0.9401, "typo MRR@10");
     close(&typo["metrics"]["recall@10"], 0.1915, "typo Recall@10");
     close(&typo["metrics"]["recall@100"], 0.7381, "typo Recall@100");
-    close(&typo["relative_change"]["ndcg@10"], -0.104, "typo relative nDCG@10 change");
+    close(
+        &typo["relative_change"]["ndcg@10"],
+        -0.104,
+        "typo relative nDCG@10 change",
+    );
     // Embedding robustness is reported for variant conditions.
     let cos = typo["mean_cosine"].as_f64().expect("mean cosine");
     assert!(cos > 0.5 && cos < 1.0, "{cos}");
@@ -61,7 +77,11 @@ fn dl19_clean_and_typo_files_reproduce_the_reference() {
     assert!(md.contains("typo-files mean") && md.contains("nDCG@10"));
     let svg = std::fs::read_to_string(out.path().join("report.svg")).unwrap();
     assert!(svg.starts_with("<svg") || svg.starts_with("<?xml"));
-    assert_eq!(svg.matches("class=\"bar\"").count(), 2 * 12, "12 conditions × 2 metrics");
+    assert_eq!(
+        svg.matches("class=\"bar\"").count(),
+        2 * 12,
+        "12 conditions × 2 metrics"
+    );
 }
 
 #[test]
@@ -71,21 +91,45 @@ fn dbpedia_clean_reproduces_the_reference_and_noise_runs_over_seeds() {
     let out = tempfile::tempdir().unwrap();
     let o = run_capot(
         &[
-            "eval", "--dataset", data.to_str().unwrap(), "--index", index.to_str().unwrap(),
-            "--encoder", minilm_bundle().to_str().unwrap(), "--noise", "typo,reorder", "--seeds", "2",
-            "--out", out.path().to_str().unwrap(),
+            "eval",
+            "--dataset",
+            data.to_str().unwrap(),
+            "--index",
+            index.to_str().unwrap(),
+            "--encoder",
+            minilm_bundle().to_str().unwrap(),
+            "--noise",
+            "typo,reorder",
+            "--seeds",
+            "2",
+            "--out",
+            out.path().to_str().unwrap(),
         ],
         b"",
     );
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let report: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(out.path().join("report.json")).unwrap()).unwrap();
+        serde_json::from_str(&std::fs::read_to_string(out.path().join("report.json")).unwrap())
+            .unwrap();
     let clean = metrics(&report, "clean");
     assert_eq!(clean["queries_evaluated"], 40);
-    close(&clean["metrics"]["ndcg@10"], 0.5114, "dbpedia clean nDCG@10");
-    for c in ["typo seed 0", "typo seed 1", "typo mean over seeds", "reorder mean over seeds"] {
+    close(
+        &clean["metrics"]["ndcg@10"],
+        0.5114,
+        "dbpedia clean nDCG@10",
+    );
+    for c in [
+        "typo seed 0",
+        "typo seed 1",
+        "typo mean over seeds",
+        "reorder mean over seeds",
+    ] {
         let row = metrics(&report, c);
-        assert!(row["metrics"]["ndcg@10"].as_f64().unwrap() < clean["metrics"]["ndcg@10"].as_f64().unwrap() + 0.05, "{c}");
+        assert!(
+            row["metrics"]["ndcg@10"].as_f64().unwrap()
+                < clean["metrics"]["ndcg@10"].as_f64().unwrap() + 0.05,
+            "{c}"
+        );
     }
 }
 
@@ -98,32 +142,83 @@ fn bad_input_fails_before_any_work() {
     let stray = dir.path().join("stray.tsv");
     std::fs::write(&stray, "no-such-query\tsome text\n").unwrap();
     let o = run_capot(
-        &["eval", "--dataset", data.to_str().unwrap(), "--index", "/nonexistent", "--encoder", bundle.to_str().unwrap(),
-          "--variants", stray.to_str().unwrap()],
+        &[
+            "eval",
+            "--dataset",
+            data.to_str().unwrap(),
+            "--index",
+            "/nonexistent",
+            "--encoder",
+            bundle.to_str().unwrap(),
+            "--variants",
+            stray.to_str().unwrap(),
+        ],
         b"",
     );
     assert_eq!(o.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&o.stderr).contains("no-such-query"), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("no-such-query"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     // No such dataset.
-    let o = run_capot(&["eval", "--dataset", "/nonexistent", "--index", "/x", "--encoder", "/y"], b"");
+    let o = run_capot(
+        &[
+            "eval",
+            "--dataset",
+            "/nonexistent",
+            "--index",
+            "/x",
+            "--encoder",
+            "/y",
+        ],
+        b"",
+    );
     assert_eq!(o.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&o.stderr).starts_with("error: "));
     // Unknown noise kind.
     let o = run_capot(
-        &["eval", "--dataset", data.to_str().unwrap(), "--index", "/x", "--encoder", "/y", "--noise", "typoo"],
+        &[
+            "eval",
+            "--dataset",
+            data.to_str().unwrap(),
+            "--index",
+            "/x",
+            "--encoder",
+            "/y",
+            "--noise",
+            "typoo",
+        ],
         b"",
     );
     assert_eq!(o.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&o.stderr).contains("typoo"));
     // A server that is not there.
     let o = run_capot(
-        &["eval", "--dataset", data.to_str().unwrap(), "--server", "http://127.0.0.1:9", "--encoder", "default"],
+        &[
+            "eval",
+            "--dataset",
+            data.to_str().unwrap(),
+            "--server",
+            "http://127.0.0.1:9",
+            "--encoder",
+            "default",
+        ],
         b"",
     );
     assert_eq!(o.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&o.stderr).contains("127.0.0.1:9"));
     // Neither --index nor --server.
-    let o = run_capot(&["eval", "--dataset", data.to_str().unwrap(), "--encoder", "/y"], b"");
+    let o = run_capot(
+        &[
+            "eval",
+            "--dataset",
+            data.to_str().unwrap(),
+            "--encoder",
+            "/y",
+        ],
+        b"",
+    );
     assert_eq!(o.status.code(), Some(2), "usage error");
 }
 
@@ -132,10 +227,23 @@ fn evaluating_the_live_service_equals_local_evaluation_with_the_same_ef() {
     let data = root().join("data/default-corpus");
     let index = default_index();
     let bundle = minilm_bundle();
-    let server = Server::start(&["--index", index.to_str().unwrap(), "--encoder", bundle.to_str().unwrap()]);
+    let server = Server::start(&[
+        "--index",
+        index.to_str().unwrap(),
+        "--encoder",
+        bundle.to_str().unwrap(),
+    ]);
     let typo = data.join("queries.typo.tsv");
     let run = |target: &[&str], out: &std::path::Path| -> serde_json::Value {
-        let mut args = vec!["eval", "--dataset", data.to_str().unwrap(), "--variants", typo.to_str().unwrap(), "--out", out.to_str().unwrap()];
+        let mut args = vec![
+            "eval",
+            "--dataset",
+            data.to_str().unwrap(),
+            "--variants",
+            typo.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+        ];
         args.extend_from_slice(target);
         let o = run_capot(&args, b"");
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
@@ -143,17 +251,38 @@ fn evaluating_the_live_service_equals_local_evaluation_with_the_same_ef() {
     };
     let a = tempfile::tempdir().unwrap();
     let b = tempfile::tempdir().unwrap();
-    let live = run(&["--server", &server.base, "--encoder", "default"], a.path());
-    let local = run(&["--index", index.to_str().unwrap(), "--encoder", bundle.to_str().unwrap(), "--ef", "64"], b.path());
+    let live = run(
+        &["--server", &server.base, "--encoder", "default"],
+        a.path(),
+    );
+    let local = run(
+        &[
+            "--index",
+            index.to_str().unwrap(),
+            "--encoder",
+            bundle.to_str().unwrap(),
+            "--ef",
+            "64",
+        ],
+        b.path(),
+    );
     for cond in ["clean", "queries.typo"] {
         let l = metrics(&live, cond);
         let r = metrics(&local, cond);
         for m in ["ndcg@10", "mrr@10", "recall@10", "recall@100", "map"] {
-            let (x, y) = (l["metrics"][m].as_f64().unwrap(), r["metrics"][m].as_f64().unwrap());
+            let (x, y) = (
+                l["metrics"][m].as_f64().unwrap(),
+                r["metrics"][m].as_f64().unwrap(),
+            );
             assert!((x - y).abs() < 1e-6, "{cond} {m}: live {x} vs local {y}");
         }
     }
     assert_eq!(live["encoders"][0]["name"], "default");
     // The built-in corpus is searchable: clean quality is far above chance.
-    assert!(metrics(&live, "clean")["metrics"]["ndcg@10"].as_f64().unwrap() > 0.5);
+    assert!(
+        metrics(&live, "clean")["metrics"]["ndcg@10"]
+            .as_f64()
+            .unwrap()
+            > 0.5
+    );
 }

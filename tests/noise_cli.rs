@@ -8,7 +8,15 @@ const QUERIES: &[u8] = b"q1\twhat is the daily life of thai people\nq2\tcauses o
 
 #[test]
 fn same_seed_gives_byte_identical_output_and_another_seed_differs() {
-    let args = ["noise", "--kind", "typos,typo,reorder,determiner,punct", "--seed", "7", "--variants", "3"];
+    let args = [
+        "noise",
+        "--kind",
+        "typos,typo,reorder,determiner,punct",
+        "--seed",
+        "7",
+        "--variants",
+        "3",
+    ];
     let a = run_capot(&args, QUERIES);
     let b = run_capot(&args, QUERIES);
     assert!(a.status.success(), "{}", String::from_utf8_lossy(&a.stderr));
@@ -23,7 +31,18 @@ fn same_seed_gives_byte_identical_output_and_another_seed_differs() {
         assert_eq!(cols.len(), 5, "{l}");
         assert!(cols[3] == "true" || cols[3] == "false");
     }
-    let other = run_capot(&["noise", "--kind", "typos,typo,reorder,determiner,punct", "--seed", "8", "--variants", "3"], QUERIES);
+    let other = run_capot(
+        &[
+            "noise",
+            "--kind",
+            "typos,typo,reorder,determiner,punct",
+            "--seed",
+            "8",
+            "--variants",
+            "3",
+        ],
+        QUERIES,
+    );
     assert_ne!(a.stdout, other.stdout);
 }
 
@@ -32,14 +51,27 @@ fn jsonl_input_and_per_kind_variant_files() {
     let dir = tempfile::tempdir().unwrap();
     let queries = shared().join("data/dl19-sample/queries.jsonl");
     let o = run_capot(
-        &["noise", "--kind", "typo", "--variants", "2", "--queries", queries.to_str().unwrap(), "--out-dir", dir.path().to_str().unwrap()],
+        &[
+            "noise",
+            "--kind",
+            "typo",
+            "--variants",
+            "2",
+            "--queries",
+            queries.to_str().unwrap(),
+            "--out-dir",
+            dir.path().to_str().unwrap(),
+        ],
         b"",
     );
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     for v in ["typo-0.tsv", "typo-1.tsv"] {
         let text = std::fs::read_to_string(dir.path().join(v)).unwrap();
         assert_eq!(text.lines().count(), 50, "{v}: one line per query");
-        assert!(text.lines().all(|l| l.split('\t').count() == 2), "{v}: plain qid<TAB>text");
+        assert!(
+            text.lines().all(|l| l.split('\t').count() == 2),
+            "{v}: plain qid<TAB>text"
+        );
     }
     let stderr = String::from_utf8_lossy(&o.stderr);
     assert!(stderr.contains("typo: changed"), "{stderr}");
@@ -47,10 +79,16 @@ fn jsonl_input_and_per_kind_variant_files() {
 
 #[test]
 fn unchanged_queries_are_reported_not_counted_as_changed() {
-    let o = run_capot(&["noise", "--kind", "stopwords"], b"q1\tthe of and\nq2\tthe cat\n");
+    let o = run_capot(
+        &["noise", "--kind", "stopwords"],
+        b"q1\tthe of and\nq2\tthe cat\n",
+    );
     assert!(o.status.success());
     let text = String::from_utf8_lossy(&o.stdout);
-    assert!(text.contains("q1\tstopwords\t0\tfalse\tthe of and"), "{text}");
+    assert!(
+        text.contains("q1\tstopwords\t0\tfalse\tthe of and"),
+        "{text}"
+    );
     assert!(text.contains("q2\tstopwords\t0\ttrue\tcat"), "{text}");
     assert!(String::from_utf8_lossy(&o.stderr).contains("1 left unchanged"));
 }
@@ -70,7 +108,10 @@ fn bad_input_is_a_clear_error() {
     assert_eq!(o.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&o.stderr).contains("no queries"));
 
-    let o = run_capot(&["noise", "--kind", "typo"], b"q1\tfine\nq1\tduplicate id\n");
+    let o = run_capot(
+        &["noise", "--kind", "typo"],
+        b"q1\tfine\nq1\tduplicate id\n",
+    );
     assert_eq!(o.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&o.stderr).contains("<stdin>:2: duplicate id"));
 }

@@ -53,7 +53,9 @@ pub fn encode_stream<R: BufRead, W: Write>(
     let mut failure: Option<anyhow::Error> = None;
     loop {
         buf.clear();
-        let n = input.read_until(b'\n', &mut buf).context("cannot read stdin")?;
+        let n = input
+            .read_until(b'\n', &mut buf)
+            .context("cannot read stdin")?;
         if n == 0 {
             break;
         }

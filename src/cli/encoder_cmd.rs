@@ -13,7 +13,7 @@ use super::{DeviceArgs, GlobalArgs};
 #[derive(Debug, Subcommand)]
 pub enum EncoderCommand {
     /// Make a bundle from a Hugging Face encoder directory, or from an ONNX export (`--onnx`).
-    Import(ImportArgs),
+    Import(Box<ImportArgs>),
     /// Print a bundle's manifest.
     Show {
         /// Encoder bundle directory.
@@ -24,7 +24,11 @@ pub enum EncoderCommand {
 #[derive(Debug, Args)]
 pub struct ImportArgs {
     /// Hugging Face directory with config.json, model.safetensors and tokenizer.json.
-    #[arg(value_name = "HF_DIR", required_unless_present = "onnx", conflicts_with = "onnx")]
+    #[arg(
+        value_name = "HF_DIR",
+        required_unless_present = "onnx",
+        conflicts_with = "onnx"
+    )]
     pub hf_dir: Option<PathBuf>,
     /// An existing ONNX export to import as it is (needs --tokenizer).
     #[arg(long, value_name = "FILE", requires = "tokenizer")]
@@ -75,13 +79,15 @@ fn parse_role(s: &str) -> Result<Role, String> {
         "query" => Ok(Role::Query),
         "document" => Ok(Role::Document),
         "symmetric" => Ok(Role::Symmetric),
-        _ => Err(format!("invalid role {s:?}: expected query, document or symmetric")),
+        _ => Err(format!(
+            "invalid role {s:?}: expected query, document or symmetric"
+        )),
     }
 }
 
 pub fn run(cmd: EncoderCommand, global: &GlobalArgs) -> anyhow::Result<()> {
     match cmd {
-        EncoderCommand::Import(args) => import_cmd(args, global),
+        EncoderCommand::Import(args) => import_cmd(*args, global),
         EncoderCommand::Show { bundle } => {
             let m = EncoderManifest::read(&bundle)?;
             println!("{}", serde_json::to_string_pretty(&m)?);
@@ -107,8 +113,10 @@ fn import_cmd(args: ImportArgs, global: &GlobalArgs) -> anyhow::Result<()> {
     let report = match (&args.hf_dir, &args.onnx, &args.tokenizer) {
         (Some(dir), None, _) => import::import_hf(dir, &args.out, &options, &runtime)
             .with_context(|| format!("cannot import {}", dir.display()))?,
-        (None, Some(onnx), Some(tok)) => import::import_onnx(onnx, tok, &args.out, &options, &runtime)
-            .with_context(|| format!("cannot import {}", onnx.display()))?,
+        (None, Some(onnx), Some(tok)) => {
+            import::import_onnx(onnx, tok, &args.out, &options, &runtime)
+                .with_context(|| format!("cannot import {}", onnx.display()))?
+        }
         _ => bail!("give either a Hugging Face directory or --onnx FILE --tokenizer FILE"),
     };
     let m = &report.manifest;
@@ -119,7 +127,11 @@ fn import_cmd(args: ImportArgs, global: &GlobalArgs) -> anyhow::Result<()> {
         m.dimension,
         m.pooling,
         m.max_length,
-        if report.trainable { "trainable" } else { "serve-only" }
+        if report.trainable {
+            "trainable"
+        } else {
+            "serve-only"
+        }
     );
     for note in &report.notes {
         eprintln!("note: {note}");

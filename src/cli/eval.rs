@@ -25,7 +25,12 @@ pub struct EvalArgs {
     #[arg(long, value_name = "DIR")]
     pub dataset: PathBuf,
     /// Index directory (local evaluation).
-    #[arg(long, value_name = "DIR", conflicts_with = "server", required_unless_present = "server")]
+    #[arg(
+        long,
+        value_name = "DIR",
+        conflicts_with = "server",
+        required_unless_present = "server"
+    )]
     pub index: Option<PathBuf>,
     /// Encoder bundle (local) or encoder name/alias (with --server); repeat to compare side by side.
     #[arg(long = "encoder", value_name = "BUNDLE|NAME")]
@@ -71,8 +76,15 @@ impl Retriever for LocalRetriever {
         (m.name.clone(), m.version.clone())
     }
 
-    fn retrieve(&self, texts: &[String], k: usize) -> Result<(Vec<Ranking>, Vec<Vec<f32>>), EvalError> {
-        let vectors = self.encoder.encode(texts).map_err(|e| EvalError::Retrieval(e.to_string()))?;
+    fn retrieve(
+        &self,
+        texts: &[String],
+        k: usize,
+    ) -> Result<(Vec<Ranking>, Vec<Vec<f32>>), EvalError> {
+        let vectors = self
+            .encoder
+            .encode(texts)
+            .map_err(|e| EvalError::Retrieval(e.to_string()))?;
         let mut rankings = Vec::with_capacity(vectors.len());
         for v in &vectors {
             let hits = match self.ef {
@@ -82,7 +94,11 @@ impl Retriever for LocalRetriever {
             .map_err(|e| EvalError::Retrieval(e.to_string()))?;
             rankings.push(
                 hits.iter()
-                    .filter_map(|h| self.index.document(h.index).map(|d| (d.id.to_string(), h.score)))
+                    .filter_map(|h| {
+                        self.index
+                            .document(h.index)
+                            .map(|d| (d.id.to_string(), h.score))
+                    })
                     .collect(),
             );
         }
@@ -115,7 +131,10 @@ impl ServerRetriever {
             .read_json()
             .map_err(|e| EvalError::Retrieval(format!("{url}: {e}")))?;
         if !status.is_success() {
-            return Err(EvalError::Retrieval(format!("{url}: HTTP {status}: {}", value["error"]["message"])));
+            return Err(EvalError::Retrieval(format!(
+                "{url}: HTTP {status}: {}",
+                value["error"]["message"]
+            )));
         }
         Ok(value)
     }
@@ -126,13 +145,21 @@ impl Retriever for ServerRetriever {
         (self.encoder.clone(), self.version.clone())
     }
 
-    fn retrieve(&self, texts: &[String], k: usize) -> Result<(Vec<Ranking>, Vec<Vec<f32>>), EvalError> {
-        let bad = |what: &str| EvalError::Retrieval(format!("unexpected response from the server: {what}"));
+    fn retrieve(
+        &self,
+        texts: &[String],
+        k: usize,
+    ) -> Result<(Vec<Ranking>, Vec<Vec<f32>>), EvalError> {
+        let bad = |what: &str| {
+            EvalError::Retrieval(format!("unexpected response from the server: {what}"))
+        };
         let search = self.post(
             "/search",
             serde_json::json!({ "queries": texts, "k": k, "encoder": self.encoder }),
         )?;
-        let lists = search["results"].as_array().ok_or_else(|| bad("no results"))?;
+        let lists = search["results"]
+            .as_array()
+            .ok_or_else(|| bad("no results"))?;
         let rankings = lists
             .iter()
             .map(|list| {
@@ -141,8 +168,14 @@ impl Retriever for ServerRetriever {
                     .iter()
                     .map(|h| {
                         Ok((
-                            h["id"].as_str().ok_or_else(|| bad("hit without id"))?.to_string(),
-                            h["score"].as_f64().ok_or_else(|| bad("hit without score"))? as f32,
+                            h["id"]
+                                .as_str()
+                                .ok_or_else(|| bad("hit without id"))?
+                                .to_string(),
+                            h["score"]
+                                .as_f64()
+                                .ok_or_else(|| bad("hit without score"))?
+                                as f32,
                         ))
                     })
                     .collect::<Result<Ranking, EvalError>>()
@@ -160,7 +193,11 @@ impl Retriever for ServerRetriever {
                     .as_array()
                     .ok_or_else(|| bad("embedding is not a list"))?
                     .iter()
-                    .map(|x| x.as_f64().map(|v| v as f32).ok_or_else(|| bad("embedding value")))
+                    .map(|x| {
+                        x.as_f64()
+                            .map(|v| v as f32)
+                            .ok_or_else(|| bad("embedding value"))
+                    })
                     .collect::<Result<Vec<f32>, _>>()
             })
             .collect::<Result<Vec<_>, _>>()?;
@@ -235,14 +272,22 @@ pub fn run(args: EvalArgs, global: &GlobalArgs) -> anyhow::Result<()> {
 
     let retrievers: Vec<Box<dyn Retriever>> = match (&args.index, &args.server) {
         (Some(index_dir), None) => {
-            let index = Arc::new(Index::load(index_dir).with_context(|| format!("cannot load index {}", index_dir.display()))?);
+            let index = Arc::new(
+                Index::load(index_dir)
+                    .with_context(|| format!("cannot load index {}", index_dir.display()))?,
+            );
             let runtime = args.device.runtime(global)?;
             let mut out: Vec<Box<dyn Retriever>> = Vec::new();
             for e in &args.encoders {
-                let encoder = Encoder::load(Path::new(e), &runtime).with_context(|| format!("cannot load encoder {e}"))?;
+                let encoder = Encoder::load(Path::new(e), &runtime)
+                    .with_context(|| format!("cannot load encoder {e}"))?;
                 capot::server::check_compatible(encoder.manifest(), index.manifest())
                     .map_err(|r| anyhow::anyhow!("{e}: {r}"))?;
-                out.push(Box::new(LocalRetriever { encoder, index: index.clone(), ef: args.ef }));
+                out.push(Box::new(LocalRetriever {
+                    encoder,
+                    index: index.clone(),
+                    ef: args.ef,
+                }));
             }
             out
         }
@@ -292,8 +337,10 @@ pub fn run(args: EvalArgs, global: &GlobalArgs) -> anyhow::Result<()> {
     };
 
     let bar = ProgressBar::new(0).with_style(
-        ProgressStyle::with_template("{prefix} [{bar:30}] {pos}/{len} conditions · {msg} · {elapsed}")
-            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+        ProgressStyle::with_template(
+            "{prefix} [{bar:30}] {pos}/{len} conditions · {msg} · {elapsed}",
+        )
+        .unwrap_or_else(|_| ProgressStyle::default_bar()),
     );
     let refs: Vec<&dyn Retriever> = retrievers.iter().map(|b| b.as_ref()).collect();
     let report = run::run(&plan, &refs, &Bar(bar.clone()))?;
@@ -303,7 +350,10 @@ pub fn run(args: EvalArgs, global: &GlobalArgs) -> anyhow::Result<()> {
         std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
         report.write_json(&dir.join("report.json"))?;
         std::fs::write(dir.join("report.md"), &markdown)?;
-        std::fs::write(dir.join("report.svg"), render_svg(&report, &[Metric::NdcgAt10, Metric::MrrAt10]))?;
+        std::fs::write(
+            dir.join("report.svg"),
+            render_svg(&report, &[Metric::NdcgAt10, Metric::MrrAt10]),
+        )?;
         eprintln!("report written to {}", dir.display());
     }
     println!("{markdown}");

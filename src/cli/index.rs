@@ -87,7 +87,10 @@ fn build(args: BuildArgs, global: &GlobalArgs) -> anyhow::Result<()> {
     };
     params.validate()?;
     if args.out.exists() && !args.force {
-        bail!("{} already exists (pass --force to replace it)", args.out.display());
+        bail!(
+            "{} already exists (pass --force to replace it)",
+            args.out.display()
+        );
     }
     let runtime = args.device.runtime(global)?;
     let encoder = Encoder::load(&args.doc_encoder, &runtime)
@@ -99,13 +102,20 @@ fn build(args: BuildArgs, global: &GlobalArgs) -> anyhow::Result<()> {
             args.doc_encoder.display()
         );
     }
-    let mode = if args.strict { ReadMode::Strict } else { ReadMode::Lenient };
+    let mode = if args.strict {
+        ReadMode::Strict
+    } else {
+        ReadMode::Lenient
+    };
     let (corpus, report) = dataset::read_corpus(&args.corpus, mode)?;
     for s in &report.skipped {
         eprintln!("skipped {}:{}: {}", report.path.display(), s.line, s.reason);
     }
     if !report.skipped.is_empty() {
-        eprintln!("skipped {} bad line(s); --strict fails on the first instead", report.skipped.len());
+        eprintln!(
+            "skipped {} bad line(s); --strict fails on the first instead",
+            report.skipped.len()
+        );
     }
     if corpus.is_empty() {
         bail!("{} has no documents", report.path.display());
@@ -113,7 +123,10 @@ fn build(args: BuildArgs, global: &GlobalArgs) -> anyhow::Result<()> {
 
     // Encode in order of length so each batch pads little, then restore corpus order.
     let docs = corpus.docs();
-    let texts: Vec<String> = docs.iter().map(|d| document_text(&d.title, &d.text)).collect();
+    let texts: Vec<String> = docs
+        .iter()
+        .map(|d| document_text(&d.title, &d.text))
+        .collect();
     let mut order: Vec<usize> = (0..texts.len()).collect();
     order.sort_by_key(|&i| texts[i].len());
     let dim = manifest.dimension;
@@ -149,7 +162,10 @@ fn build(args: BuildArgs, global: &GlobalArgs) -> anyhow::Result<()> {
         dimension: dim,
         capot_version: env!("CARGO_PKG_VERSION").to_string(),
     };
-    let pb = bar(documents.len() as u64, "indexing [{bar:30}] {pos}/{len} · {msg} · {elapsed}");
+    let pb = bar(
+        documents.len() as u64,
+        "indexing [{bar:30}] {pos}/{len} · {msg} · {elapsed}",
+    );
     let mut progress = |p: &capot::index::BuildProgress| {
         pb.set_length(p.total as u64);
         pb.set_position(p.done as u64);

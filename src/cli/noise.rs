@@ -59,7 +59,8 @@ pub fn run(args: NoiseArgs) -> anyhow::Result<()> {
         for kind in &kinds {
             for v in 0..args.variants {
                 let path = dir.join(format!("{kind}-{v}.tsv"));
-                let f = std::fs::File::create(&path).with_context(|| format!("cannot create {}", path.display()))?;
+                let f = std::fs::File::create(&path)
+                    .with_context(|| format!("cannot create {}", path.display()))?;
                 files.push(((*kind, v), BufWriter::new(f)));
             }
         }
@@ -84,7 +85,10 @@ pub fn run(args: NoiseArgs) -> anyhow::Result<()> {
     }
     let total = queries.len() * args.variants as usize;
     for (kind, n) in kinds.iter().zip(applied) {
-        eprintln!("{kind}: changed {n} of {total} variants{}", unchanged_note(*kind, total - n));
+        eprintln!(
+            "{kind}: changed {n} of {total} variants{}",
+            unchanged_note(*kind, total - n)
+        );
     }
     Ok(())
 }

@@ -22,7 +22,12 @@ pub struct ServeArgs {
     #[arg(long, env = "CAPOT_INDEX", value_name = "DIR")]
     pub index: Option<PathBuf>,
     /// Query encoder bundle; repeat for several. The first is the target of the alias `default`.
-    #[arg(long = "encoder", env = "CAPOT_ENCODERS", value_delimiter = ',', value_name = "DIR")]
+    #[arg(
+        long = "encoder",
+        env = "CAPOT_ENCODERS",
+        value_delimiter = ',',
+        value_name = "DIR"
+    )]
     pub encoders: Vec<PathBuf>,
     /// HTTP listen address [default: 127.0.0.1:8080].
     #[arg(long, env = "CAPOT_ADDR")]
@@ -87,8 +92,22 @@ struct ServeFile {
 }
 
 fn read_file(path: &Path) -> anyhow::Result<ServeFile> {
-    let text = std::fs::read_to_string(path).with_context(|| format!("cannot read config {}", path.display()))?;
-    toml::from_str(&text).with_context(|| format!("invalid config {}", path.display()))
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("cannot read config {}", path.display()))?;
+    // toml's Display draws a multi-line snippet; errors are one line, so say where instead.
+    toml::from_str(&text).map_err(|e| {
+        let at = e
+            .span()
+            .and_then(|span| text.get(..span.start))
+            .map(|before| {
+                let line = before.matches('\n').count() + 1;
+                let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+                format!(" at line {line}, column {column}")
+            })
+            .unwrap_or_default();
+        let message = e.message().trim().replace('\n', " ");
+        anyhow::anyhow!("invalid config {}{at}: {message}", path.display())
+    })
 }
 
 /// Paths in the config file are relative to the file's directory.
@@ -107,7 +126,11 @@ pub fn options(args: ServeArgs, global: &GlobalArgs) -> anyhow::Result<ServeOpti
             let base = p.parent().map(Path::to_path_buf).unwrap_or_default();
             ServeFile {
                 index: f.index.map(|p| relative_to(&base, p)),
-                encoders: f.encoders.into_iter().map(|p| relative_to(&base, p)).collect(),
+                encoders: f
+                    .encoders
+                    .into_iter()
+                    .map(|p| relative_to(&base, p))
+                    .collect(),
                 data_dir: f.data_dir.map(|p| relative_to(&base, p)),
                 api_key_file: f.api_key_file.map(|p| relative_to(&base, p)),
                 ..f
@@ -115,8 +138,15 @@ pub fn options(args: ServeArgs, global: &GlobalArgs) -> anyhow::Result<ServeOpti
         }
         None => ServeFile::default(),
     };
-    let index = args.index.or(file.index).context("--index is required (or `index` in the config file)")?;
-    let encoders = if args.encoders.is_empty() { file.encoders } else { args.encoders };
+    let index = args
+        .index
+        .or(file.index)
+        .context("--index is required (or `index` in the config file)")?;
+    let encoders = if args.encoders.is_empty() {
+        file.encoders
+    } else {
+        args.encoders
+    };
     if encoders.is_empty() {
         bail!("at least one --encoder is required (or `encoders` in the config file)");
     }
@@ -149,17 +179,29 @@ pub fn options(args: ServeArgs, global: &GlobalArgs) -> anyhow::Result<ServeOpti
     };
     let queue_capacity = positive(
         "queue-capacity",
-        args.queue_capacity.or(file.queue_capacity).unwrap_or(defaults.queue_capacity),
+        args.queue_capacity
+            .or(file.queue_capacity)
+            .unwrap_or(defaults.queue_capacity),
     )?;
     let limits = Limits {
-        max_in_flight: positive("max-in-flight", args.max_in_flight.or(file.max_in_flight).unwrap_or(defaults.max_in_flight))?,
+        max_in_flight: positive(
+            "max-in-flight",
+            args.max_in_flight
+                .or(file.max_in_flight)
+                .unwrap_or(defaults.max_in_flight),
+        )?,
         queue_capacity,
         request_timeout_ms: args
             .request_timeout_ms
             .or(file.request_timeout_ms)
             .unwrap_or(defaults.request_timeout_ms)
             .max(1),
-        max_body_bytes: positive("max-body-bytes", args.max_body_bytes.or(file.max_body_bytes).unwrap_or(defaults.max_body_bytes))?,
+        max_body_bytes: positive(
+            "max-body-bytes",
+            args.max_body_bytes
+                .or(file.max_body_bytes)
+                .unwrap_or(defaults.max_body_bytes),
+        )?,
         default_ef: match args.default_ef.or(file.default_ef) {
             Some(ef) => Some(positive("default-ef", ef)?),
             None => None,
@@ -167,10 +209,17 @@ pub fn options(args: ServeArgs, global: &GlobalArgs) -> anyhow::Result<ServeOpti
         ..defaults
     };
     let batch = BatchConfig {
-        max_batch: positive("max-batch", args.max_batch.or(file.max_batch).unwrap_or(batch_defaults.max_batch))?,
+        max_batch: positive(
+            "max-batch",
+            args.max_batch
+                .or(file.max_batch)
+                .unwrap_or(batch_defaults.max_batch),
+        )?,
         max_tokens: positive(
             "max-batch-tokens",
-            args.max_batch_tokens.or(file.max_batch_tokens).unwrap_or(batch_defaults.max_tokens),
+            args.max_batch_tokens
+                .or(file.max_batch_tokens)
+                .unwrap_or(batch_defaults.max_tokens),
         )?,
         max_wait: Duration::from_millis(args.max_wait_ms.or(file.max_wait_ms).unwrap_or(0)),
         queue_capacity,
@@ -182,7 +231,10 @@ pub fn options(args: ServeArgs, global: &GlobalArgs) -> anyhow::Result<ServeOpti
             .addr
             .or(file.addr)
             .unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 8080))),
-        data_dir: args.data_dir.or(file.data_dir).unwrap_or_else(|| PathBuf::from(".data")),
+        data_dir: args
+            .data_dir
+            .or(file.data_dir)
+            .unwrap_or_else(|| PathBuf::from(".data")),
         api_key,
         runtime,
         batch,

@@ -77,17 +77,19 @@ fn st_pooling(dir: &Path) -> Result<Option<Pooling>, EncoderError> {
             path.display()
         )));
     }
-    Ok(match (p.pooling_mode_mean_tokens, p.pooling_mode_cls_token) {
-        (true, false) => Some(Pooling::Mean),
-        (false, true) => Some(Pooling::Cls),
-        (true, true) => {
-            return Err(EncoderError::Config(format!(
-                "{}: concatenated mean+cls pooling is not supported",
-                path.display()
-            )))
-        }
-        (false, false) => None,
-    })
+    Ok(
+        match (p.pooling_mode_mean_tokens, p.pooling_mode_cls_token) {
+            (true, false) => Some(Pooling::Mean),
+            (false, true) => Some(Pooling::Cls),
+            (true, true) => {
+                return Err(EncoderError::Config(format!(
+                    "{}: concatenated mean+cls pooling is not supported",
+                    path.display()
+                )))
+            }
+            (false, false) => None,
+        },
+    )
 }
 
 fn read_json<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<Option<T>, EncoderError> {
@@ -95,10 +97,12 @@ fn read_json<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<Option<T>, Enc
         return Ok(None);
     }
     let text = std::fs::read_to_string(path).map_err(|e| EncoderError::io(path, e))?;
-    serde_json::from_str(&text).map(Some).map_err(|e| EncoderError::Bundle {
-        path: path.to_path_buf(),
-        message: e.to_string(),
-    })
+    serde_json::from_str(&text)
+        .map(Some)
+        .map_err(|e| EncoderError::Bundle {
+            path: path.to_path_buf(),
+            message: e.to_string(),
+        })
 }
 
 /// Whether a sentence-transformers `modules.json` lists a Normalize module (`None`: no file).
@@ -159,7 +163,10 @@ pub fn import_hf(
     let staged = Staged::new(out, options.force)?;
     std::fs::write(staged.path().join(manifest::ONNX_FILE), &onnx_bytes)
         .map_err(|e| EncoderError::io(staged.path(), e))?;
-    copy(&tokenizer_path, &staged.path().join(manifest::TOKENIZER_FILE))?;
+    copy(
+        &tokenizer_path,
+        &staged.path().join(manifest::TOKENIZER_FILE),
+    )?;
     weights.save_safetensors(&staged.path().join(manifest::WEIGHTS_FILE))?;
     write_config(&config, &staged.path().join(manifest::CONFIG_FILE))?;
     let notes = Vec::new();
@@ -245,7 +252,10 @@ pub fn import_onnx(
 
     let staged = Staged::new(out, options.force)?;
     copy(onnx_path, &staged.path().join(manifest::ONNX_FILE))?;
-    copy(tokenizer_path, &staged.path().join(manifest::TOKENIZER_FILE))?;
+    copy(
+        tokenizer_path,
+        &staged.path().join(manifest::TOKENIZER_FILE),
+    )?;
     if let Some((config, weights)) = &recovered {
         weights.save_safetensors(&staged.path().join(manifest::WEIGHTS_FILE))?;
         write_config(config, &staged.path().join(manifest::CONFIG_FILE))?;
@@ -293,11 +303,14 @@ fn check_max_length(max_length: usize, max_positions: usize) -> Result<(), Encod
 }
 
 fn copy(from: &Path, to: &Path) -> Result<(), EncoderError> {
-    std::fs::copy(from, to).map(|_| ()).map_err(|e| EncoderError::io(from, e))
+    std::fs::copy(from, to)
+        .map(|_| ())
+        .map_err(|e| EncoderError::io(from, e))
 }
 
 fn write_config(config: &BertConfig, path: &Path) -> Result<(), EncoderError> {
-    let text = serde_json::to_string_pretty(config).map_err(|e| EncoderError::Config(e.to_string()))?;
+    let text =
+        serde_json::to_string_pretty(config).map_err(|e| EncoderError::Config(e.to_string()))?;
     std::fs::write(path, text + "\n").map_err(|e| EncoderError::io(path, e))
 }
 
@@ -340,7 +353,10 @@ fn finish(
                     doc.display()
                 )));
             }
-            (options.role.unwrap_or(Role::Query), Some(doc_manifest.fingerprint))
+            (
+                options.role.unwrap_or(Role::Query),
+                Some(doc_manifest.fingerprint),
+            )
         }
         None => (options.role.unwrap_or(Role::Symmetric), None),
     };
@@ -363,7 +379,7 @@ fn finish(
         provenance: Provenance {
             source: Some(source),
             notes,
-            created_at: manifest::now_rfc3339(),
+            created_at: crate::clock::now_rfc3339(),
             capot_version: env!("CARGO_PKG_VERSION").into(),
             ..Default::default()
         },
@@ -405,7 +421,13 @@ fn default_name(source: &Path) -> String {
         .unwrap_or("encoder");
     let cleaned: String = stem
         .chars()
-        .map(|c| if c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.') { c } else { '-' })
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.') {
+                c
+            } else {
+                '-'
+            }
+        })
         .take(64)
         .collect();
     cleaned.trim_start_matches('.').to_string()
@@ -433,9 +455,9 @@ impl Staged {
             _ => PathBuf::from("."),
         };
         std::fs::create_dir_all(&parent).map_err(|e| EncoderError::io(&parent, e))?;
-        let file_name = out
-            .file_name()
-            .ok_or_else(|| EncoderError::Config(format!("{} is not a directory name", out.display())))?;
+        let file_name = out.file_name().ok_or_else(|| {
+            EncoderError::Config(format!("{} is not a directory name", out.display()))
+        })?;
         let tmp = parent.join(format!(
             ".{}.tmp-{}",
             file_name.to_string_lossy(),

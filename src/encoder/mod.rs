@@ -119,7 +119,10 @@ impl Encoder {
 
     /// The size of the graph output's last axis, found by one inference (for ONNX imports whose
     /// output dimension is symbolic).
-    pub(crate) fn probe_output_dimension(dir: &Path, options: &RuntimeOptions) -> Result<usize, EncoderError> {
+    pub(crate) fn probe_output_dimension(
+        dir: &Path,
+        options: &RuntimeOptions,
+    ) -> Result<usize, EncoderError> {
         let encoder = Self::open(dir, options)?;
         let batch = encoder.tokenizer.encode_batch(&["probe"])?;
         let (dims, _) = encoder.raw_output(&batch)?;
@@ -193,22 +196,27 @@ impl Encoder {
         let shape = [batch.batch, batch.sequence];
         let io = &self.manifest.onnx;
         let mut inputs: Vec<(String, DynValue)> = vec![
-            (io.input_ids.clone(), self.id_tensor(shape, &batch.input_ids)?),
-            (io.attention_mask.clone(), self.id_tensor(shape, &batch.attention_mask)?),
+            (
+                io.input_ids.clone(),
+                self.id_tensor(shape, &batch.input_ids)?,
+            ),
+            (
+                io.attention_mask.clone(),
+                self.id_tensor(shape, &batch.attention_mask)?,
+            ),
         ];
         if let Some(name) = &io.token_type_ids {
             inputs.push((name.clone(), self.id_tensor(shape, &batch.token_type_ids)?));
         }
-        let mut session = self
-            .session
-            .lock()
-            .map_err(|_| EncoderError::Runtime("session lock poisoned by an earlier panic".into()))?;
+        let mut session = self.session.lock().map_err(|_| {
+            EncoderError::Runtime("session lock poisoned by an earlier panic".into())
+        })?;
         let outputs = session
             .run(inputs)
             .map_err(|e| EncoderError::Runtime(e.to_string()))?;
-        let value = outputs
-            .get(&io.output)
-            .ok_or_else(|| EncoderError::Output(format!("graph produced no output {:?}", io.output)))?;
+        let value = outputs.get(&io.output).ok_or_else(|| {
+            EncoderError::Output(format!("graph produced no output {:?}", io.output))
+        })?;
         let (out_shape, data) = value
             .try_extract_tensor::<f32>()
             .map_err(|e| EncoderError::Output(format!("{}: {e}", io.output)))?;
@@ -222,7 +230,9 @@ impl Encoder {
             let v: Vec<i32> = values.iter().map(|&x| x as i32).collect();
             Ok(Tensor::from_array((shape, v)).map_err(err)?.into_dyn())
         } else {
-            Ok(Tensor::from_array((shape, values.to_vec())).map_err(err)?.into_dyn())
+            Ok(Tensor::from_array((shape, values.to_vec()))
+                .map_err(err)?
+                .into_dyn())
         }
     }
 }
@@ -241,7 +251,10 @@ fn check_signature(session: &Session, io: &OnnxIo, onnx: &Path) -> Result<bool, 
             .find(|o| o.name() == name)
             .ok_or_else(|| {
                 let have: Vec<&str> = session.inputs().iter().map(|o| o.name()).collect();
-                bad(format!("graph has no input {name:?} (inputs: {})", have.join(", ")))
+                bad(format!(
+                    "graph has no input {name:?} (inputs: {})",
+                    have.join(", ")
+                ))
             })?;
         match outlet.dtype() {
             ValueType::Tensor { ty, .. } => Ok(*ty),
@@ -260,7 +273,9 @@ fn check_signature(session: &Session, io: &OnnxIo, onnx: &Path) -> Result<bool, 
     } else if all(TensorElementType::Int32) {
         true
     } else {
-        return Err(bad(format!("token inputs must all be int64 or all int32, found {types:?}")));
+        return Err(bad(format!(
+            "token inputs must all be int64 or all int32, found {types:?}"
+        )));
     };
     if !session.outputs().iter().any(|o| o.name() == io.output) {
         let have: Vec<&str> = session.outputs().iter().map(|o| o.name()).collect();

@@ -1,7 +1,13 @@
 //! Pooling token vectors into one vector per text, and L2 normalisation.
 
 /// Mean of the token vectors where the mask is 1. `hidden` is `[batch, seq, dim]` row-major.
-pub fn mean_pool(hidden: &[f32], mask: &[i64], batch: usize, seq: usize, dim: usize) -> Vec<Vec<f32>> {
+pub fn mean_pool(
+    hidden: &[f32],
+    mask: &[i64],
+    batch: usize,
+    seq: usize,
+    dim: usize,
+) -> Vec<Vec<f32>> {
     (0..batch)
         .map(|b| {
             let mut acc = vec![0f32; dim];

@@ -29,14 +29,22 @@ pub enum Device {
 impl std::str::FromStr for Device {
     type Err = EncoderError;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        let bad = || EncoderError::Config(format!("invalid device {s:?}: expected cpu, cuda, cuda:N or auto"));
+        let bad = || {
+            EncoderError::Config(format!(
+                "invalid device {s:?}: expected cpu, cuda, cuda:N or auto"
+            ))
+        };
         match s {
             "cpu" => Ok(Device::Cpu),
             "cuda" => Ok(Device::Cuda(0)),
             "auto" => Ok(Device::Auto),
             _ => {
                 let n = s.strip_prefix("cuda:").ok_or_else(bad)?;
-                n.parse::<i32>().ok().filter(|n| *n >= 0).map(Device::Cuda).ok_or_else(bad)
+                n.parse::<i32>()
+                    .ok()
+                    .filter(|n| *n >= 0)
+                    .map(Device::Cuda)
+                    .ok_or_else(bad)
             }
         }
     }
@@ -135,7 +143,10 @@ pub fn environment(library: Option<&Path>) -> Result<&'static Environment, Encod
 
 /// The library path the environment was loaded from, once loaded.
 pub fn loaded_library() -> Option<PathBuf> {
-    ENVIRONMENT.get().and_then(|r| r.as_ref().ok()).map(|(_, p)| p.clone())
+    ENVIRONMENT
+        .get()
+        .and_then(|r| r.as_ref().ok())
+        .map(|(_, p)| p.clone())
 }
 
 /// Creates a session for an ONNX file on the requested device and reports the provider in use.
@@ -146,7 +157,9 @@ pub fn create_session(
     let env = environment(options.library.as_deref())?;
     match options.device {
         Device::Cpu => Ok((cpu_session(env, onnx, options)?, Provider::Cpu)),
-        Device::Cuda(id) => cuda_session(env, onnx, options, id).map(|s| (s, Provider::Cuda { device: id })),
+        Device::Cuda(id) => {
+            cuda_session(env, onnx, options, id).map(|s| (s, Provider::Cuda { device: id }))
+        }
         Device::Auto => match cuda_session(env, onnx, options, 0) {
             Ok(s) => Ok((s, Provider::Cuda { device: 0 })),
             Err(e) => {
@@ -161,7 +174,8 @@ fn builder(
     env: &Environment,
     options: &RuntimeOptions,
 ) -> Result<ort::session::builder::SessionBuilder, EncoderError> {
-    let ort_err = |e: ort::Error<ort::session::builder::SessionBuilder>| EncoderError::Runtime(e.to_string());
+    let ort_err =
+        |e: ort::Error<ort::session::builder::SessionBuilder>| EncoderError::Runtime(e.to_string());
     let mut b = Session::builder(env)
         .map_err(|e| EncoderError::Runtime(e.to_string()))?
         .with_optimization_level(GraphOptimizationLevel::Level3)
@@ -172,7 +186,11 @@ fn builder(
     Ok(b)
 }
 
-fn cpu_session(env: &Environment, onnx: &Path, options: &RuntimeOptions) -> Result<Session, EncoderError> {
+fn cpu_session(
+    env: &Environment,
+    onnx: &Path,
+    options: &RuntimeOptions,
+) -> Result<Session, EncoderError> {
     builder(env, options)?
         .commit_from_file(onnx)
         .map_err(|e| EncoderError::Runtime(format!("{}: {e}", onnx.display())))
@@ -185,7 +203,10 @@ fn cuda_session(
     options: &RuntimeOptions,
     device: i32,
 ) -> Result<Session, EncoderError> {
-    let ep = ort::ep::CUDA::default().with_device_id(device).build().error_on_failure();
+    let ep = ort::ep::CUDA::default()
+        .with_device_id(device)
+        .build()
+        .error_on_failure();
     builder(env, options)?
         .with_execution_providers([ep])
         .map_err(|e| EncoderError::Runtime(format!("CUDA execution provider: {e}")))?
@@ -224,6 +245,9 @@ mod tests {
     fn missing_library_is_a_clear_error() {
         let err = locate_library(Some(Path::new("/nonexistent/libonnxruntime.so"))).unwrap_err();
         let msg = err.to_string();
-        assert!(msg.contains("/nonexistent/libonnxruntime.so") && msg.contains("scripts/setup"), "{msg}");
+        assert!(
+            msg.contains("/nonexistent/libonnxruntime.so") && msg.contains("scripts/setup"),
+            "{msg}"
+        );
     }
 }

@@ -39,7 +39,8 @@ impl TokenBatch {
                 let row = r * p.sequence..(r + 1) * p.sequence;
                 out.input_ids.extend_from_slice(&p.input_ids[row.clone()]);
                 out.input_ids.extend(std::iter::repeat_n(pad_id, pad));
-                out.attention_mask.extend_from_slice(&p.attention_mask[row.clone()]);
+                out.attention_mask
+                    .extend_from_slice(&p.attention_mask[row.clone()]);
                 out.attention_mask.extend(std::iter::repeat_n(0, pad));
                 out.token_type_ids.extend_from_slice(&p.token_type_ids[row]);
                 out.token_type_ids.extend(std::iter::repeat_n(0, pad));
@@ -77,7 +78,11 @@ pub struct TextTokenizer {
 impl TextTokenizer {
     /// Loads `tokenizer.json`, overriding its padding (the MiniLM file pads to a fixed 128) and
     /// truncation with the bundle's settings.
-    pub fn from_file(path: &Path, max_length: usize, prefix: Option<String>) -> Result<Self, EncoderError> {
+    pub fn from_file(
+        path: &Path,
+        max_length: usize,
+        prefix: Option<String>,
+    ) -> Result<Self, EncoderError> {
         if !path.is_file() {
             return Err(EncoderError::io(
                 path,
@@ -89,7 +94,9 @@ impl TextTokenizer {
             message: format!("invalid tokenizer: {e}"),
         })?;
         if max_length < 2 {
-            return Err(EncoderError::Config(format!("max length {max_length} leaves no room for text")));
+            return Err(EncoderError::Config(format!(
+                "max length {max_length} leaves no room for text"
+            )));
         }
         let (pad_id, pad_token) = match inner.get_padding() {
             Some(p) => (p.pad_id, p.pad_token.clone()),
@@ -161,7 +168,11 @@ impl TextTokenizer {
             .encode_batch(inputs, true)
             .map_err(|e| EncoderError::Tokenize(e.to_string()))?;
         let batch = encodings.len();
-        let sequence = encodings.iter().map(|e| e.get_ids().len()).max().unwrap_or(0);
+        let sequence = encodings
+            .iter()
+            .map(|e| e.get_ids().len())
+            .max()
+            .unwrap_or(0);
         let mut out = TokenBatch {
             batch,
             sequence,
@@ -171,11 +182,16 @@ impl TextTokenizer {
         };
         for e in &encodings {
             if e.get_ids().len() != sequence {
-                return Err(EncoderError::Tokenize("batch was not padded to one length".into()));
+                return Err(EncoderError::Tokenize(
+                    "batch was not padded to one length".into(),
+                ));
             }
-            out.input_ids.extend(e.get_ids().iter().map(|&v| i64::from(v)));
-            out.attention_mask.extend(e.get_attention_mask().iter().map(|&v| i64::from(v)));
-            out.token_type_ids.extend(e.get_type_ids().iter().map(|&v| i64::from(v)));
+            out.input_ids
+                .extend(e.get_ids().iter().map(|&v| i64::from(v)));
+            out.attention_mask
+                .extend(e.get_attention_mask().iter().map(|&v| i64::from(v)));
+            out.token_type_ids
+                .extend(e.get_type_ids().iter().map(|&v| i64::from(v)));
         }
         Ok(out)
     }
@@ -187,8 +203,12 @@ mod tests {
     use crate::test_assets;
 
     fn minilm() -> TextTokenizer {
-        TextTokenizer::from_file(&test_assets::minilm_hf_dir().join("tokenizer.json"), 256, None)
-            .expect("MiniLM tokenizer loads")
+        TextTokenizer::from_file(
+            &test_assets::minilm_hf_dir().join("tokenizer.json"),
+            256,
+            None,
+        )
+        .expect("MiniLM tokenizer loads")
     }
 
     #[test]
@@ -214,9 +234,14 @@ mod tests {
     #[test]
     fn pads_to_the_longest_text_and_truncates_at_max_length() {
         let tok = minilm();
-        let b = tok.encode_batch(&["short", "a somewhat longer query text"]).unwrap();
+        let b = tok
+            .encode_batch(&["short", "a somewhat longer query text"])
+            .unwrap();
         assert_eq!(b.batch, 2);
-        assert!(b.sequence < 128, "the file's fixed padding to 128 is overridden");
+        assert!(
+            b.sequence < 128,
+            "the file's fixed padding to 128 is overridden"
+        );
         assert_eq!(b.input_ids.len(), 2 * b.sequence);
         assert_eq!(b.attention_mask[..b.sequence].iter().sum::<i64>(), 3);
         let long = "word ".repeat(1000);
@@ -229,11 +254,19 @@ mod tests {
     fn concat_repads_and_rows_split_back() {
         let tok = minilm();
         let a = tok.encode_batch(&["short"]).unwrap();
-        let b = tok.encode_batch(&["a much longer text than the first", "mid text"]).unwrap();
-        let joint = tok.encode_batch(&["short", "a much longer text than the first", "mid text"]).unwrap();
+        let b = tok
+            .encode_batch(&["a much longer text than the first", "mid text"])
+            .unwrap();
+        let joint = tok
+            .encode_batch(&["short", "a much longer text than the first", "mid text"])
+            .unwrap();
         let merged = TokenBatch::concat(&[&a, &b], tok.pad_id());
         assert_eq!(merged, joint, "same as tokenizing together");
-        assert_eq!(merged.rows(1, 3), b, "b is the longest, so its rows come back unchanged");
+        assert_eq!(
+            merged.rows(1, 3),
+            b,
+            "b is the longest, so its rows come back unchanged"
+        );
     }
 
     #[test]
@@ -244,7 +277,12 @@ mod tests {
 
     #[test]
     fn missing_or_corrupt_tokenizer_is_an_error() {
-        assert!(TextTokenizer::from_file(std::path::Path::new("/nonexistent/tokenizer.json"), 16, None).is_err());
+        assert!(TextTokenizer::from_file(
+            std::path::Path::new("/nonexistent/tokenizer.json"),
+            16,
+            None
+        )
+        .is_err());
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("tokenizer.json");
         std::fs::write(&p, "{not json").unwrap();

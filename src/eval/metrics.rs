@@ -257,7 +257,11 @@ fn ndcg_from_gains(gains: &[i32], judged: &BTreeMap<String, i32>, k: usize) -> f
         .enumerate()
         .map(|(i, &g)| g as f64 / discount(i + 1))
         .sum();
-    if idcg > 0.0 { dcg / idcg } else { 0.0 }
+    if idcg > 0.0 {
+        dcg / idcg
+    } else {
+        0.0
+    }
 }
 
 fn gains<S: AsRef<str>, F: Into<f64> + Copy>(

@@ -12,7 +12,7 @@ pub mod metrics;
 pub mod report;
 pub mod run;
 
-pub use metrics::{Evaluation, Metric, MetricSet, evaluate, relative_change};
+pub use metrics::{evaluate, relative_change, Evaluation, Metric, MetricSet};
 pub use report::{ConditionKind, ConditionReport, EncoderReport, Report};
 
 use std::path::PathBuf;

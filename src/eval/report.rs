@@ -12,8 +12,8 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
+use super::metrics::{relative_change, CosineStats, Evaluation, Metric, MetricSet};
 use super::EvalError;
-use super::metrics::{CosineStats, Evaluation, Metric, MetricSet, relative_change};
 
 /// Version of the JSON schema written by [`Report::to_json`].
 pub const SCHEMA_VERSION: u32 = 1;

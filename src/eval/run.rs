@@ -17,7 +17,11 @@ pub trait Retriever {
     /// Encoder name and version, as the report shows them.
     fn identity(&self) -> (String, String);
     /// Rankings of the top `k` documents and the query vectors, in input order.
-    fn retrieve(&self, texts: &[String], k: usize) -> Result<(Vec<Ranking>, Vec<Vec<f32>>), EvalError>;
+    fn retrieve(
+        &self,
+        texts: &[String],
+        k: usize,
+    ) -> Result<(Vec<Ranking>, Vec<Vec<f32>>), EvalError>;
 }
 
 /// What to evaluate.
@@ -101,19 +105,33 @@ fn retrieve_all(
 }
 
 /// Evaluates every retriever under every condition of `plan`, side by side in one report.
-pub fn run(plan: &EvalPlan, retrievers: &[&dyn Retriever], progress: &dyn Progress) -> Result<Report, EvalError> {
+pub fn run(
+    plan: &EvalPlan,
+    retrievers: &[&dyn Retriever],
+    progress: &dyn Progress,
+) -> Result<Report, EvalError> {
     let mut report = Report::new(plan.dataset.clone());
     let judged = plan.judged();
     if judged.is_empty() {
-        return Err(EvalError::Retrieval("no query has relevance judgements".into()));
+        return Err(EvalError::Retrieval(
+            "no query has relevance judgements".into(),
+        ));
     }
-    let position: BTreeMap<&str, usize> = judged.iter().enumerate().map(|(i, (id, _))| (id.as_str(), i)).collect();
+    let position: BTreeMap<&str, usize> = judged
+        .iter()
+        .enumerate()
+        .map(|(i, (id, _))| (id.as_str(), i))
+        .collect();
     for r in retrievers {
         let (name, version) = r.identity();
         progress.start(&name, plan.conditions());
         let texts: Vec<String> = judged.iter().map(|(_, t)| t.clone()).collect();
         let (rankings, clean_vectors) = retrieve_all(*r, &texts, plan.depth, plan.batch_size)?;
-        let runs: Vec<(&str, &Ranking)> = judged.iter().map(|(id, _)| id.as_str()).zip(rankings.iter()).collect();
+        let runs: Vec<(&str, &Ranking)> = judged
+            .iter()
+            .map(|(id, _)| id.as_str())
+            .zip(rankings.iter())
+            .collect();
         let clean_eval = evaluate(runs, &plan.qrels);
         let mu = if clean_vectors.len() >= 2 {
             anisotropy(&clean_vectors, DEFAULT_MAX_PAIRS)?
@@ -130,7 +148,11 @@ pub fn run(plan: &EvalPlan, retrievers: &[&dyn Retriever], progress: &dyn Progre
             let pairs: Vec<(usize, String, String)> = variants
                 .queries()
                 .iter()
-                .filter_map(|q| position.get(q.id.as_str()).map(|&i| (i, q.id.clone(), q.text.clone())))
+                .filter_map(|q| {
+                    position
+                        .get(q.id.as_str())
+                        .map(|&i| (i, q.id.clone(), q.text.clone()))
+                })
                 .collect();
             if pairs.is_empty() {
                 return Err(EvalError::Retrieval(format!(
@@ -139,14 +161,24 @@ pub fn run(plan: &EvalPlan, retrievers: &[&dyn Retriever], progress: &dyn Progre
             }
             let row = evaluate_variants(*r, plan, &pairs, &clean_vectors, mu)?;
             let enc = report.encoder_mut(&name, &version);
-            enc.add(cond.clone(), ConditionKind::VariantFile, &row.0, Some(&row.1));
-            families.entry(family_of(cond)).or_default().push(cond.clone());
+            enc.add(
+                cond.clone(),
+                ConditionKind::VariantFile,
+                &row.0,
+                Some(&row.1),
+            );
+            families
+                .entry(family_of(cond))
+                .or_default()
+                .push(cond.clone());
             progress.condition_done(cond);
         }
         for (family, members) in &families {
             if members.len() >= 2 {
                 let refs: Vec<&str> = members.iter().map(String::as_str).collect();
-                report.encoder_mut(&name, &version).add_mean(files_mean_label(family), &refs)?;
+                report
+                    .encoder_mut(&name, &version)
+                    .add_mean(files_mean_label(family), &refs)?;
             }
         }
 
@@ -165,9 +197,12 @@ pub fn run(plan: &EvalPlan, retrievers: &[&dyn Retriever], progress: &dyn Progre
                     format!("{kind} seed {seed}")
                 };
                 let row = evaluate_variants(*r, plan, &pairs, &clean_vectors, mu)?;
-                report
-                    .encoder_mut(&name, &version)
-                    .add(cond.clone(), ConditionKind::Noise, &row.0, Some(&row.1));
+                report.encoder_mut(&name, &version).add(
+                    cond.clone(),
+                    ConditionKind::Noise,
+                    &row.0,
+                    Some(&row.1),
+                );
                 progress.condition_done(&cond);
                 members.push(cond);
             }
@@ -192,9 +227,17 @@ fn evaluate_variants(
 ) -> Result<(super::Evaluation, super::metrics::CosineStats), EvalError> {
     let texts: Vec<String> = pairs.iter().map(|(_, _, t)| t.clone()).collect();
     let (rankings, vectors) = retrieve_all(r, &texts, plan.depth, plan.batch_size)?;
-    let runs: Vec<(&str, &Ranking)> = pairs.iter().map(|(_, id, _)| id.as_str()).zip(rankings.iter()).collect();
+    let runs: Vec<(&str, &Ranking)> = pairs
+        .iter()
+        .map(|(_, id, _)| id.as_str())
+        .zip(rankings.iter())
+        .collect();
     let evaluation = evaluate(runs, &plan.qrels);
-    let indexed: Vec<(usize, &Vec<f32>)> = pairs.iter().map(|(i, _, _)| *i).zip(vectors.iter()).collect();
+    let indexed: Vec<(usize, &Vec<f32>)> = pairs
+        .iter()
+        .map(|(i, _, _)| *i)
+        .zip(vectors.iter())
+        .collect();
     let cos = variant_cosine(clean_vectors, &indexed, mu)?;
     Ok((evaluation, cos))
 }
@@ -211,7 +254,11 @@ mod tests {
         fn identity(&self) -> (String, String) {
             ("first-letter".into(), "1".into())
         }
-        fn retrieve(&self, texts: &[String], _k: usize) -> Result<(Vec<Ranking>, Vec<Vec<f32>>), EvalError> {
+        fn retrieve(
+            &self,
+            texts: &[String],
+            _k: usize,
+        ) -> Result<(Vec<Ranking>, Vec<Vec<f32>>), EvalError> {
             Ok(texts
                 .iter()
                 .map(|t| {
@@ -227,9 +274,18 @@ mod tests {
 
     fn plan() -> EvalPlan {
         let queries = Queries::from_queries(vec![
-            Query { id: "1".into(), text: "apple pie".into() },
-            Query { id: "2".into(), text: "banana bread".into() },
-            Query { id: "3".into(), text: "cherry tart".into() },
+            Query {
+                id: "1".into(),
+                text: "apple pie".into(),
+            },
+            Query {
+                id: "2".into(),
+                text: "banana bread".into(),
+            },
+            Query {
+                id: "3".into(),
+                text: "cherry tart".into(),
+            },
         ])
         .unwrap();
         let mut qrels = Qrels::new();
@@ -237,11 +293,21 @@ mod tests {
         qrels.insert("2".into(), [("doc-b".to_string(), 1)].into());
         // "3" has no qrels: not evaluated.
         let v1 = Queries::from_queries(vec![
-            Query { id: "1".into(), text: "xapple pie".into() },
-            Query { id: "2".into(), text: "banana bread".into() },
+            Query {
+                id: "1".into(),
+                text: "xapple pie".into(),
+            },
+            Query {
+                id: "2".into(),
+                text: "banana bread".into(),
+            },
         ])
         .unwrap();
-        let v2 = Queries::from_queries(vec![Query { id: "1".into(), text: "apple".into() }]).unwrap();
+        let v2 = Queries::from_queries(vec![Query {
+            id: "1".into(),
+            text: "apple".into(),
+        }])
+        .unwrap();
         EvalPlan {
             dataset: "toy".into(),
             queries,
@@ -285,7 +351,11 @@ mod tests {
         let mut p = plan();
         p.variant_files = vec![(
             "stray".into(),
-            Queries::from_queries(vec![Query { id: "3".into(), text: "cherry".into() }]).unwrap(),
+            Queries::from_queries(vec![Query {
+                id: "3".into(),
+                text: "cherry".into(),
+            }])
+            .unwrap(),
         )];
         assert!(run(&p, &[&FirstLetter], &Quiet).is_err());
     }

@@ -16,14 +16,14 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use super::error::IndexError;
 use super::fileio::{hash_and_sync, sync_dir};
 use super::manifest::{
-    rfc3339_utc, HnswInfo, HnswParams, IndexManifest, ManifestFields, Metric, DOCS_FILE,
-    FORMAT_VERSION, HNSW_DATA_FILE, HNSW_DISTANCE, HNSW_GRAPH_FILE, HNSW_LIBRARY, MANIFEST_FILE,
-    MAX_LAYERS, VECTORS_FILE,
+    HnswInfo, HnswParams, IndexManifest, ManifestFields, Metric, DOCS_FILE, FORMAT_VERSION,
+    HNSW_DATA_FILE, HNSW_DISTANCE, HNSW_GRAPH_FILE, HNSW_LIBRARY, MANIFEST_FILE, MAX_LAYERS,
+    VECTORS_FILE,
 };
 use super::store::{DocStore, Document};
 use super::{hnsw, vectors, Index};
@@ -188,9 +188,7 @@ impl IndexBuilder {
             files.insert(f.to_string(), hash_and_sync(&tmp.join(f))?);
         }
         report(progress, BuildStage::Writing, 3, 3)?;
-        let created = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs());
+        let created = crate::clock::now_unix();
         let manifest = IndexManifest {
             format_version: FORMAT_VERSION,
             capot_version: self.fields.capot_version.clone(),
@@ -209,7 +207,7 @@ impl IndexBuilder {
             },
             build_seconds: (start.elapsed().as_secs_f64() * 1e3).round() / 1e3,
             created_unix: created,
-            created_at: rfc3339_utc(created),
+            created_at: crate::clock::rfc3339_from_unix(created),
             files,
         };
         manifest.write(&tmp)?;

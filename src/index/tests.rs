@@ -4,7 +4,6 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
 
-use super::manifest::rfc3339_utc;
 use super::*;
 
 /// SplitMix64: a tiny seeded generator (no dev-dependency needed).
@@ -567,14 +566,6 @@ fn corrupt_hnsw_dump_is_an_error_not_a_panic() {
     );
     restore();
     Index::load(&out).unwrap();
-}
-
-#[test]
-fn rfc3339_formatting() {
-    assert_eq!(rfc3339_utc(0), "1970-01-01T00:00:00Z");
-    assert_eq!(rfc3339_utc(951_782_400), "2000-02-29T00:00:00Z");
-    assert_eq!(rfc3339_utc(1_700_000_000), "2023-11-14T22:13:20Z");
-    assert_eq!(rfc3339_utc(4_102_444_799), "2099-12-31T23:59:59Z");
 }
 
 fn rss_bytes() -> usize {

@@ -60,10 +60,13 @@ impl Snapshot {
             .aliases
             .get(name)
             .ok_or_else(|| ResolveError::Unknown(name.to_string()))?;
-        self.encoders.get(target).cloned().ok_or_else(|| ResolveError::Dangling {
-            alias: name.to_string(),
-            target: target.clone(),
-        })
+        self.encoders
+            .get(target)
+            .cloned()
+            .ok_or_else(|| ResolveError::Dangling {
+                alias: name.to_string(),
+                target: target.clone(),
+            })
     }
 }
 

@@ -58,7 +58,10 @@ pub enum BatchError {
     Encoder(#[from] EncoderError),
 }
 
-type Reply = oneshot::Sender<Result<(Vec<Vec<f32>>, EncodeTimings), Arc<EncoderError>>>;
+/// What a queued request gets back: its vectors and timings, or the batch's error.
+pub type EncodeResult = Result<(Vec<Vec<f32>>, EncodeTimings), Arc<EncoderError>>;
+
+type Reply = oneshot::Sender<EncodeResult>;
 
 struct Job {
     tokens: TokenBatch,
@@ -118,8 +121,7 @@ impl Batcher {
     pub fn submit(
         &self,
         tokens: TokenBatch,
-    ) -> Result<oneshot::Receiver<Result<(Vec<Vec<f32>>, EncodeTimings), Arc<EncoderError>>>, BatchError>
-    {
+    ) -> Result<oneshot::Receiver<EncodeResult>, BatchError> {
         let (reply, rx) = oneshot::channel();
         let job = Job {
             tokens,
@@ -166,7 +168,14 @@ fn worker(
             let new_texts = texts + job.tokens.batch;
             if new_texts > config.max_batch || new_texts * new_longest > config.max_tokens {
                 // Does not fit: run what we have, then this one first in the next round.
-                run_batch(&encoder, &name, std::mem::take(&mut jobs), pad_id, &depth, &*observer);
+                run_batch(
+                    &encoder,
+                    &name,
+                    std::mem::take(&mut jobs),
+                    pad_id,
+                    &depth,
+                    &*observer,
+                );
                 jobs.push(job);
                 texts = jobs[0].tokens.batch;
                 longest = jobs[0].tokens.sequence;
@@ -191,7 +200,9 @@ fn run_batch(
     if jobs.is_empty() {
         return;
     }
-    let remaining = depth.fetch_sub(jobs.len(), Ordering::Relaxed).saturating_sub(jobs.len());
+    let remaining = depth
+        .fetch_sub(jobs.len(), Ordering::Relaxed)
+        .saturating_sub(jobs.len());
     observer.queue_depth(name, remaining);
     let started = Instant::now();
     let parts: Vec<&TokenBatch> = jobs.iter().map(|j| &j.tokens).collect();

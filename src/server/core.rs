@@ -80,16 +80,22 @@ fn ready_or_503(state: &AppState) -> Result<(), ApiError> {
 /// Resolves an encoder name or alias (`default` when none is given).
 pub fn resolve(state: &AppState, name: Option<&str>) -> Result<Arc<LoadedEncoder>, ApiError> {
     let name = name.unwrap_or(DEFAULT_ALIAS);
-    state.registry.snapshot().resolve(name).map_err(|e| match e {
-        ResolveError::Unknown(_) => ApiError::not_found("unknown_encoder", e.to_string()),
-        ResolveError::Dangling { .. } => ApiError::not_ready(e.to_string()),
-    })
+    state
+        .registry
+        .snapshot()
+        .resolve(name)
+        .map_err(|e| match e {
+            ResolveError::Unknown(_) => ApiError::not_found("unknown_encoder", e.to_string()),
+            ResolveError::Dangling { .. } => ApiError::not_ready(e.to_string()),
+        })
 }
 
 /// Checks query texts against the limits.
 fn validate_texts(state: &AppState, texts: &[String], field: &str) -> Result<(), ApiError> {
     if texts.is_empty() {
-        return Err(ApiError::invalid(format!("{field}: at least one text is required")));
+        return Err(ApiError::invalid(format!(
+            "{field}: at least one text is required"
+        )));
     }
     if texts.len() > state.limits.max_queries_per_request {
         return Err(ApiError::invalid(format!(
@@ -100,7 +106,11 @@ fn validate_texts(state: &AppState, texts: &[String], field: &str) -> Result<(),
     }
     for (i, t) in texts.iter().enumerate() {
         // A single `query` is named as such; list items by position.
-        let at = if field == "query" { field.to_string() } else { format!("{field}[{i}]") };
+        let at = if field == "query" {
+            field.to_string()
+        } else {
+            format!("{field}[{i}]")
+        };
         if t.trim().is_empty() {
             return Err(ApiError::invalid(format!("{at}: text must not be empty")));
         }
@@ -119,7 +129,10 @@ fn timeout_error(state: &AppState) -> ApiError {
     ApiError::new(
         StatusCode::SERVICE_UNAVAILABLE,
         "timeout",
-        format!("request took longer than {} ms", state.limits.request_timeout_ms),
+        format!(
+            "request took longer than {} ms",
+            state.limits.request_timeout_ms
+        ),
     )
 }
 
@@ -148,7 +161,14 @@ async fn encode_texts(
     Ok((vectors, tokenize, timings, real_tokens))
 }
 
-fn record(state: &AppState, encoder: &str, tokenize: f64, t: &EncodeTimings, search: Option<f64>, total: f64) {
+fn record(
+    state: &AppState,
+    encoder: &str,
+    tokenize: f64,
+    t: &EncodeTimings,
+    search: Option<f64>,
+    total: f64,
+) {
     let m = &state.metrics;
     m.observe_stage("tokenize", encoder, tokenize);
     m.observe_stage("queue", encoder, t.queue);
@@ -175,11 +195,16 @@ pub async fn search(state: &AppState, p: SearchParams) -> Result<SearchOutput, A
         .map_err(|_| ApiError::overloaded("too many requests in flight"))?;
     validate_texts(state, &p.texts, p.field)?;
     if p.k == 0 || p.k > state.limits.max_k {
-        return Err(ApiError::invalid(format!("k must be in 1..={}, got {}", state.limits.max_k, p.k)));
+        return Err(ApiError::invalid(format!(
+            "k must be in 1..={}, got {}",
+            state.limits.max_k, p.k
+        )));
     }
     if let Some(ef) = p.ef {
         if ef == 0 || ef > MAX_EF {
-            return Err(ApiError::invalid(format!("ef must be in 1..={MAX_EF}, got {ef}")));
+            return Err(ApiError::invalid(format!(
+                "ef must be in 1..={MAX_EF}, got {ef}"
+            )));
         }
     }
     let loaded = resolve(state, p.encoder.as_deref())?;
@@ -189,18 +214,29 @@ pub async fn search(state: &AppState, p: SearchParams) -> Result<SearchOutput, A
         .cloned()
         .ok_or_else(|| ApiError::not_ready("the index is not loaded"))?;
     let k = p.k;
-    let ef = p.ef.or(state.limits.default_ef).unwrap_or_else(|| index.default_ef()).max(k);
+    let ef =
+        p.ef.or(state.limits.default_ef)
+            .unwrap_or_else(|| index.default_ef())
+            .max(k);
     let work = async {
         let (vectors, tokenize, timings, _) = encode_texts(&loaded, p.texts).await?;
         let search_started = Instant::now();
         let idx = index.clone();
         let lists = tokio::task::spawn_blocking(move || {
-            vectors.iter().map(|v| idx.search(v, k, ef)).collect::<Result<Vec<_>, _>>()
+            vectors
+                .iter()
+                .map(|v| idx.search(v, k, ef))
+                .collect::<Result<Vec<_>, _>>()
         })
         .await
         .map_err(|e| ApiError::internal(format!("search task failed: {e}")))?
         .map_err(|e| ApiError::internal(e.to_string()))?;
-        Ok::<_, ApiError>((lists, tokenize, timings, search_started.elapsed().as_secs_f64()))
+        Ok::<_, ApiError>((
+            lists,
+            tokenize,
+            timings,
+            search_started.elapsed().as_secs_f64(),
+        ))
     };
     let (lists, tokenize, timings, search_s) = tokio::time::timeout(state.request_timeout(), work)
         .await
@@ -224,7 +260,14 @@ pub async fn search(state: &AppState, p: SearchParams) -> Result<SearchOutput, A
         .collect();
     let total = started.elapsed().as_secs_f64();
     let manifest = loaded.encoder().manifest();
-    record(state, &manifest.name, tokenize, &timings, Some(search_s), total);
+    record(
+        state,
+        &manifest.name,
+        tokenize,
+        &timings,
+        Some(search_s),
+        total,
+    );
     Ok(SearchOutput {
         results,
         encoder_name: manifest.name.clone(),
@@ -264,11 +307,19 @@ pub async fn embed(
             )));
         }
     }
-    let (vectors, tokenize, timings, tokens) = tokio::time::timeout(state.request_timeout(), encode_texts(&loaded, texts))
-        .await
-        .map_err(|_| timeout_error(state))??;
+    let (vectors, tokenize, timings, tokens) =
+        tokio::time::timeout(state.request_timeout(), encode_texts(&loaded, texts))
+            .await
+            .map_err(|_| timeout_error(state))??;
     let manifest = loaded.encoder().manifest();
-    record(state, &manifest.name, tokenize, &timings, None, started.elapsed().as_secs_f64());
+    record(
+        state,
+        &manifest.name,
+        tokenize,
+        &timings,
+        None,
+        started.elapsed().as_secs_f64(),
+    );
     Ok(EmbedOutput {
         vectors,
         encoder_name: manifest.name.clone(),

@@ -70,8 +70,12 @@ impl IntoResponse for ApiError {
             },
         };
         let mut resp = (self.status, axum::Json(body)).into_response();
-        if matches!(self.status, StatusCode::TOO_MANY_REQUESTS | StatusCode::SERVICE_UNAVAILABLE) {
-            resp.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+        if matches!(
+            self.status,
+            StatusCode::TOO_MANY_REQUESTS | StatusCode::SERVICE_UNAVAILABLE
+        ) {
+            resp.headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
         }
         // Let the metrics layer see the reason without parsing the body.
         resp.extensions_mut().insert(FailureReason(self.code));
@@ -101,8 +105,14 @@ where
             .get(header::CONTENT_TYPE)
             .and_then(|v| v.to_str().ok())
             .map(|v| {
-                let mime = v.split(';').next().unwrap_or("").trim().to_ascii_lowercase();
-                mime == "application/json" || (mime.starts_with("application/") && mime.ends_with("+json"))
+                let mime = v
+                    .split(';')
+                    .next()
+                    .unwrap_or("")
+                    .trim()
+                    .to_ascii_lowercase();
+                mime == "application/json"
+                    || (mime.starts_with("application/") && mime.ends_with("+json"))
             })
             .unwrap_or(false);
         if !is_json {
@@ -112,15 +122,32 @@ where
                 "expected Content-Type: application/json",
             ));
         }
-        let bytes = axum::body::Bytes::from_request(req, state).await.map_err(|e| {
-            if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
-                ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large", "request body is too large")
-            } else {
-                ApiError::new(StatusCode::BAD_REQUEST, "invalid_body", e.body_text())
-            }
-        })?;
+        let bytes = axum::body::Bytes::from_request(req, state)
+            .await
+            .map_err(|e| {
+                if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
+                    ApiError::new(
+                        StatusCode::PAYLOAD_TOO_LARGE,
+                        "payload_too_large",
+                        "request body is too large (the limit is limits.max_body_bytes in /info)",
+                    )
+                } else {
+                    ApiError::new(StatusCode::BAD_REQUEST, "invalid_body", e.body_text())
+                }
+            })?;
         if std::str::from_utf8(&bytes).is_err() {
-            return Err(ApiError::new(StatusCode::BAD_REQUEST, "invalid_json", "request body is not valid UTF-8"));
+            return Err(ApiError::new(
+                StatusCode::BAD_REQUEST,
+                "invalid_json",
+                "request body is not valid UTF-8",
+            ));
+        }
+        // serde reads a struct from a JSON array too (`["text"]` would pass as `{"query":
+        // "text"}`); every request body is an object, so say so (syntax errors stay 400).
+        if bytes.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
+            serde_json::from_slice::<serde::de::IgnoredAny>(&bytes)
+                .map_err(|e| json_error(&e, ""))?;
+            return Err(ApiError::invalid("request body must be a JSON object"));
         }
         let mut de = serde_json::Deserializer::from_slice(&bytes);
         let value: T = serde_path_to_error::deserialize(&mut de).map_err(|e| {

@@ -24,7 +24,10 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/search", post(search))
         .route("/v1/embeddings", post(embeddings))
         .route("/info", get(info))
-        .route_layer(axum::middleware::from_fn_with_state(state.clone(), require_api_key));
+        .route_layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            require_api_key,
+        ));
     Router::new()
         .route("/health", get(health))
         .route("/ready", get(ready))
@@ -32,7 +35,10 @@ pub fn router(state: Arc<AppState>) -> Router {
         .merge(guarded)
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
-        .layer(axum::middleware::from_fn_with_state(state.clone(), record_metrics))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            record_metrics,
+        ))
         .with_state(state)
 }
 
@@ -41,7 +47,11 @@ async fn not_found() -> ApiError {
 }
 
 async fn method_not_allowed() -> ApiError {
-    ApiError::new(StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed", "method not allowed on this route")
+    ApiError::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "method_not_allowed",
+        "method not allowed on this route",
+    )
 }
 
 /// Counts every response by route and status, and failures by reason.
@@ -66,7 +76,11 @@ async fn record_metrics(State(state): State<Arc<AppState>>, req: Request, next: 
             .get::<FailureReason>()
             .map(|r| r.0)
             .unwrap_or("http_error");
-        state.metrics.failures.with_label_values(&[route.as_str(), reason]).inc();
+        state
+            .metrics
+            .failures
+            .with_label_values(&[route.as_str(), reason])
+            .inc();
     }
     resp
 }
@@ -78,18 +92,27 @@ async fn require_api_key(State(state): State<Arc<AppState>>, req: Request, next:
             .headers()
             .get(header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "))
-            .map(str::trim);
+            .and_then(bearer_token);
         if !given.is_some_and(|g| constant_time_eq(g.as_bytes(), key.as_bytes())) {
-            let mut resp =
-                ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", "missing or wrong API key (Authorization: Bearer <key>)")
-                    .into_response();
+            let mut resp = ApiError::new(
+                StatusCode::UNAUTHORIZED,
+                "unauthorized",
+                "missing or wrong API key (Authorization: Bearer <key>)",
+            )
+            .into_response();
             resp.headers_mut()
                 .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
             return resp;
         }
     }
     next.run(req).await
+}
+
+/// The credentials of `Authorization: Bearer <token>`; the scheme is case-insensitive
+/// (RFC 9110 §11.1), so `bearer` and `BEARER` are accepted too.
+fn bearer_token(value: &str) -> Option<&str> {
+    let (scheme, token) = value.trim().split_once(' ')?;
+    scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
 }
 
 /// Compares secrets without an early exit that would leak their common prefix's length.
@@ -120,10 +143,17 @@ async fn metrics(State(state): State<Arc<AppState>>) -> Response {
     }
     let snapshot = state.registry.snapshot();
     for (name, e) in &snapshot.encoders {
-        state.metrics.queue_depth.with_label_values(&[name.as_str()]).set(e.batcher.queue_depth() as i64);
+        state
+            .metrics
+            .queue_depth
+            .with_label_values(&[name.as_str()])
+            .set(e.batcher.queue_depth() as i64);
     }
     (
-        [(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"))],
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
+        )],
         state.metrics.render(),
     )
         .into_response()
@@ -159,7 +189,7 @@ pub(crate) fn encoder_view(e: &LoadedEncoder) -> serde_json::Value {
         fingerprint: m.fingerprint.clone(),
         aligned_to: m.aligned_to.clone(),
         execution_provider: e.encoder().provider().to_string(),
-        loaded_at: crate::encoder::manifest::rfc3339_from_unix(secs),
+        loaded_at: crate::clock::rfc3339_from_unix(secs),
         load_seconds: e.load_seconds,
         compatibility_override: e.compatibility_override.clone(),
     })
@@ -168,7 +198,11 @@ pub(crate) fn encoder_view(e: &LoadedEncoder) -> serde_json::Value {
 
 async fn info(State(state): State<Arc<AppState>>) -> Json<serde_json::Value> {
     let snapshot = state.registry.snapshot();
-    let encoders: Vec<serde_json::Value> = snapshot.encoders.values().map(|e| encoder_view(e)).collect();
+    let encoders: Vec<serde_json::Value> = snapshot
+        .encoders
+        .values()
+        .map(|e| encoder_view(e))
+        .collect();
     let mut providers: Vec<String> = snapshot
         .encoders
         .values()
@@ -226,8 +260,14 @@ async fn search(
     let (texts, batch_form) = match (req.query, req.queries) {
         (Some(q), None) => (vec![q], false),
         (None, Some(qs)) => (qs, true),
-        (Some(_), Some(_)) => return Err(ApiError::invalid("give either query or queries, not both")),
-        (None, None) => return Err(ApiError::invalid("missing field `query` (or `queries` for a batch)")),
+        (Some(_), Some(_)) => {
+            return Err(ApiError::invalid("give either query or queries, not both"))
+        }
+        (None, None) => {
+            return Err(ApiError::invalid(
+                "missing field `query` (or `queries` for a batch)",
+            ))
+        }
     };
     let out = core::search(
         &state,
@@ -284,7 +324,11 @@ async fn embeddings(
                 ))),
             })
             .collect::<Result<_, _>>()?,
-        _ => return Err(ApiError::invalid("input must be a string or an array of strings")),
+        _ => {
+            return Err(ApiError::invalid(
+                "input must be a string or an array of strings",
+            ))
+        }
     };
     let base64 = match req.encoding_format.as_deref() {
         None | Some("float") => false,
@@ -316,4 +360,19 @@ async fn embeddings(
         "model": out.encoder_name,
         "usage": { "prompt_tokens": out.tokens, "total_tokens": out.tokens },
     })))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::bearer_token;
+
+    #[test]
+    fn bearer_scheme_is_case_insensitive() {
+        assert_eq!(bearer_token("Bearer abc"), Some("abc"));
+        assert_eq!(bearer_token("bearer abc "), Some("abc"));
+        assert_eq!(bearer_token("BEARER  abc"), Some("abc"));
+        assert_eq!(bearer_token("Basic abc"), None);
+        assert_eq!(bearer_token("Bearer"), None);
+        assert_eq!(bearer_token("abc"), None);
+    }
 }

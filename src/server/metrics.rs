@@ -1,8 +1,8 @@
 //! Prometheus metrics of the service, exposed as text on `GET /metrics`.
 
 use prometheus::{
-    Encoder as _, GaugeVec, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, IntGaugeVec, Opts,
-    Registry, TextEncoder,
+    Encoder as _, GaugeVec, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, IntGaugeVec,
+    Opts, Registry, TextEncoder,
 };
 
 use super::batcher::BatchObserver;
@@ -43,11 +43,17 @@ impl Metrics {
     pub fn new() -> Result<Self, prometheus::Error> {
         let registry = Registry::new_custom(Some("capot".into()), None)?;
         let requests = IntCounterVec::new(
-            Opts::new("http_requests_total", "HTTP requests by route and status code."),
+            Opts::new(
+                "http_requests_total",
+                "HTTP requests by route and status code.",
+            ),
             &["route", "status"],
         )?;
         let failures = IntCounterVec::new(
-            Opts::new("request_failures_total", "Failed requests by route and reason."),
+            Opts::new(
+                "request_failures_total",
+                "Failed requests by route and reason.",
+            ),
             &["route", "reason"],
         )?;
         let stage_seconds = HistogramVec::new(
@@ -69,7 +75,10 @@ impl Metrics {
             &["encoder"],
         )?;
         let queue_depth = IntGaugeVec::new(
-            Opts::new("encode_queue_depth", "Requests waiting for an encoder's worker."),
+            Opts::new(
+                "encode_queue_depth",
+                "Requests waiting for an encoder's worker.",
+            ),
             &["encoder"],
         )?;
         let in_flight = IntGauge::new("requests_in_flight", "Requests being served now.")?;
@@ -96,7 +105,9 @@ impl Metrics {
             Opts::new("build_info", "Version of the running capot (value 1)."),
             &["version"],
         )?;
-        build_info.with_label_values(&[env!("CARGO_PKG_VERSION")]).set(1.0);
+        build_info
+            .with_label_values(&[env!("CARGO_PKG_VERSION")])
+            .set(1.0);
         registry.register(Box::new(build_info))?;
         Ok(Metrics {
             registry,
@@ -114,7 +125,10 @@ impl Metrics {
     }
 
     /// Adds a metric defined elsewhere (registry, jobs) to the same exposition.
-    pub fn register(&self, collector: Box<dyn prometheus::core::Collector>) -> Result<(), prometheus::Error> {
+    pub fn register(
+        &self,
+        collector: Box<dyn prometheus::core::Collector>,
+    ) -> Result<(), prometheus::Error> {
         self.registry.register(collector)
     }
 
@@ -129,14 +143,20 @@ impl Metrics {
     }
 
     pub fn observe_stage(&self, stage: &str, encoder: &str, seconds: f64) {
-        self.stage_seconds.with_label_values(&[stage, encoder]).observe(seconds);
+        self.stage_seconds
+            .with_label_values(&[stage, encoder])
+            .observe(seconds);
     }
 }
 
 impl BatchObserver for Metrics {
     fn batch_done(&self, encoder: &str, size: usize, seconds: f64) {
-        self.batch_size.with_label_values(&[encoder]).observe(size as f64);
-        self.batch_seconds.with_label_values(&[encoder]).observe(seconds);
+        self.batch_size
+            .with_label_values(&[encoder])
+            .observe(size as f64);
+        self.batch_seconds
+            .with_label_values(&[encoder])
+            .observe(seconds);
     }
 
     fn queue_depth(&self, encoder: &str, depth: usize) {
@@ -157,7 +177,10 @@ mod tests {
         m.observe_stage("total", "minilm", 0.003);
         m.batch_done("minilm", 4, 0.01);
         let text = m.render();
-        assert!(text.contains("capot_http_requests_total{route=\"/search\",status=\"200\"} 1"), "{text}");
+        assert!(
+            text.contains("capot_http_requests_total{route=\"/search\",status=\"200\"} 1"),
+            "{text}"
+        );
         assert!(text.contains("capot_request_stage_duration_seconds_bucket"));
         assert!(text.contains("capot_encode_batch_size_count{encoder=\"minilm\"} 1"));
         assert!(text.contains("capot_build_info"));

@@ -65,7 +65,9 @@ pub fn check_compatible(encoder: &EncoderManifest, index: &IndexManifest) -> Res
             index.dimension
         ));
     }
-    if encoder.fingerprint != index.encoder_fingerprint && encoder.aligned_to != index.encoder_fingerprint {
+    if encoder.fingerprint != index.encoder_fingerprint
+        && encoder.aligned_to != index.encoder_fingerprint
+    {
         return Err(format!(
             "encoder {} (fingerprint {}, aligned to {}) is neither the index's document encoder nor aligned to it ({})",
             encoder.label(),
@@ -90,7 +92,12 @@ pub fn load_encoder(
     let m = encoder.manifest();
     metrics
         .encoder_info
-        .with_label_values(&[m.name.as_str(), m.version.as_str(), &encoder.provider().to_string(), m.fingerprint.as_str()])
+        .with_label_values(&[
+            m.name.as_str(),
+            m.version.as_str(),
+            &encoder.provider().to_string(),
+            m.fingerprint.as_str(),
+        ])
         .set(1.0);
     let observer: Arc<dyn batcher::BatchObserver> = metrics.clone();
     let batcher = Batcher::start(encoder, batch.clone(), observer).map_err(|e| e.to_string())?;
@@ -105,7 +112,8 @@ pub fn load_encoder(
 /// Loads the index and encoders into `state` and marks it ready.
 fn load_all(state: &AppState, options: &ServeOptions) -> Result<(), String> {
     let started = Instant::now();
-    let index = Index::load(&options.index).map_err(|e| format!("cannot load index {}: {e}", options.index.display()))?;
+    let index = Index::load(&options.index)
+        .map_err(|e| format!("cannot load index {}: {e}", options.index.display()))?;
     let index = Arc::new(index);
     state.metrics.index_documents.set(index.len() as i64);
     let mut loaded = Vec::new();
@@ -123,16 +131,22 @@ fn load_all(state: &AppState, options: &ServeOptions) -> Result<(), String> {
         for e in loaded {
             let name = e.name().to_string();
             if snap.encoders.contains_key(&name) {
-                return Err(format!("two encoders are named {name:?}; give them distinct names"));
+                return Err(format!(
+                    "two encoders are named {name:?}; give them distinct names"
+                ));
             }
             snap.encoders.insert(name, Arc::new(e));
         }
-        snap.aliases.insert(DEFAULT_ALIAS.to_string(), first.clone());
+        snap.aliases
+            .insert(DEFAULT_ALIAS.to_string(), first.clone());
         Ok(())
     })?;
     let _ = state.index.set(index);
     state.ready.store(true, Ordering::Release);
-    tracing::info!(seconds = started.elapsed().as_secs_f64(), "index and encoders loaded; ready");
+    tracing::info!(
+        seconds = started.elapsed().as_secs_f64(),
+        "index and encoders loaded; ready"
+    );
     Ok(())
 }
 
@@ -140,11 +154,18 @@ fn load_all(state: &AppState, options: &ServeOptions) -> Result<(), String> {
 pub async fn serve(options: ServeOptions) -> Result<(), ServeError> {
     std::fs::create_dir_all(&options.data_dir)?;
     let metrics = Arc::new(Metrics::new().map_err(|e| ServeError::Load(e.to_string()))?);
-    let state = Arc::new(AppState::new(metrics, options.limits.clone(), options.api_key.clone()));
+    let state = Arc::new(AppState::new(
+        metrics,
+        options.limits.clone(),
+        options.api_key.clone(),
+    ));
 
     let listener = tokio::net::TcpListener::bind(options.addr)
         .await
-        .map_err(|source| ServeError::Bind { addr: options.addr, source })?;
+        .map_err(|source| ServeError::Bind {
+            addr: options.addr,
+            source,
+        })?;
     let local = listener.local_addr()?;
     // A stable line on stderr that scripts and tests read to find the port.
     eprintln!("capot: listening on http://{local}");
@@ -221,7 +242,9 @@ async fn finish(
         Ok(Ok(Err(e))) => Err(ServeError::Io(e)),
         Ok(Err(e)) => Err(ServeError::Load(format!("server task failed: {e}"))),
         Err(_) => {
-            tracing::warn!("in-flight requests did not finish within {drain_timeout:?}; stopping anyway");
+            tracing::warn!(
+                "in-flight requests did not finish within {drain_timeout:?}; stopping anyway"
+            );
             Ok(())
         }
     }

@@ -38,15 +38,22 @@ pub fn shared() -> PathBuf {
 /// The golden reference file of all-MiniLM-L6-v2 embeddings.
 pub fn golden() -> serde_json::Value {
     let path = shared().join("golden/minilm-l6-v2.json");
-    let text = std::fs::read_to_string(&path)
-        .unwrap_or_else(|e| panic!("{}: {e} (../shared must sit beside the project)", path.display()));
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| {
+        panic!(
+            "{}: {e} (../shared must sit beside the project)",
+            path.display()
+        )
+    });
     serde_json::from_str(&text).expect("golden file is JSON")
 }
 
 /// The capot binary under test.
 pub fn capot() -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_capot"));
-    c.env("ORT_DYLIB_PATH", assets().join("onnxruntime/lib/libonnxruntime.so"));
+    c.env(
+        "ORT_DYLIB_PATH",
+        assets().join("onnxruntime/lib/libonnxruntime.so"),
+    );
     c.env_remove("CAPOT_LOG");
     c
 }
@@ -79,10 +86,22 @@ pub fn minilm_bundle() -> &'static Path {
         let out = dir.path().join("minilm");
         let hf = minilm_hf_dir();
         let o = run_capot(
-            &["encoder", "import", hf.to_str().unwrap(), "--out", out.to_str().unwrap(), "--name", "minilm"],
+            &[
+                "encoder",
+                "import",
+                hf.to_str().unwrap(),
+                "--out",
+                out.to_str().unwrap(),
+                "--name",
+                "minilm",
+            ],
             b"",
         );
-        assert!(o.status.success(), "import failed: {}", String::from_utf8_lossy(&o.stderr));
+        assert!(
+            o.status.success(),
+            "import failed: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
         (dir, out)
     });
     path
@@ -144,7 +163,10 @@ impl Server {
         {
             let log = log.clone();
             std::thread::spawn(move || {
-                for line in std::io::BufReader::new(stderr).lines().map_while(Result::ok) {
+                for line in std::io::BufReader::new(stderr)
+                    .lines()
+                    .map_while(Result::ok)
+                {
                     if let Some(addr) = line.strip_prefix("capot: listening on http://") {
                         let _ = tx.send(addr.trim().to_string());
                     }
@@ -187,7 +209,9 @@ impl Server {
 
     /// Sends SIGTERM and waits (bounded) for the exit status.
     pub fn terminate(&mut self) -> std::process::ExitStatus {
-        let _ = Command::new("kill").args(["-TERM", &self.child.id().to_string()]).status();
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status();
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
         loop {
             if let Ok(Some(status)) = self.child.try_wait() {
@@ -205,7 +229,9 @@ impl Server {
 impl Drop for Server {
     fn drop(&mut self) {
         if let Ok(None) = self.child.try_wait() {
-            let _ = Command::new("kill").args(["-TERM", &self.child.id().to_string()]).status();
+            let _ = Command::new("kill")
+                .args(["-TERM", &self.child.id().to_string()])
+                .status();
             let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
             while std::time::Instant::now() < deadline {
                 if let Ok(Some(_)) = self.child.try_wait() {
@@ -225,7 +251,10 @@ pub fn http_get(addr: std::net::SocketAddr, path: &str) -> std::io::Result<(u16,
     use std::io::{Read, Write};
     let mut s = std::net::TcpStream::connect_timeout(&addr, std::time::Duration::from_secs(2))?;
     s.set_read_timeout(Some(std::time::Duration::from_secs(10)))?;
-    write!(s, "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n")?;
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )?;
     let mut buf = String::new();
     s.read_to_string(&mut buf)?;
     let status = buf
@@ -233,7 +262,10 @@ pub fn http_get(addr: std::net::SocketAddr, path: &str) -> std::io::Result<(u16,
         .nth(1)
         .and_then(|c| c.parse().ok())
         .unwrap_or(0);
-    let body = buf.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default();
+    let body = buf
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default();
     Ok((status, body))
 }
 
@@ -247,12 +279,22 @@ pub fn default_index() -> &'static Path {
         let corpus = root().join("data/default-corpus");
         let o = run_capot(
             &[
-                "index", "build", "--doc-encoder", bundle.to_str().unwrap(),
-                "--corpus", corpus.to_str().unwrap(), "--out", out.to_str().unwrap(),
+                "index",
+                "build",
+                "--doc-encoder",
+                bundle.to_str().unwrap(),
+                "--corpus",
+                corpus.to_str().unwrap(),
+                "--out",
+                out.to_str().unwrap(),
             ],
             b"",
         );
-        assert!(o.status.success(), "index build failed: {}", String::from_utf8_lossy(&o.stderr));
+        assert!(
+            o.status.success(),
+            "index build failed: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
         (dir, out)
     });
     path
@@ -290,12 +332,23 @@ pub fn cached_index(corpus: &Path) -> PathBuf {
     if !dir.join("index.json").is_file() {
         let o = run_capot(
             &[
-                "index", "build", "--doc-encoder", bundle.to_str().unwrap(),
-                "--corpus", corpus.to_str().unwrap(), "--out", dir.to_str().unwrap(), "--force",
+                "index",
+                "build",
+                "--doc-encoder",
+                bundle.to_str().unwrap(),
+                "--corpus",
+                corpus.to_str().unwrap(),
+                "--out",
+                dir.to_str().unwrap(),
+                "--force",
             ],
             b"",
         );
-        assert!(o.status.success(), "index build failed: {}", String::from_utf8_lossy(&o.stderr));
+        assert!(
+            o.status.success(),
+            "index build failed: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
     }
     dir
 }
