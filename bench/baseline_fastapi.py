@@ -13,7 +13,9 @@ sizes and the JSON work are the same.
 Configuration travels to uvicorn's worker processes through environment variables
 (BASELINE_INDEX, BASELINE_ENCODER, BASELINE_ORT_THREADS, BASELINE_EF), since each worker imports
 this module afresh. With N workers each ONNX Runtime session gets cores/N intra-op threads
-(BASELINE_ORT_THREADS overrides), so the workers do not fight over the cores.
+(BASELINE_ORT_THREADS overrides), so the workers do not fight over the cores. With N > 1 the
+listening socket is patched to keep TCP_NODELAY (see keep_tcp_nodelay; --keep-nagle to measure
+uvicorn as it comes).
 """
 
 import argparse
@@ -136,6 +138,23 @@ def search(req: SearchRequest):
     return _searcher.search(req.query, req.k)
 
 
+def keep_tcp_nodelay(uvicorn):
+    """uvicorn 0.54 with --workers > 1 binds the listening socket itself with proto 0; accepted
+    connections inherit it and asyncio then skips TCP_NODELAY, so every keep-alive response after
+    the first waits ~40 ms for the client's delayed ACK (Kludex/uvicorn#3149). Re-wrap the
+    listener with proto IPPROTO_TCP, which the workers inherit. Single-worker runs are unaffected."""
+    import socket
+    original = uvicorn.config.Config.bind_socket
+
+    def bind_socket(self):
+        sock = original(self)
+        if sock.family in (socket.AF_INET, socket.AF_INET6) and sock.proto == 0:
+            return socket.socket(sock.family, sock.type, socket.IPPROTO_TCP, fileno=sock.detach())
+        return sock
+
+    uvicorn.config.Config.bind_socket = bind_socket
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--index", required=True)
@@ -144,10 +163,14 @@ def main():
     ap.add_argument("--port", type=int, default=8082)
     ap.add_argument("--workers", type=int, default=1)
     ap.add_argument("--ef", type=int, default=EF_SEARCH)
+    ap.add_argument("--keep-nagle", action="store_true",
+                    help="with --workers > 1, leave uvicorn's listening socket as it is (Nagle stays on)")
     a = ap.parse_args()
     os.environ.update(BASELINE_INDEX=a.index, BASELINE_ENCODER=a.encoder, BASELINE_WORKERS=str(a.workers),
                       BASELINE_EF=str(a.ef))
     import uvicorn
+    if a.workers > 1 and not a.keep_nagle:
+        keep_tcp_nodelay(uvicorn)
     uvicorn.run("baseline_fastapi:app", app_dir=os.path.dirname(os.path.abspath(__file__)), host=a.host,
                 port=a.port, workers=a.workers, log_level="warning", access_log=False)
 

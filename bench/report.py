@@ -120,16 +120,27 @@ def svg(series, out, title):
     open(out, "w").write("\n".join(p) + "\n")
 
 
+def short_label(w):
+    return f"FastAPI {w[:-5]}w Nagle" if w.endswith("nagle") else f"FastAPI {w}w"
+
+
+def long_label(w):
+    n = w[:-5] if w.endswith("nagle") else w
+    s = f"{n} worker{'s' if n != '1' else ''}"
+    return s + (" (uvicorn as it comes: Nagle on)" if w.endswith("nagle") else "")
+
+
 def tables(out):
     floor = load(f"{out}/floor.json")
     capot = {c: load(f) for c, f in ((int(f.split("-c")[-1].split(".")[0]), f) for f in glob.glob(f"{out}/wrk-capot-c*.json"))}
     fast = {}
     for f in glob.glob(f"{out}/wrk-fastapi-w*-c*.json"):
-        w, c = f.rsplit("/", 1)[1][len("wrk-fastapi-w"):-len(".json")].split("-c")
-        fast.setdefault(int(w), {})[int(c)] = load(f)
+        w, c = f.rsplit("/", 1)[1][len("wrk-fastapi-w"):-len(".json")].rsplit("-c", 1)
+        fast.setdefault(w, {})[int(c)] = load(f)
     meta = load(f"{out}/meta.json") or {}
-    f1 = next(r for r in floor["results"] if r["batch_size"] == 1)
-    fbest = max(floor["results"], key=lambda r: r["queries_per_second"])
+    f1 = next(r for r in floor["results"] if r["batch_size"] == 1 and r.get("concurrency", 1) == 1)
+    fsat = (load(f"{out}/floor-saturation.json") or {"results": []})["results"]
+    fbest = max(floor["results"] + fsat, key=lambda r: r["queries_per_second"])
 
     def sat(runs):
         best_c = max((c for c in runs if c > 1), key=lambda c: runs[c]["requests_per_second"])
@@ -137,15 +148,23 @@ def tables(out):
 
     rows = [("in-process floor (`capot bench search`, batch 1)", f1["latency_ms_p50"], f1["latency_ms_p99"],
              f1["queries_per_second"], "1 call at a time", f1["latency_ms_p99"])]
-    if fbest["batch_size"] != 1:
-        rows.append((f"in-process floor, batches of {fbest['batch_size']} (best batch size)", None, None,
-                     fbest["queries_per_second"], f"batch {fbest['batch_size']}", None))
+    if fbest is not f1:
+        b, c = fbest["batch_size"], fbest.get("concurrency", 1)
+        rows.append((f"in-process floor at saturation (best of batch 1/8/32 × {c} threads)", None, None,
+                     fbest["queries_per_second"], f"batch {b}, {c} threads",
+                     fbest["latency_ms_p99"] if b == 1 else None))
+    if fsat:
+        f1c = [r for r in fsat if r["batch_size"] == 1]
+        if f1c and f1c[0] is not fbest:
+            r = f1c[0]
+            rows.append((f"in-process, batch 1 × {r['concurrency']} threads (no batching)", None, None,
+                         r["queries_per_second"], f"{r['concurrency']} threads", r["latency_ms_p99"]))
     c, s = sat(capot)
     rows.append(("capot serve `/search`", capot[1]["latency_ms_p50"], capot[1]["latency_ms_p99"],
                  s["requests_per_second"], f"c={c}", s["latency_ms_p99"]))
     for w in sorted(fast):
         c, s = sat(fast[w])
-        rows.append((f"FastAPI + onnxruntime + hnswlib, {w} worker{'s' if w > 1 else ''}", fast[w][1]["latency_ms_p50"],
+        rows.append((f"FastAPI + onnxruntime + hnswlib, {long_label(w)}", fast[w][1]["latency_ms_p50"],
                      fast[w][1]["latency_ms_p99"], s["requests_per_second"], f"c={c}", s["latency_ms_p99"]))
     f2 = lambda v: "–" if v is None else f"{v:.2f}"
     print("#### Search: latency at concurrency 1, throughput at saturation\n")
@@ -162,12 +181,12 @@ def tables(out):
           f"{cap1['latency_ms_p99'] / f1['latency_ms_p99']:.2f} | {cs['requests_per_second'] / fbest['queries_per_second']:.2f} |")
     for w in sorted(fast):
         fc1, (fcc, fcs) = fast[w][1], sat(fast[w])
-        print(f"| capot / FastAPI {w}w (latency: <1 = capot faster; throughput: >1 = capot more q/s) | "
+        print(f"| capot / {short_label(w)} (latency: <1 = capot faster; throughput: >1 = capot more q/s) | "
               f"{cap1['latency_ms_p50'] / fc1['latency_ms_p50']:.2f} | {cap1['latency_ms_p99'] / fc1['latency_ms_p99']:.2f} | "
               f"{cs['requests_per_second'] / fcs['requests_per_second']:.2f} |")
 
     print("\n#### Throughput and p99 per concurrency\n")
-    services = [("capot", capot)] + [(f"FastAPI {w}w", fast[w]) for w in sorted(fast)]
+    services = [("capot", capot)] + [(short_label(w), fast[w]) for w in sorted(fast)]
     cs_all = sorted({c for _, runs in services for c in runs})
     print("| concurrency | " + " | ".join(f"{n} q/s | {n} p99 ms" for n, _ in services) + " |")
     print("|---|" + "---|---|" * len(services))
@@ -183,7 +202,7 @@ def tables(out):
     tc = load(f"{out}/timings-capot.json")
     tf = {w: load(f"{out}/timings-fastapi-w{w}.json") for w in sorted(fast)}
     stages = ["tokenize", "queue", "encode", "search", "total"]
-    head = ["capot /search"] + [f"FastAPI {w}w" for w in tf] + ["floor (in-process, batch 1)", "capot, client side (wrk mean)"]
+    head = ["capot /search"] + [short_label(w) for w in tf] + ["floor (in-process, batch 1)", "capot, client side (wrk mean)"]
     print("| stage | " + " | ".join(head) + " |")
     print("|---|" + "---|" * len(head))
     fst = f1["stage_ms_mean"]
@@ -213,8 +232,8 @@ def tables(out):
           " pooling and normalisation in NumPy; `outside` = wrk's mean at c=1 minus the service's own total)")
 
     series = [("capot", hist(f"{out}/hist-capot-c1.txt"), "#1f77b4")]
-    series += [(f"FastAPI {w}w", hist(f"{out}/hist-fastapi-w{w}-c1.txt"), c)
-               for w, c in zip(sorted(fast), ["#d62728", "#ff7f0e"])]
+    series += [(short_label(w), hist(f"{out}/hist-fastapi-w{w}-c1.txt"), c)
+               for w, c in zip([w for w in sorted(fast) if not w.endswith("nagle")], ["#d62728", "#ff7f0e"])]
     svg(series, f"{out}/latency-c1.svg",
         f"/search latency at concurrency 1, MiniLM + dl19-sample (load avg {meta.get('load_during', '?')})")
 

@@ -9,14 +9,15 @@
 #   bench/serve.sh                 (needs scripts/setup's assets: ONNX Runtime, MiniLM)
 #
 # Environment: SECONDS_PER_POINT (default 20), CONCURRENCIES (default "8 16 32"), WORKERS (FastAPI
-# uvicorn workers to measure, default "1 2"), BENCH_WORK (bundle + index, default /tmp/bench),
+# uvicorn workers to measure, default "1 2 2nagle": 2nagle = 2 workers without the TCP_NODELAY
+# fix, see bench/baseline_fastapi.py), BENCH_WORK (bundle + index, default /tmp/bench),
 # CORPUS (default ../shared/data/dl19-sample), INDEX (default $BENCH_WORK/dl19-index), QUERIES (default MS MARCO dev queries), SKIP_ANN=1.
 # Services listen on 127.0.0.1 only, one at a time; wrk runs with one thread; every run is bounded.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 S=${SECONDS_PER_POINT:-20}
 CONCURRENCIES=${CONCURRENCIES:-8 16 32}
-WORKERS=${WORKERS:-1 2}
+WORKERS=${WORKERS:-1 2 2nagle}
 WORK=${BENCH_WORK:-/tmp/bench}
 CORPUS=${CORPUS:-../shared/data/dl19-sample}
 QUERIES=${QUERIES:-../shared/data/marco-dev-queries/queries.tsv}
@@ -24,7 +25,8 @@ PORT_CAPOT=${PORT_CAPOT:-18081}
 PORT_FASTAPI=${PORT_FASTAPI:-18082}
 OUT=bench/out
 mkdir -p "$OUT" "$WORK"
-rm -f "$OUT"/wrk-*.json "$OUT"/hist-*.txt "$OUT"/timings-*.json "$OUT"/floor.json
+rm -f "$OUT"/wrk-*.json "$OUT"/hist-*.txt "$OUT"/timings-*.json "$OUT"/floor*.json
+[ "${SKIP_ANN:-0}" = 1 ] || rm -f "$OUT/ann.md" "$OUT/ann.json"   # ann-queries.f32 is kept: the query vectors
 
 command -v wrk >/dev/null || { echo "serve.sh: needs wrk (apt-get install -y wrk)" >&2; exit 1; }
 venv=bench/.venv
@@ -73,8 +75,11 @@ load_runs() { # name url
 
 note_load
 echo "serve.sh: in-process floor" >&2
-timeout $((5 * S + 120)) "$bin" bench search --index "$index" --encoder "$bundle" --queries "$QUERIES" \
-  --batch-sizes 1,8,32 --seconds "$S" > "$OUT/floor.json"
+# Latency: one call at a time. Throughput: 2 threads (the cores) with batches of 1, 8 and 32.
+timeout $((2 * S + 120)) "$bin" bench search --index "$index" --encoder "$bundle" --queries "$QUERIES" \
+  --seconds "$S" > "$OUT/floor.json"
+timeout $((4 * S + 120)) "$bin" bench search --index "$index" --encoder "$bundle" --queries "$QUERIES" \
+  --batch-sizes 1,8,32 --concurrency 2 --seconds "$S" > "$OUT/floor-saturation.json"
 
 echo "serve.sh: capot serve on 127.0.0.1:$PORT_CAPOT" >&2
 "$bin" serve --index "$index" --encoder "$bundle" --addr "127.0.0.1:$PORT_CAPOT" --data-dir "$WORK/data" \
@@ -85,13 +90,15 @@ load_runs capot "http://127.0.0.1:$PORT_CAPOT/search"
 stop
 
 for w in $WORKERS; do
+  # "2" = 2 workers with the TCP_NODELAY fix; "2nagle" = 2 workers as uvicorn 0.54 comes.
+  n=${w%nagle}; extra=(); [ "$n" = "$w" ] || extra=(--keep-nagle)
   echo "serve.sh: FastAPI baseline, $w uvicorn worker(s), on 127.0.0.1:$PORT_FASTAPI" >&2
-  "$py" bench/baseline_fastapi.py --index "$index" --encoder "$bundle" --port "$PORT_FASTAPI" --workers "$w" \
-    >"$OUT/fastapi-w$w.log" 2>&1 &
+  "$py" bench/baseline_fastapi.py --index "$index" --encoder "$bundle" --port "$PORT_FASTAPI" --workers "$n" \
+    "${extra[@]}" >"$OUT/fastapi-w$w.log" 2>&1 &
   pid=$!
   wait_ready "http://127.0.0.1:$PORT_FASTAPI/health"
   # /health answers once one worker is up; wait until a search succeeds on each (a few tries).
-  for _ in $(seq 1 $((10 * w))); do curl -sf -H 'content-type: application/json' -d '{"query":"warm up","k":10}' \
+  for _ in $(seq 1 $((10 * n))); do curl -sf -H 'content-type: application/json' -d '{"query":"warm up","k":10}' \
     "http://127.0.0.1:$PORT_FASTAPI/search" >/dev/null || sleep 1; done
   load_runs "fastapi-w$w" "http://127.0.0.1:$PORT_FASTAPI/search"
   stop
@@ -113,5 +120,5 @@ printf '{"load_during": "%s", "load_max": %s, "cores": %s, "seconds_per_point": 
   echo "Machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'); 1-minute load average at each step: $loadlist (max $max); ${S} s per point; $(date -u +%FT%TZ)"
   echo
   "$py" bench/report.py tables "$OUT"
-  [ -f "$OUT/ann.md" ] && { echo; cat "$OUT/ann.md"; }
+  if [ "${SKIP_ANN:-0}" != 1 ] && [ -f "$OUT/ann.md" ]; then echo; cat "$OUT/ann.md"; fi
 } | tee "$OUT/report.md"

@@ -45,7 +45,12 @@ pub struct SearchBenchArgs {
     /// batching concurrent requests can at best achieve.
     #[arg(long, value_delimiter = ',', default_value = "1")]
     pub batch_sizes: Vec<usize>,
-    /// Seconds of measurement per batch size (after one second of warm-up).
+    /// Threads calling at once, comma-separated (each (batch size, concurrency) pair is one
+    /// measurement). They share the encoder, whose inference calls are serialised as in the
+    /// server; tokenization and search overlap.
+    #[arg(long, value_delimiter = ',', default_value = "1")]
+    pub concurrency: Vec<usize>,
+    /// Seconds of measurement per point (after one second of warm-up).
     #[arg(long, default_value_t = 10.0)]
     pub seconds: f64,
     /// Results per query.
@@ -248,50 +253,78 @@ fn search(args: SearchBenchArgs, global: &GlobalArgs) -> anyhow::Result<()> {
         stages[2] += (t_all - t_enc) * 1e3;
         Ok(found)
     };
+    // One worker: warm up for a second, then calls until the deadline; per-call latencies (ms)
+    // and summed stage times.
+    let worker =
+        |batch: usize, first: usize, deadline: Instant| -> anyhow::Result<(Vec<f64>, [f64; 3])> {
+            let mut at = first;
+            let mut next_batch = || {
+                let b: Vec<&str> = (0..batch)
+                    .map(|i| texts[(at + i) % texts.len()].as_str())
+                    .collect();
+                at = (at + batch) % texts.len();
+                b
+            };
+            let mut stages = [0f64; 3];
+            let warm_until = Instant::now() + Duration::from_secs(1);
+            while Instant::now() < warm_until {
+                call(&next_batch(), &mut stages)?;
+            }
+            stages = [0f64; 3];
+            let mut latencies = Vec::new();
+            while Instant::now() < deadline {
+                let b = next_batch();
+                let t = Instant::now();
+                call(&b, &mut stages)?;
+                latencies.push(t.elapsed().as_secs_f64() * 1e3);
+            }
+            Ok((latencies, stages))
+        };
     let mut results = Vec::new();
     for &batch in &args.batch_sizes {
         anyhow::ensure!(batch >= 1, "batch sizes must be at least 1");
-        let mut at = 0usize;
-        let mut next_batch = || {
-            let b: Vec<&str> = (0..batch)
-                .map(|i| texts[(at + i) % texts.len()].as_str())
-                .collect();
-            at = (at + batch) % texts.len();
-            b
-        };
-        let mut stages = [0f64; 3];
-        let warm_until = Instant::now() + Duration::from_secs(1);
-        while Instant::now() < warm_until {
-            call(&next_batch(), &mut stages)?;
+        for &concurrency in &args.concurrency {
+            anyhow::ensure!(concurrency >= 1, "concurrency must be at least 1");
+            let measure = Duration::from_secs_f64(args.seconds);
+            let deadline = Instant::now() + Duration::from_secs(1) + measure;
+            let parts = std::thread::scope(|s| {
+                let handles: Vec<_> = (0..concurrency)
+                    .map(|w| s.spawn(move || worker(batch, w * 997, deadline)))
+                    .collect();
+                handles
+                    .into_iter()
+                    .map(|h| {
+                        h.join()
+                            .map_err(|_| anyhow::anyhow!("a benchmark thread panicked"))?
+                    })
+                    .collect::<anyhow::Result<Vec<_>>>()
+            })?;
+            let mut latencies = Vec::new();
+            let mut stages = [0f64; 3];
+            for (l, st) in parts {
+                latencies.extend(l);
+                stages.iter_mut().zip(st).for_each(|(a, b)| *a += b);
+            }
+            let elapsed = measure.as_secs_f64();
+            let calls = latencies.len();
+            let avg = mean(&latencies);
+            latencies.sort_by(f64::total_cmp);
+            let per_call = |x: f64| x / calls.max(1) as f64;
+            results.push(serde_json::json!({
+                "batch_size": batch,
+                "concurrency": concurrency,
+                "calls": calls,
+                "queries_per_second": (calls * batch) as f64 / elapsed,
+                "latency_ms_p50": percentile(&latencies, 50.0),
+                "latency_ms_p99": percentile(&latencies, 99.0),
+                "latency_ms_mean": avg,
+                "stage_ms_mean": {
+                    "tokenize": per_call(stages[0]),
+                    "encode": per_call(stages[1]),
+                    "search": per_call(stages[2]),
+                },
+            }));
         }
-        stages = [0f64; 3];
-        let mut latencies = Vec::new();
-        let started = Instant::now();
-        let budget = Duration::from_secs_f64(args.seconds);
-        while started.elapsed() < budget {
-            let b = next_batch();
-            let t = Instant::now();
-            call(&b, &mut stages)?;
-            latencies.push(t.elapsed().as_secs_f64() * 1e3);
-        }
-        let elapsed = started.elapsed().as_secs_f64();
-        let calls = latencies.len();
-        let avg = mean(&latencies);
-        latencies.sort_by(f64::total_cmp);
-        let per_call = |x: f64| x / calls.max(1) as f64;
-        results.push(serde_json::json!({
-            "batch_size": batch,
-            "calls": calls,
-            "queries_per_second": (calls * batch) as f64 / elapsed,
-            "latency_ms_p50": percentile(&latencies, 50.0),
-            "latency_ms_p99": percentile(&latencies, 99.0),
-            "latency_ms_mean": avg,
-            "stage_ms_mean": {
-                "tokenize": per_call(stages[0]),
-                "encode": per_call(stages[1]),
-                "search": per_call(stages[2]),
-            },
-        }));
     }
     let out = serde_json::json!({
         "runtime": "capot in-process",
