@@ -11,6 +11,7 @@ import json
 import math
 import os
 import sys
+import time
 import urllib.parse
 
 
@@ -23,20 +24,24 @@ def bodies(queries, out, k=10):
 
 def timings(url, bodies_file, n, out):
     """Sends N requests one after another on one keep-alive connection (concurrency 1) and
-    averages the stage timings the service reports in each response."""
+    averages the stage timings the service reports in each response, and the round trip the
+    client sees (`client`)."""
     u = urllib.parse.urlparse(url)
     conn = http.client.HTTPConnection(u.hostname, u.port, timeout=30)
     lines = [l for l in open(bodies_file, encoding="utf-8") if l.strip()]
     sums, count = {}, 0
     for i in range(int(n)):
+        started = time.perf_counter()
         conn.request("POST", u.path, body=lines[i % len(lines)].encode(),
                      headers={"content-type": "application/json"})
         r = conn.getresponse()
         body = r.read()
         if r.status != 200:
             raise SystemExit(f"{url}: HTTP {r.status}: {body[:200]!r}")
+        client = (time.perf_counter() - started) * 1e3
         for stage, ms in json.loads(body)["timings_ms"].items():
             sums[stage] = sums.get(stage, 0.0) + ms
+        sums["client"] = sums.get("client", 0.0) + client
         count += 1
     json.dump({"requests": count, "mean_ms": {s: v / count for s, v in sums.items()}}, open(out, "w"), indent=2)
 
@@ -139,8 +144,8 @@ def tables(out):
         fast.setdefault(w, {})[int(c)] = load(f)
     meta = load(f"{out}/meta.json") or {}
     f1 = next(r for r in floor["results"] if r["batch_size"] == 1 and r.get("concurrency", 1) == 1)
-    fsat = (load(f"{out}/floor-saturation.json") or {"results": []})["results"]
-    fbest = max(floor["results"] + fsat, key=lambda r: r["queries_per_second"])
+    fsat = [r for r in floor["results"] if r is not f1]
+    fbest = max(floor["results"], key=lambda r: r["queries_per_second"])
 
     def sat(runs):
         best_c = max((c for c in runs if c > 1), key=lambda c: runs[c]["requests_per_second"])
@@ -150,11 +155,11 @@ def tables(out):
              f1["queries_per_second"], "1 call at a time", f1["latency_ms_p99"])]
     if fbest is not f1:
         b, c = fbest["batch_size"], fbest.get("concurrency", 1)
-        rows.append((f"in-process floor at saturation (best of batch 1/8/32 × {c} threads)", None, None,
+        rows.append((f"in-process floor at saturation (best of batch 1/8/32 × 1/2 threads)", None, None,
                      fbest["queries_per_second"], f"batch {b}, {c} threads",
                      fbest["latency_ms_p99"] if b == 1 else None))
     if fsat:
-        f1c = [r for r in fsat if r["batch_size"] == 1]
+        f1c = [r for r in fsat if r["batch_size"] == 1 and r["concurrency"] > 1]
         if f1c and f1c[0] is not fbest:
             r = f1c[0]
             rows.append((f"in-process, batch 1 × {r['concurrency']} threads (no batching)", None, None,
@@ -202,34 +207,27 @@ def tables(out):
     tc = load(f"{out}/timings-capot.json")
     tf = {w: load(f"{out}/timings-fastapi-w{w}.json") for w in sorted(fast)}
     stages = ["tokenize", "queue", "encode", "search", "total"]
-    head = ["capot /search"] + [short_label(w) for w in tf] + ["floor (in-process, batch 1)", "capot, client side (wrk mean)"]
+    head = ["capot /search"] + [short_label(w) for w in tf] + ["floor (in-process, batch 1)"]
     print("| stage | " + " | ".join(head) + " |")
     print("|---|" + "---|" * len(head))
-    fst = f1["stage_ms_mean"]
-    fst = {**fst, "total": f1["latency_ms_mean"]}
-    for st in stages + ["outside (HTTP, JSON, client)"]:
+    fst = {**f1["stage_ms_mean"], "total": f1["latency_ms_mean"]}
+    samples = [tc] + list(tf.values())
+    for st in stages + ["client round trip", "outside the service (HTTP, JSON, client)"]:
         cells = []
-        for t in [tc] + list(tf.values()):
-            if t is None:
-                cells.append("–")
+        for t in samples:
+            m = (t or {}).get("mean_ms", {})
+            if st == "client round trip":
+                v = m.get("client")
             elif st.startswith("outside"):
-                cells.append("–")
+                v = m["client"] - m["total"] if "client" in m else None
             else:
-                cells.append(f2(t["mean_ms"].get(st)))
+                v = m.get(st)
+            cells.append(f2(v))
         cells.append(f2(fst.get(st)))
-        if st == "total":
-            cells.append(f2(capot[1]["latency_ms_mean"]))
-        elif st.startswith("outside") and tc:
-            cells[0] = f2(capot[1]["latency_ms_mean"] - tc["mean_ms"]["total"])
-            for i, w in enumerate(tf, start=1):
-                if tf[w]:
-                    cells[i] = f2(fast[w][1]["latency_ms_mean"] - tf[w]["mean_ms"]["total"])
-            cells.append("")
-        else:
-            cells.append("")
         print(f"| {st} | " + " | ".join(cells) + " |")
     print("\n(the FastAPI service has no queue stage: each request runs the model itself; its `encode` includes"
-          " pooling and normalisation in NumPy; `outside` = wrk's mean at c=1 minus the service's own total)")
+          " pooling and normalisation in NumPy; `client round trip` is measured by the sampling client on the"
+          " same requests, `outside` = round trip minus the service's own total)")
 
     series = [("capot", hist(f"{out}/hist-capot-c1.txt"), "#1f77b4")]
     series += [(short_label(w), hist(f"{out}/hist-fastapi-w{w}-c1.txt"), c)
