@@ -1,7 +1,15 @@
-//! `capot bench encode`: encoding throughput and latency of a bundle, for comparison with
-//! other runtimes on the same ONNX file (see bench/encode.sh).
+//! `capot bench`: performance measurements that print JSON for the scripts in `bench/`.
+//!
+//! - `encode`: encoding throughput and latency of a bundle, for comparison with other runtimes on
+//!   the same ONNX file (bench/encode.sh).
+//! - `search`: the in-process floor of a search (tokenize, encode, HNSW search, document lookup,
+//!   no server), for comparison with `/search` under load (bench/serve.sh).
+//! - `ann`: hnsw_rs alone (the index's graph) on given query vectors: recall@k against exact
+//!   search and single-threaded queries/s per `ef`, for comparison with hnswlib and faiss on the
+//!   same vectors (bench/ann.py).
 
-use std::path::PathBuf;
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
@@ -9,6 +17,7 @@ use clap::{Args, Subcommand};
 
 use capot::dataset::{self, ReadMode};
 use capot::encoder::Encoder;
+use capot::index::Index;
 
 use super::{DeviceArgs, GlobalArgs};
 
@@ -16,6 +25,61 @@ use super::{DeviceArgs, GlobalArgs};
 pub enum BenchCommand {
     /// Texts per second and per-call latency of `Encoder::encode` at given batch sizes.
     Encode(EncodeBenchArgs),
+    /// The in-process floor of `/search`: encode + HNSW search per call, no server.
+    Search(SearchBenchArgs),
+    /// hnsw_rs recall@k against exact search and single-threaded queries/s per `ef`.
+    Ann(AnnBenchArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct SearchBenchArgs {
+    #[arg(long, value_name = "DIR")]
+    pub index: PathBuf,
+    /// Query encoder bundle.
+    #[arg(long, value_name = "DIR")]
+    pub encoder: PathBuf,
+    /// Queries (TSV or queries.jsonl); cycled through in file order.
+    #[arg(long, value_name = "FILE")]
+    pub queries: PathBuf,
+    /// Queries per call, comma-separated: 1 is one request's work; larger sizes show what
+    /// batching concurrent requests can at best achieve.
+    #[arg(long, value_delimiter = ',', default_value = "1")]
+    pub batch_sizes: Vec<usize>,
+    /// Threads calling at once, comma-separated (each (batch size, concurrency) pair is one
+    /// measurement). They share the encoder, whose inference calls are serialised as in the
+    /// server; tokenization and search overlap.
+    #[arg(long, value_delimiter = ',', default_value = "1")]
+    pub concurrency: Vec<usize>,
+    /// Seconds of measurement per point (after one second of warm-up).
+    #[arg(long, default_value_t = 10.0)]
+    pub seconds: f64,
+    /// Results per query.
+    #[arg(long, default_value_t = 10)]
+    pub k: usize,
+    /// HNSW candidate list size (default: the index's).
+    #[arg(long)]
+    pub ef: Option<usize>,
+    #[command(flatten)]
+    pub device: DeviceArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct AnnBenchArgs {
+    #[arg(long, value_name = "DIR")]
+    pub index: PathBuf,
+    /// Query vectors: little-endian f32, `n × dimension`, no header (like the index's
+    /// vectors.f32; `numpy.ndarray.astype("<f4").tofile`).
+    #[arg(long, value_name = "FILE")]
+    pub queries_vectors: PathBuf,
+    /// Candidate list sizes to sweep, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "16,32,64,128")]
+    pub ef: Vec<usize>,
+    /// Neighbours per query (recall@k).
+    #[arg(long, default_value_t = 10)]
+    pub k: usize,
+    /// Timed passes over all queries per ef; the fastest counts (the machine may be shared).
+    #[arg(long, default_value_t = 1)]
+    pub rounds: usize,
 }
 
 #[derive(Debug, Args)]
@@ -38,6 +102,8 @@ pub struct EncodeBenchArgs {
 pub fn run(cmd: BenchCommand, global: &GlobalArgs) -> anyhow::Result<()> {
     match cmd {
         BenchCommand::Encode(args) => encode(args, global),
+        BenchCommand::Search(args) => search(args, global),
+        BenchCommand::Ann(args) => ann(args),
     }
 }
 
@@ -106,6 +172,240 @@ fn encode(args: EncodeBenchArgs, global: &GlobalArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+fn mean(v: &[f64]) -> f64 {
+    if v.is_empty() {
+        f64::NAN
+    } else {
+        v.iter().sum::<f64>() / v.len() as f64
+    }
+}
+
+/// Share of `exact` found in `approx` (recall@k with k = `exact.len()`); 1 when `exact` is empty.
+pub fn recall(approx: &[usize], exact: &[usize]) -> f64 {
+    if exact.is_empty() {
+        return 1.0;
+    }
+    let want: HashSet<usize> = exact.iter().copied().collect();
+    let found: HashSet<usize> = approx
+        .iter()
+        .copied()
+        .filter(|i| want.contains(i))
+        .collect();
+    found.len() as f64 / exact.len() as f64
+}
+
+/// Reads a headerless little-endian f32 matrix with `dim` columns.
+pub fn read_f32_matrix(path: &Path, dim: usize) -> anyhow::Result<Vec<Vec<f32>>> {
+    let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let row = dim * 4;
+    anyhow::ensure!(
+        dim > 0 && bytes.len() % row == 0,
+        "{}: {} bytes is not a whole number of {dim}-dimensional f32 vectors",
+        path.display(),
+        bytes.len()
+    );
+    Ok(bytes
+        .chunks_exact(row)
+        .map(|r| {
+            r.chunks_exact(4)
+                .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+                .collect()
+        })
+        .collect())
+}
+
+fn search(args: SearchBenchArgs, global: &GlobalArgs) -> anyhow::Result<()> {
+    let runtime = args.device.runtime(global)?;
+    let encoder = Encoder::load(&args.encoder, &runtime).context("cannot load encoder")?;
+    let index = Index::load(&args.index)
+        .with_context(|| format!("cannot load index {}", args.index.display()))?;
+    anyhow::ensure!(
+        encoder.dimension() == index.dimension(),
+        "encoder dimension {} differs from the index's {}",
+        encoder.dimension(),
+        index.dimension()
+    );
+    let (queries, _) = dataset::read_queries(&args.queries, ReadMode::Strict)?;
+    let texts: Vec<String> = queries.queries().iter().map(|q| q.text.clone()).collect();
+    anyhow::ensure!(
+        !texts.is_empty(),
+        "no queries in {}",
+        args.queries.display()
+    );
+    anyhow::ensure!(args.k >= 1, "k must be at least 1");
+    let ef = args.ef.unwrap_or_else(|| index.default_ef()).max(args.k);
+    // One call: what a /search request does apart from HTTP, JSON and queueing.
+    let call = |batch: &[&str], stages: &mut [f64; 3]| -> anyhow::Result<usize> {
+        let t = Instant::now();
+        let tokens = encoder.tokenizer().encode_batch(batch)?;
+        let t_tok = t.elapsed().as_secs_f64();
+        let vectors = encoder.run(&tokens)?;
+        let t_enc = t.elapsed().as_secs_f64();
+        let mut found = 0;
+        for v in &vectors {
+            for hit in index.search(v, args.k, ef)? {
+                found += usize::from(index.document(hit.index).is_some());
+            }
+        }
+        let t_all = t.elapsed().as_secs_f64();
+        stages[0] += t_tok * 1e3;
+        stages[1] += (t_enc - t_tok) * 1e3;
+        stages[2] += (t_all - t_enc) * 1e3;
+        Ok(found)
+    };
+    // One worker: warm up for a second, then calls until the deadline; per-call latencies (ms)
+    // and summed stage times.
+    let worker =
+        |batch: usize, first: usize, deadline: Instant| -> anyhow::Result<(Vec<f64>, [f64; 3])> {
+            let mut at = first;
+            let mut next_batch = || {
+                let b: Vec<&str> = (0..batch)
+                    .map(|i| texts[(at + i) % texts.len()].as_str())
+                    .collect();
+                at = (at + batch) % texts.len();
+                b
+            };
+            let mut stages = [0f64; 3];
+            let warm_until = Instant::now() + Duration::from_secs(1);
+            while Instant::now() < warm_until {
+                call(&next_batch(), &mut stages)?;
+            }
+            stages = [0f64; 3];
+            let mut latencies = Vec::new();
+            while Instant::now() < deadline {
+                let b = next_batch();
+                let t = Instant::now();
+                call(&b, &mut stages)?;
+                latencies.push(t.elapsed().as_secs_f64() * 1e3);
+            }
+            Ok((latencies, stages))
+        };
+    let mut results = Vec::new();
+    for &batch in &args.batch_sizes {
+        anyhow::ensure!(batch >= 1, "batch sizes must be at least 1");
+        for &concurrency in &args.concurrency {
+            anyhow::ensure!(concurrency >= 1, "concurrency must be at least 1");
+            let measure = Duration::from_secs_f64(args.seconds);
+            let deadline = Instant::now() + Duration::from_secs(1) + measure;
+            let parts = std::thread::scope(|s| {
+                let handles: Vec<_> = (0..concurrency)
+                    .map(|w| s.spawn(move || worker(batch, w * 997, deadline)))
+                    .collect();
+                handles
+                    .into_iter()
+                    .map(|h| {
+                        h.join()
+                            .map_err(|_| anyhow::anyhow!("a benchmark thread panicked"))?
+                    })
+                    .collect::<anyhow::Result<Vec<_>>>()
+            })?;
+            let mut latencies = Vec::new();
+            let mut stages = [0f64; 3];
+            for (l, st) in parts {
+                latencies.extend(l);
+                stages.iter_mut().zip(st).for_each(|(a, b)| *a += b);
+            }
+            let elapsed = measure.as_secs_f64();
+            let calls = latencies.len();
+            let avg = mean(&latencies);
+            latencies.sort_by(f64::total_cmp);
+            let per_call = |x: f64| x / calls.max(1) as f64;
+            results.push(serde_json::json!({
+                "batch_size": batch,
+                "concurrency": concurrency,
+                "calls": calls,
+                "queries_per_second": (calls * batch) as f64 / elapsed,
+                "latency_ms_p50": percentile(&latencies, 50.0),
+                "latency_ms_p99": percentile(&latencies, 99.0),
+                "latency_ms_mean": avg,
+                "stage_ms_mean": {
+                    "tokenize": per_call(stages[0]),
+                    "encode": per_call(stages[1]),
+                    "search": per_call(stages[2]),
+                },
+            }));
+        }
+    }
+    let out = serde_json::json!({
+        "runtime": "capot in-process",
+        "encoder": encoder.manifest().label(),
+        "provider": encoder.provider().to_string(),
+        "threads": args.device.threads,
+        "index_documents": index.len(),
+        "k": args.k,
+        "ef": ef,
+        "results": results,
+    });
+    println!("{}", serde_json::to_string_pretty(&out)?);
+    Ok(())
+}
+
+fn ann(args: AnnBenchArgs) -> anyhow::Result<()> {
+    let index = Index::load(&args.index)
+        .with_context(|| format!("cannot load index {}", args.index.display()))?;
+    let queries = read_f32_matrix(&args.queries_vectors, index.dimension())?;
+    anyhow::ensure!(
+        !queries.is_empty(),
+        "no query vectors in {}",
+        args.queries_vectors.display()
+    );
+    anyhow::ensure!(
+        args.k >= 1 && args.rounds >= 1,
+        "k and rounds must be at least 1"
+    );
+    let exact: Vec<Vec<usize>> = queries
+        .iter()
+        .map(|q| {
+            Ok(index
+                .search_exact(q, args.k)?
+                .iter()
+                .map(|h| h.index)
+                .collect())
+        })
+        .collect::<anyhow::Result<_>>()?;
+    let mut results = Vec::new();
+    for &ef in &args.ef {
+        anyhow::ensure!(ef >= 1, "ef must be at least 1");
+        // Warm-up pass, which also gives the recall (results do not change between passes).
+        let mut total_recall = 0.0;
+        for (q, want) in queries.iter().zip(&exact) {
+            let got: Vec<usize> = index
+                .search(q, args.k, ef)?
+                .iter()
+                .map(|h| h.index)
+                .collect();
+            total_recall += recall(&got, want);
+        }
+        let mut best = f64::INFINITY;
+        for _ in 0..args.rounds {
+            let t = Instant::now();
+            for q in &queries {
+                std::hint::black_box(index.search(std::hint::black_box(q), args.k, ef)?);
+            }
+            best = best.min(t.elapsed().as_secs_f64());
+        }
+        results.push(serde_json::json!({
+            "ef": ef,
+            "recall": total_recall / queries.len() as f64,
+            "queries_per_second": queries.len() as f64 / best,
+            "latency_ms_mean": best * 1e3 / queries.len() as f64,
+        }));
+    }
+    let m = index.manifest();
+    let out = serde_json::json!({
+        "library": "hnsw_rs 0.3.5 (via capot Index::search)",
+        "documents": index.len(),
+        "queries": queries.len(),
+        "k": args.k,
+        "m": m.hnsw.m,
+        "ef_construction": m.hnsw.ef_construction,
+        "threads": 1,
+        "results": results,
+    });
+    println!("{}", serde_json::to_string_pretty(&out)?);
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     #[test]
@@ -114,5 +414,29 @@ mod tests {
         assert_eq!(super::percentile(&v, 50.0), 2.0);
         assert_eq!(super::percentile(&v, 99.0), 4.0);
         assert_eq!(super::percentile(&v, 0.0), 1.0);
+    }
+
+    #[test]
+    fn recall_is_the_share_of_exact_neighbours_found() {
+        assert_eq!(super::recall(&[1, 2, 3, 4], &[4, 3, 2, 1]), 1.0);
+        assert_eq!(super::recall(&[1, 2, 9, 8], &[1, 2, 3, 4]), 0.5);
+        assert_eq!(super::recall(&[1, 1, 1, 1], &[1, 2, 3, 4]), 0.25);
+        assert_eq!(super::recall(&[], &[1]), 0.0);
+        assert_eq!(super::recall(&[1], &[]), 1.0);
+    }
+
+    #[test]
+    fn f32_matrix_round_trip_and_size_check() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("q.f32");
+        let data: Vec<u8> = [1.0f32, -2.5, 3.0, 0.25, 5.0, 6.0]
+            .iter()
+            .flat_map(|x| x.to_le_bytes())
+            .collect();
+        std::fs::write(&path, &data).unwrap();
+        let m = super::read_f32_matrix(&path, 3).unwrap();
+        assert_eq!(m, vec![vec![1.0, -2.5, 3.0], vec![0.25, 5.0, 6.0]]);
+        let err = super::read_f32_matrix(&path, 4).unwrap_err().to_string();
+        assert!(err.contains("not a whole number"), "{err}");
     }
 }
