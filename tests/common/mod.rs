@@ -316,35 +316,10 @@ pub fn http_get(addr: std::net::SocketAddr, path: &str) -> std::io::Result<(u16,
     Ok((status, body))
 }
 
-/// The default corpus indexed with the MiniLM bundle, once per test binary.
+/// The built-in corpus indexed with the MiniLM bundle (see [`cached_index`]).
 pub fn default_index() -> &'static Path {
-    static INDEX: OnceLock<(tempfile::TempDir, PathBuf)> = OnceLock::new();
-    let (_, path) = INDEX.get_or_init(|| {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let out = dir.path().join("default-index");
-        let bundle = minilm_bundle();
-        let corpus = root().join("data/default-corpus");
-        let o = run_capot(
-            &[
-                "index",
-                "build",
-                "--doc-encoder",
-                bundle.to_str().unwrap(),
-                "--corpus",
-                corpus.to_str().unwrap(),
-                "--out",
-                out.to_str().unwrap(),
-            ],
-            b"",
-        );
-        assert!(
-            o.status.success(),
-            "index build failed: {}",
-            String::from_utf8_lossy(&o.stderr)
-        );
-        (dir, out)
-    });
-    path
+    static INDEX: OnceLock<PathBuf> = OnceLock::new();
+    INDEX.get_or_init(|| cached_index(&root().join("data/default-corpus")))
 }
 
 /// The Python interpreter of the test virtualenv (`scripts/test` creates it with
