@@ -14,6 +14,8 @@ pub struct ApiError {
     /// Stable, machine-readable reason (also the `reason` label of the failure metric).
     pub code: &'static str,
     pub message: String,
+    /// The request field at fault, when one is (`steps`, `eval.dataset`).
+    pub param: Option<String>,
 }
 
 #[derive(Serialize)]
@@ -28,6 +30,8 @@ struct Inner<'a> {
     /// OpenAI clients read `type`; same value as `code`.
     #[serde(rename = "type")]
     kind: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    param: Option<&'a str>,
 }
 
 impl ApiError {
@@ -36,7 +40,14 @@ impl ApiError {
             status,
             code,
             message: message.into(),
+            param: None,
         }
+    }
+
+    /// The same error, naming the request field at fault.
+    pub fn with_param(mut self, param: impl Into<String>) -> Self {
+        self.param = Some(param.into());
+        self
     }
 
     pub fn invalid(message: impl Into<String>) -> Self {
@@ -67,6 +78,7 @@ impl IntoResponse for ApiError {
                 code: self.code,
                 message: &self.message,
                 kind: self.code,
+                param: self.param.as_deref(),
             },
         };
         let mut resp = (self.status, axum::Json(body)).into_response();
@@ -168,10 +180,28 @@ fn json_error(e: &serde_json::Error, path: &str) -> ApiError {
             "invalid_json",
             format!("request body is not valid JSON: {e}"),
         ),
-        Category::Data => ApiError::invalid(if path.is_empty() || path == "." {
-            e.to_string()
-        } else {
-            format!("{path}: {e}")
-        }),
+        Category::Data => {
+            let message = if path.is_empty() || path == "." {
+                e.to_string()
+            } else {
+                format!("{path}: {e}")
+            };
+            let err = ApiError::invalid(message);
+            // serde names an unknown or missing field in the message, not in the path.
+            let text = e.to_string();
+            let named = ["unknown field `", "missing field `"]
+                .iter()
+                .find_map(|p| text.strip_prefix(p))
+                .and_then(|rest| rest.split('`').next());
+            let path = if path == "." { "" } else { path };
+            match named {
+                // The path already ends with an unknown field; a missing one is below it.
+                Some(f) if path == f || path.ends_with(&format!(".{f}")) => err.with_param(path),
+                Some(f) if path.is_empty() => err.with_param(f),
+                Some(f) => err.with_param(format!("{path}.{f}")),
+                None if path.is_empty() => err,
+                None => err.with_param(path),
+            }
+        }
     }
 }
