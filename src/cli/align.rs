@@ -121,6 +121,84 @@ pub struct AlignArgs {
     /// No progress bar.
     #[arg(long)]
     pub quiet: bool,
+    /// How progress is shown: `bar` (a progress bar on stderr) or `json` (one JSON event per
+    /// line on stderr: anchors, start, step, note, finished; what job runners read).
+    #[arg(long, value_enum, default_value_t = ProgressFormat::Bar)]
+    pub progress: ProgressFormat,
+}
+
+/// Progress output of `capot align`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ProgressFormat {
+    Bar,
+    Json,
+}
+
+/// Progress as JSON lines on stderr, for job runners (`docs/jobs.md`, "Progress events").
+struct JsonEvents {
+    started: std::time::Instant,
+    /// Pairs and seconds of this session's steps, for the running pairs/s.
+    totals: std::sync::Mutex<(usize, f64)>,
+    /// Anchor progress is reported at most every 5% to keep logs short.
+    anchors_reported: std::sync::atomic::AtomicUsize,
+}
+
+impl JsonEvents {
+    fn emit(&self, value: serde_json::Value) {
+        use std::io::Write;
+        let mut err = std::io::stderr().lock();
+        let _ = writeln!(err, "{value}");
+        let _ = err.flush();
+    }
+}
+
+impl AlignProgress for JsonEvents {
+    fn anchors(&self, done: usize, total: usize) {
+        use std::sync::atomic::Ordering;
+        let last = self.anchors_reported.load(Ordering::Relaxed);
+        if done == total || done >= last + total.div_ceil(20) {
+            self.anchors_reported.store(done, Ordering::Relaxed);
+            self.emit(serde_json::json!({"event": "anchors", "done": done, "total": total}));
+        }
+    }
+
+    fn start(&self, first_step: usize, total_steps: usize) {
+        self.emit(serde_json::json!({
+            "event": "start", "first_step": first_step, "total_steps": total_steps,
+        }));
+    }
+
+    fn step(&self, r: &StepRecord) {
+        let (pairs, seconds) = match self.totals.lock() {
+            Ok(mut t) => {
+                t.0 += r.pairs;
+                t.1 += r.seconds;
+                *t
+            }
+            Err(_) => (0, 0.0),
+        };
+        let rate = if seconds > 0.0 {
+            pairs as f64 / seconds
+        } else {
+            0.0
+        };
+        let per_step = if seconds > 0.0 && pairs > 0 {
+            seconds / (pairs as f64 / r.pairs.max(1) as f64)
+        } else {
+            r.seconds
+        };
+        let eta = per_step * r.total_steps.saturating_sub(r.step) as f64;
+        self.emit(serde_json::json!({
+            "event": "step", "step": r.step, "total_steps": r.total_steps, "epoch": r.epoch,
+            "loss": r.loss, "losses": r.parts, "pairs": r.pairs, "seconds": r.seconds,
+            "pairs_per_second": rate, "eta_seconds": eta,
+            "elapsed_seconds": self.started.elapsed().as_secs_f64(),
+        }));
+    }
+
+    fn note(&self, message: &str) {
+        self.emit(serde_json::json!({"event": "note", "message": message}));
+    }
 }
 
 struct Bar {
@@ -264,7 +342,7 @@ pub fn run(args: AlignArgs, global: &GlobalArgs) -> anyhow::Result<()> {
     }
 
     let bar = Bar {
-        bar: if args.quiet {
+        bar: if args.quiet || args.progress == ProgressFormat::Json {
             ProgressBar::hidden()
         } else {
             ProgressBar::new(0)
@@ -272,10 +350,28 @@ pub fn run(args: AlignArgs, global: &GlobalArgs) -> anyhow::Result<()> {
         quiet: args.quiet,
         totals: std::sync::Mutex::new((0, 0.0)),
     };
-    let outcome = prepared.train(&bar, &stop)?;
+    let events = JsonEvents {
+        started: std::time::Instant::now(),
+        totals: std::sync::Mutex::new((0, 0.0)),
+        anchors_reported: std::sync::atomic::AtomicUsize::new(0),
+    };
+    let progress: &dyn AlignProgress = match args.progress {
+        ProgressFormat::Bar => &bar,
+        ProgressFormat::Json => &events,
+    };
+    let outcome = prepared.train(progress, &stop)?;
     bar.bar.finish_and_clear();
     match outcome {
         AlignOutcome::Finished(report) => {
+            if args.progress == ProgressFormat::Json {
+                events.emit(serde_json::json!({
+                    "event": "finished", "steps": report.steps,
+                    "pairs_per_second": report.pairs_per_second,
+                    "final_losses": report.final_losses, "anchor_seconds": report.anchor_seconds,
+                    "train_seconds": report.train_seconds, "wall_seconds": report.wall_seconds,
+                    "out": options.out, "name": report.manifest.name,
+                }));
+            }
             let losses: Vec<String> = report
                 .final_losses
                 .iter()
