@@ -7,6 +7,7 @@ pub mod dataset;
 pub mod encoder;
 pub mod eval;
 pub mod index;
+pub mod jobs;
 pub mod model;
 pub mod noise;
 pub mod registry;

@@ -8,7 +8,6 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use capot::index::{Document, HnswParams, IndexBuilder, ManifestFields};
-use capot::model::{BertConfig, BertWeights};
 use common::*;
 
 struct Setup {
@@ -25,41 +24,7 @@ fn p(path: &Path) -> &str {
 /// A tiny random BERT with MiniLM's tokenizer, imported with the binary; 12 queries, 1 variant file.
 fn setup() -> Setup {
     let dir = tempfile::tempdir().expect("tempdir");
-    let hf = dir.path().join("hf");
-    std::fs::create_dir(&hf).unwrap();
-    let config = BertConfig {
-        vocab_size: 30522,
-        ..BertConfig::tiny()
-    };
-    std::fs::write(
-        hf.join("config.json"),
-        serde_json::to_string(&config).unwrap(),
-    )
-    .unwrap();
-    BertWeights::random(&config, 3)
-        .save_safetensors(&hf.join("model.safetensors"))
-        .unwrap();
-    std::fs::copy(
-        minilm_hf_dir().join("tokenizer.json"),
-        hf.join("tokenizer.json"),
-    )
-    .unwrap();
-    let base = dir.path().join("base");
-    let o = run_capot(
-        &[
-            "encoder",
-            "import",
-            p(&hf),
-            "--out",
-            p(&base),
-            "--name",
-            "tiny",
-            "--max-length",
-            "64",
-        ],
-        b"",
-    );
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let base = import_tiny(dir.path(), "tiny", 3);
     let words = [
         "river", "bank", "loan", "rate", "city", "map", "song", "lyrics",
     ];

@@ -103,6 +103,13 @@ struct ServeFile {
     state_poll_ms: Option<u64>,
     router: Option<String>,
     router_threshold: Option<f64>,
+    jobs_runner: Option<String>,
+    jobs_max_running: Option<usize>,
+    jobs_requeue_on_restart: Option<bool>,
+    jobs_nice: Option<i32>,
+    jobs_encoders_dir: Option<PathBuf>,
+    jobs_ray_address: Option<String>,
+    jobs_ray_binary: Option<PathBuf>,
 }
 
 /// Where gRPC listens: an address, or nowhere (`off`).
@@ -176,6 +183,7 @@ pub fn options(args: ServeArgs, global: &GlobalArgs) -> anyhow::Result<ServeOpti
                 api_key_file: f.api_key_file.map(|p| relative_to(&base, p)),
                 admin_token_file: f.admin_token_file.map(|p| relative_to(&base, p)),
                 state_file: f.state_file.map(|p| relative_to(&base, p)),
+                jobs_encoders_dir: f.jobs_encoders_dir.map(|p| relative_to(&base, p)),
                 ..f
             }
         }
@@ -276,6 +284,13 @@ pub fn options(args: ServeArgs, global: &GlobalArgs) -> anyhow::Result<ServeOpti
             state_poll_ms: file.state_poll_ms,
             router: file.router,
             router_threshold: file.router_threshold,
+            jobs_runner: file.jobs_runner,
+            jobs_max_running: file.jobs_max_running,
+            jobs_requeue_on_restart: file.jobs_requeue_on_restart,
+            jobs_nice: file.jobs_nice,
+            jobs_encoders_dir: file.jobs_encoders_dir,
+            jobs_ray_address: file.jobs_ray_address,
+            jobs_ray_binary: file.jobs_ray_binary,
         },
     )?;
     Ok(ServeOptions {

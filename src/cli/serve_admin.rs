@@ -1,4 +1,5 @@
-//! `capot serve` settings of the admin API, the registry state file and the query router.
+//! `capot serve` settings of the admin API, the registry state file, the query router and the
+//! alignment jobs.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -8,7 +9,7 @@ use anyhow::{bail, Context};
 use clap::Args;
 
 use capot::registry::router::RouterConfig;
-use capot::server::admin::{AdminOptions, DEFAULT_ADMIN_ADDR};
+use capot::server::admin::{AdminOptions, JobRunnerKind, JobsOptions, DEFAULT_ADMIN_ADDR};
 
 /// Admin API, state file and router flags of `capot serve`.
 #[derive(Debug, Args)]
@@ -34,6 +35,29 @@ pub struct AdminArgs {
     /// Share of a query's words the router must find shattered to call it noisy [default: 0.15].
     #[arg(long, env = "CAPOT_ROUTER_THRESHOLD")]
     pub router_threshold: Option<f64>,
+    /// Where alignment jobs run: `local` (child processes) or `ray` (a Ray cluster's job API,
+    /// see --jobs-ray-address) [default: local].
+    #[arg(long, env = "CAPOT_JOBS_RUNNER", value_name = "local|ray")]
+    pub jobs_runner: Option<String>,
+    /// Alignment jobs running at once; the rest wait in the queue [default: 1].
+    #[arg(long, env = "CAPOT_JOBS_MAX_RUNNING", value_name = "N")]
+    pub jobs_max_running: Option<usize>,
+    /// Re-queue jobs that were running when the server stopped (they resume from their
+    /// checkpoint) instead of marking them failed.
+    #[arg(long, env = "CAPOT_JOBS_REQUEUE_ON_RESTART")]
+    pub jobs_requeue_on_restart: bool,
+    /// Niceness of local job processes, 0-19 [default: 10].
+    #[arg(long, env = "CAPOT_JOBS_NICE", value_name = "N")]
+    pub jobs_nice: Option<i32>,
+    /// Directory for the encoders jobs make [default: <data-dir>/encoders].
+    #[arg(long, env = "CAPOT_JOBS_ENCODERS_DIR", value_name = "DIR")]
+    pub jobs_encoders_dir: Option<PathBuf>,
+    /// Ray job API of the cluster for `--jobs-runner ray` (e.g. http://127.0.0.1:8265).
+    #[arg(long, env = "CAPOT_JOBS_RAY_ADDRESS", value_name = "URL")]
+    pub jobs_ray_address: Option<String>,
+    /// The capot binary as the Ray cluster's nodes see it [default: this server's own path].
+    #[arg(long, env = "CAPOT_JOBS_RAY_BINARY", value_name = "PATH")]
+    pub jobs_ray_binary: Option<PathBuf>,
 }
 
 /// The config-file keys of the same settings (paths already resolved against the file's
@@ -46,6 +70,62 @@ pub struct AdminFileKeys {
     pub state_poll_ms: Option<u64>,
     pub router: Option<String>,
     pub router_threshold: Option<f64>,
+    pub jobs_runner: Option<String>,
+    pub jobs_max_running: Option<usize>,
+    pub jobs_requeue_on_restart: Option<bool>,
+    pub jobs_nice: Option<i32>,
+    pub jobs_encoders_dir: Option<PathBuf>,
+    pub jobs_ray_address: Option<String>,
+    pub jobs_ray_binary: Option<PathBuf>,
+}
+
+/// The jobs settings from flags and file.
+fn jobs_options(args: &AdminArgs, file: &AdminFileKeys) -> anyhow::Result<JobsOptions> {
+    let defaults = JobsOptions::default();
+    let address = args
+        .jobs_ray_address
+        .clone()
+        .or(file.jobs_ray_address.clone());
+    let runner = match args
+        .jobs_runner
+        .clone()
+        .or(file.jobs_runner.clone())
+        .as_deref()
+        .map(str::trim)
+    {
+        None | Some("local") => JobRunnerKind::Local,
+        Some("ray") => JobRunnerKind::Ray {
+            address: address
+                .context("--jobs-runner ray needs --jobs-ray-address (the Ray job API URL)")?,
+            binary: args
+                .jobs_ray_binary
+                .clone()
+                .or(file.jobs_ray_binary.clone()),
+        },
+        Some(other) => bail!("--jobs-runner: unknown runner {other:?}; use local or ray"),
+    };
+    let max_running = args
+        .jobs_max_running
+        .or(file.jobs_max_running)
+        .unwrap_or(defaults.max_running);
+    if max_running == 0 {
+        bail!("--jobs-max-running must be at least 1");
+    }
+    let nice = args.jobs_nice.or(file.jobs_nice).unwrap_or(defaults.nice);
+    if !(0..=19).contains(&nice) {
+        bail!("--jobs-nice must be between 0 and 19");
+    }
+    Ok(JobsOptions {
+        runner,
+        max_running,
+        requeue_on_restart: args.jobs_requeue_on_restart
+            || file.jobs_requeue_on_restart.unwrap_or(false),
+        nice,
+        encoders_dir: args
+            .jobs_encoders_dir
+            .clone()
+            .or(file.jobs_encoders_dir.clone()),
+    })
 }
 
 fn read_token(path: &PathBuf) -> anyhow::Result<String> {
@@ -60,6 +140,7 @@ fn read_token(path: &PathBuf) -> anyhow::Result<String> {
 
 /// Merges flags, environment and config file: a flag or variable wins over the file.
 pub fn options(args: AdminArgs, file: AdminFileKeys) -> anyhow::Result<AdminOptions> {
+    let jobs = jobs_options(&args, &file)?;
     let env_token = std::env::var("CAPOT_ADMIN_TOKEN").ok();
     let token = match (args.admin_token_file, env_token, file.admin_token_file) {
         (Some(path), _, _) => Some(read_token(&path)?),
@@ -93,5 +174,6 @@ pub fn options(args: AdminArgs, file: AdminFileKeys) -> anyhow::Result<AdminOpti
         state_file: args.state_file.or(file.state_file),
         watch_interval: Duration::from_millis(poll),
         router,
+        jobs,
     })
 }

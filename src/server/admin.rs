@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant, SystemTime};
 
 use axum::extract::{DefaultBodyLimit, Path as UrlPath, Request, State};
@@ -28,6 +28,9 @@ use super::http::{constant_time_eq, encoder_view};
 use super::state::AppState;
 use super::{check_compatible, load_encoder, ServeError, ServeOptions};
 use crate::encoder::{EncoderManifest, RuntimeOptions};
+use crate::jobs::local::LocalRunner;
+use crate::jobs::ray::RayRunner;
+use crate::jobs::{EncoderHost, JobManager, JobMetrics, JobsConfig, Runner};
 use crate::registry::metrics::RegistryMetrics;
 use crate::registry::router::{QueryRouter, RouterConfig};
 use crate::registry::state_file::{self, StateFile};
@@ -52,6 +55,8 @@ pub struct AdminOptions {
     pub watch_interval: Duration,
     /// The query router, when one is configured.
     pub router: Option<RouterConfig>,
+    /// Alignment jobs.
+    pub jobs: JobsOptions,
 }
 
 impl Default for AdminOptions {
@@ -62,6 +67,47 @@ impl Default for AdminOptions {
             state_file: None,
             watch_interval: Duration::from_secs(1),
             router: None,
+            jobs: JobsOptions::default(),
+        }
+    }
+}
+
+/// Where alignment jobs run.
+#[derive(Debug, Clone, PartialEq)]
+pub enum JobRunnerKind {
+    /// Child processes of the server.
+    Local,
+    /// A Ray cluster, through its job REST API at `address` (`http://head:8265`); `binary` is
+    /// the capot binary as the cluster sees it (default: this server's own path).
+    Ray {
+        address: String,
+        binary: Option<PathBuf>,
+    },
+}
+
+/// Settings of the alignment jobs.
+#[derive(Debug, Clone)]
+pub struct JobsOptions {
+    pub runner: JobRunnerKind,
+    /// Jobs running at once; the rest wait in the queue.
+    pub max_running: usize,
+    /// Re-queue jobs that were running when the server stopped (they resume from their
+    /// checkpoint) instead of marking them failed.
+    pub requeue_on_restart: bool,
+    /// Niceness of local job processes (0-19).
+    pub nice: i32,
+    /// Where finished bundles go (default `<data-dir>/encoders`).
+    pub encoders_dir: Option<PathBuf>,
+}
+
+impl Default for JobsOptions {
+    fn default() -> Self {
+        JobsOptions {
+            runner: JobRunnerKind::Local,
+            max_running: 1,
+            requeue_on_restart: false,
+            nice: 10,
+            encoders_dir: None,
         }
     }
 }
@@ -153,6 +199,10 @@ pub struct Admin {
     pinned: Mutex<BTreeSet<String>>,
     /// Set once the state file was restored; changes are refused before.
     restored: AtomicBool,
+    /// The served index directory (absolute).
+    index_dir: PathBuf,
+    /// The alignment job manager.
+    jobs: OnceLock<Arc<JobManager>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -196,7 +246,11 @@ pub async fn start(state: Arc<AppState>, options: &ServeOptions) -> Result<Arc<A
         next_load: AtomicU64::new(0),
         pinned: Mutex::new(BTreeSet::new()),
         restored: AtomicBool::new(false),
+        index_dir: absolute(&options.index),
+        jobs: OnceLock::new(),
     });
+    let manager = start_jobs(&admin, options)?;
+    let _ = admin.jobs.set(manager);
     let listener = tokio::net::TcpListener::bind(a.addr)
         .await
         .map_err(|source| ServeError::Bind {
@@ -214,6 +268,71 @@ pub async fn start(state: Arc<AppState>, options: &ServeOptions) -> Result<Arc<A
         }
     });
     Ok(admin)
+}
+
+/// The absolute form of a path (canonical when it exists): job commands run in their own
+/// working directory.
+fn absolute(p: &Path) -> PathBuf {
+    std::fs::canonicalize(p).unwrap_or_else(|_| {
+        std::env::current_dir()
+            .map(|d| d.join(p))
+            .unwrap_or_else(|_| p.to_path_buf())
+    })
+}
+
+/// Starts the job manager with the configured runner; its metrics go to `/metrics`.
+fn start_jobs(admin: &Arc<Admin>, options: &ServeOptions) -> Result<Arc<JobManager>, ServeError> {
+    let j = &options.admin.jobs;
+    let binary = std::env::current_exe()
+        .map_err(|e| ServeError::Load(format!("cannot find the capot binary for jobs: {e}")))?;
+    let runner: Arc<dyn Runner> = match &j.runner {
+        JobRunnerKind::Local => Arc::new(LocalRunner {
+            nice: j.nice,
+            ..LocalRunner::default()
+        }),
+        JobRunnerKind::Ray { address, binary } => Arc::new(
+            RayRunner::new(address, binary.clone())
+                .map_err(|e| ServeError::Load(format!("--jobs-ray-address: {e}")))?,
+        ),
+    };
+    let mut env = Vec::new();
+    if let Ok(lib) = crate::encoder::runtime::locate_library(options.runtime.library.as_deref()) {
+        env.push((
+            "ORT_DYLIB_PATH".to_string(),
+            absolute(&lib).display().to_string(),
+        ));
+    }
+    std::fs::create_dir_all(&options.data_dir)?;
+    let data_dir = absolute(&options.data_dir);
+    let config = JobsConfig {
+        max_running: j.max_running.max(1),
+        requeue_on_restart: j.requeue_on_restart,
+        jobs_dir: data_dir.join("jobs"),
+        encoders_dir: j
+            .encoders_dir
+            .as_deref()
+            .map(absolute)
+            .unwrap_or_else(|| data_dir.join("encoders")),
+        binary,
+        env,
+    };
+    let metrics = JobMetrics::new().map_err(|e| ServeError::Load(e.to_string()))?;
+    admin
+        .state
+        .metrics
+        .register(Box::new(metrics.finished.clone()))
+        .and_then(|()| {
+            admin
+                .state
+                .metrics
+                .register(Box::new(metrics.current.clone()))
+        })
+        .map_err(|e| ServeError::Load(e.to_string()))?;
+    let host: Arc<dyn EncoderHost> = admin.clone();
+    let manager = JobManager::start(config, runner, host, Some(metrics))
+        .map_err(|e| ServeError::Load(format!("alignment jobs: {e}")))?;
+    tracing::info!(runner = manager.runner_kind(), "alignment jobs ready");
+    Ok(manager)
 }
 
 /// Generates a random token and writes it to `<data_dir>/admin-token` with mode 0600. The token
@@ -256,7 +375,51 @@ fn generate_token(data_dir: &Path) -> Result<String, std::io::Error> {
     Ok(token)
 }
 
+impl EncoderHost for Admin {
+    fn resolve(&self, name_or_alias: &str) -> Option<(String, PathBuf)> {
+        let snap = self.state.registry.snapshot();
+        let name = snap
+            .aliases
+            .get(name_or_alias)
+            .cloned()
+            .unwrap_or_else(|| name_or_alias.to_string());
+        snap.encoders
+            .get(&name)
+            .map(|e| (name.clone(), absolute(e.encoder().dir())))
+    }
+
+    fn name_taken(&self, name: &str) -> bool {
+        let snap = self.state.registry.snapshot();
+        snap.encoders.contains_key(name) || snap.aliases.contains_key(name)
+    }
+
+    fn index_dir(&self) -> PathBuf {
+        self.index_dir.clone()
+    }
+
+    fn register(&self, name: &str, path: &Path) -> Result<(), String> {
+        self.load_and_register(LoadRequest {
+            name: Some(name.to_string()),
+            path: path.to_path_buf(),
+            allow_incompatible: false,
+        })
+        .map(|_| ())
+        .map_err(|e| e.to_string())
+    }
+
+    fn promote(&self, alias: &str, encoder: &str) -> Result<Option<String>, String> {
+        self.switch_alias(alias, encoder)
+            .map(|v| v["previous"].as_str().map(str::to_string))
+            .map_err(|e| e.to_string())
+    }
+}
+
 impl Admin {
+    /// The alignment job manager (set once the admin API started).
+    pub fn jobs(&self) -> Option<Arc<JobManager>> {
+        self.jobs.get().cloned()
+    }
+
     /// The state file's path.
     pub fn state_path(&self) -> &Path {
         &self.state_path
@@ -729,6 +892,16 @@ pub fn router(admin: Arc<Admin>) -> Router {
             axum::routing::put(put_alias).delete(delete_alias),
         )
         .route("/admin/state", get(get_state))
+        .route(
+            "/admin/jobs",
+            get(super::admin_jobs::list).post(super::admin_jobs::create),
+        )
+        .route("/admin/jobs/{id}", get(super::admin_jobs::show))
+        .route("/admin/jobs/{id}/events", get(super::admin_jobs::events))
+        .route(
+            "/admin/jobs/{id}/cancel",
+            axum::routing::post(super::admin_jobs::cancel),
+        )
         .fallback(|| async { ApiError::not_found("not_found", "no such admin route") })
         .method_not_allowed_fallback(|| async {
             ApiError::new(

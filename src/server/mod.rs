@@ -1,6 +1,7 @@
 //! The search service: HTTP (axum), batching, metrics, admission control, graceful shutdown.
 
 pub mod admin;
+pub mod admin_jobs;
 pub mod batcher;
 pub mod core;
 pub mod error;

@@ -109,6 +109,52 @@ pub fn minilm_bundle() -> &'static Path {
     &BUNDLE.get_or_init(|| import_minilm_as("minilm")).1
 }
 
+/// Imports a tiny randomly initialised BERT (MiniLM's tokenizer, weights from `seed`) as the
+/// bundle `dir/<name>` with weights, so it can be aligned; returns the bundle directory.
+pub fn import_tiny(dir: &Path, name: &str, seed: u64) -> PathBuf {
+    use capot::model::{BertConfig, BertWeights};
+    let hf = dir.join(format!("{name}-hf"));
+    std::fs::create_dir_all(&hf).expect("hf dir");
+    let config = BertConfig {
+        vocab_size: 30522,
+        ..BertConfig::tiny()
+    };
+    std::fs::write(
+        hf.join("config.json"),
+        serde_json::to_string(&config).expect("config JSON"),
+    )
+    .expect("write config");
+    BertWeights::random(&config, seed)
+        .save_safetensors(&hf.join("model.safetensors"))
+        .expect("write weights");
+    std::fs::copy(
+        minilm_hf_dir().join("tokenizer.json"),
+        hf.join("tokenizer.json"),
+    )
+    .expect("copy tokenizer");
+    let out = dir.join(name);
+    let o = run_capot(
+        &[
+            "encoder",
+            "import",
+            hf.to_str().expect("utf-8 path"),
+            "--out",
+            out.to_str().expect("utf-8 path"),
+            "--name",
+            name,
+            "--max-length",
+            "64",
+        ],
+        b"",
+    );
+    assert!(
+        o.status.success(),
+        "import failed: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    out
+}
+
 /// Parses `{"embedding": [...]}` lines.
 pub fn parse_embeddings(stdout: &[u8]) -> Vec<Vec<f32>> {
     String::from_utf8_lossy(stdout)

@@ -1,0 +1,238 @@
+//! The jobs routes of the admin API: create, list, show, follow (JSON or server-sent events)
+//! and cancel alignment jobs (see `docs/jobs.md`).
+
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::extract::{Path as UrlPath, Query, State};
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde_json::{json, Value};
+use tokio_stream::wrappers::ReceiverStream;
+
+use super::admin::Admin;
+use super::error::{ApiError, JsonBody};
+use crate::jobs::{JobError, JobManager, JobSpec, JobStatus};
+
+impl From<JobError> for ApiError {
+    fn from(e: JobError) -> Self {
+        match e {
+            JobError::Invalid(f) => ApiError::invalid(f.to_string()).with_param(f.field),
+            JobError::NotFound(m) => {
+                let param = m.split_once(": ").map(|(p, _)| p.to_string());
+                let err = ApiError::not_found("not_found", m.clone());
+                match param.filter(|p| p == "base_encoder") {
+                    Some(p) => err.with_param(p),
+                    None => err,
+                }
+            }
+            JobError::Conflict(m) => {
+                let err = ApiError::new(StatusCode::CONFLICT, "conflict", m.clone());
+                match m.split_once(": ").filter(|(p, _)| *p == "name") {
+                    Some((p, _)) => err.with_param(p),
+                    None => err,
+                }
+            }
+            JobError::Store(e) => ApiError::internal(e.to_string()),
+        }
+    }
+}
+
+fn manager(admin: &Admin) -> Result<Arc<JobManager>, ApiError> {
+    admin
+        .jobs()
+        .ok_or_else(|| ApiError::not_ready("the job manager is not running"))
+}
+
+/// Runs a blocking job-store call off the async runtime.
+async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, JobError> + Send + 'static,
+) -> Result<T, ApiError> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| ApiError::internal(format!("job task failed: {e}")))?
+        .map_err(ApiError::from)
+}
+
+/// `POST /admin/jobs` → 202 with the queued job.
+pub async fn create(
+    State(admin): State<Arc<Admin>>,
+    JsonBody(spec): JsonBody<JobSpec>,
+) -> Result<Response, ApiError> {
+    let m = manager(&admin)?;
+    let job = blocking(move || m.submit(spec)).await?;
+    let location = format!("/admin/jobs/{}", job.id);
+    let mut resp = (
+        StatusCode::ACCEPTED,
+        Json(json!({ "id": job.id, "status": job.status, "job": job })),
+    )
+        .into_response();
+    if let Ok(v) = HeaderValue::from_str(&location) {
+        resp.headers_mut().insert(header::LOCATION, v);
+    }
+    Ok(resp)
+}
+
+/// `GET /admin/jobs?limit=&page_token=&status=` → newest first.
+pub async fn list(
+    State(admin): State<Arc<Admin>>,
+    Query(q): Query<HashMap<String, String>>,
+) -> Result<Json<Value>, ApiError> {
+    let m = manager(&admin)?;
+    if let Some(k) = q
+        .keys()
+        .find(|k| !matches!(k.as_str(), "limit" | "page_token" | "status"))
+    {
+        return Err(ApiError::invalid(format!(
+            "unknown query parameter {k:?}; use limit, page_token, status"
+        ))
+        .with_param(k.clone()));
+    }
+    let limit = match q.get("limit") {
+        None => 20,
+        Some(s) => match s.parse::<usize>() {
+            Ok(n) if (1..=100).contains(&n) => n,
+            _ => {
+                return Err(ApiError::invalid("limit: must be an integer from 1 to 100")
+                    .with_param("limit"))
+            }
+        },
+    };
+    let token = q.get("page_token").cloned();
+    if let Some(t) = &token {
+        if t.parse::<u64>().is_err() {
+            return Err(ApiError::invalid(
+                "page_token: not a token this API returned (use next_page_token)",
+            )
+            .with_param("page_token"));
+        }
+    }
+    let status = match q.get("status") {
+        None => None,
+        Some(s) => Some(
+            s.parse::<JobStatus>()
+                .map_err(|e| ApiError::invalid(format!("status: {e}")).with_param("status"))?,
+        ),
+    };
+    let (page, totals) = blocking(move || {
+        let page = m.list(limit, token.as_deref(), status)?;
+        Ok((page, m.totals()?))
+    })
+    .await?;
+    Ok(Json(json!({
+        "jobs": page.jobs,
+        "next_page_token": page.next_page_token,
+        "totals": totals,
+    })))
+}
+
+/// `GET /admin/jobs/{id}`.
+pub async fn show(
+    State(admin): State<Arc<Admin>>,
+    UrlPath(id): UrlPath<String>,
+) -> Result<Json<Value>, ApiError> {
+    let m = manager(&admin)?;
+    let job = blocking(move || m.get(&id)).await?;
+    Ok(Json(serde_json::to_value(job).unwrap_or(Value::Null)))
+}
+
+/// `POST /admin/jobs/{id}/cancel`: 200 when the job ended at once (it was queued), 202 when
+/// a running job was asked to stop.
+pub async fn cancel(
+    State(admin): State<Arc<Admin>>,
+    UrlPath(id): UrlPath<String>,
+) -> Result<Response, ApiError> {
+    let m = manager(&admin)?;
+    let job = blocking(move || m.cancel(&id)).await?;
+    let status = if job.status == JobStatus::Cancelled {
+        StatusCode::OK
+    } else {
+        StatusCode::ACCEPTED
+    };
+    Ok((
+        status,
+        Json(json!({ "id": job.id, "status": job.status, "cancel_requested": true, "job": job })),
+    )
+        .into_response())
+}
+
+fn wants_stream(headers: &HeaderMap) -> bool {
+    headers
+        .get_all(header::ACCEPT)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .any(|v| v.to_ascii_lowercase().contains("text/event-stream"))
+}
+
+/// `GET /admin/jobs/{id}/events[?after=N]`: the events as JSON, or with
+/// `Accept: text/event-stream` a live stream that replays them (after `Last-Event-ID` when
+/// given), follows the job and ends after its final event.
+pub async fn events(
+    State(admin): State<Arc<Admin>>,
+    UrlPath(id): UrlPath<String>,
+    Query(q): Query<HashMap<String, String>>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    let m = manager(&admin)?;
+    let after = match q.get("after") {
+        None => None,
+        Some(s) => Some(s.parse::<u64>().map_err(|_| {
+            ApiError::invalid("after: must be an event number (integer ≥ 0)").with_param("after")
+        })?),
+    };
+    let last_event_id = headers
+        .get("last-event-id")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok());
+    let after = last_event_id.or(after).unwrap_or(0);
+    // 404 before a stream starts.
+    let first = {
+        let (m, id) = (m.clone(), id.clone());
+        blocking(move || m.events(&id, after)).await?
+    };
+    if !wants_stream(&headers) {
+        return Ok(Json(json!({ "events": first })).into_response());
+    }
+    let (tx, rx) = tokio::sync::mpsc::channel::<Result<Event, Infallible>>(64);
+    let mut wake = m.subscribe();
+    tokio::spawn(async move {
+        let mut last = after;
+        let mut batch = first;
+        loop {
+            for ev in batch.drain(..) {
+                last = ev.seq;
+                let is_final = ev.is_final();
+                let data = serde_json::to_string(&ev).unwrap_or_default();
+                let sse = Event::default()
+                    .id(ev.seq.to_string())
+                    .event(ev.kind.clone())
+                    .data(data);
+                if tx.send(Ok(sse)).await.is_err() || is_final {
+                    return;
+                }
+            }
+            // Wait for news of any job (or poll), then read this job's new events.
+            tokio::select! {
+                r = wake.recv() => {
+                    if let Err(tokio::sync::broadcast::error::RecvError::Closed) = r {
+                        return;
+                    }
+                }
+                _ = tokio::time::sleep(Duration::from_secs(2)) => {}
+                _ = tx.closed() => return,
+            }
+            let (m, id) = (m.clone(), id.clone());
+            batch = match tokio::task::spawn_blocking(move || m.events(&id, last)).await {
+                Ok(Ok(b)) => b,
+                _ => return,
+            };
+        }
+    });
+    Ok(Sse::new(ReceiverStream::new(rx))
+        .keep_alive(KeepAlive::default())
+        .into_response())
+}
