@@ -792,11 +792,13 @@ impl Follower {
                     st.first_step_overhead =
                         Some((self.started.elapsed().as_secs_f64() - step_seconds).max(0.0));
                     let submitted = lock(&manager.inner).submitted.get(&job.id).copied();
-                    job.overhead.submit_to_first_step_seconds = Some(match submitted {
+                    let since_submit = match submitted {
                         Some(t) => t.elapsed().map(|d| d.as_secs_f64()).unwrap_or(0.0),
                         // Submitted before a restart: from this attempt's start.
                         None => self.job_started.elapsed().as_secs_f64(),
-                    });
+                    };
+                    job.overhead.submit_to_first_step_seconds =
+                        Some((since_submit - step_seconds).max(0.0));
                 }
                 let last_step = job.progress.step == job.progress.total_steps;
                 let due = st.last_saved.is_none_or(|t| t.elapsed() >= PROGRESS_EVERY) || last_step;

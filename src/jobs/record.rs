@@ -155,10 +155,11 @@ pub struct Timestamps {
 /// Measured overheads of a job, in seconds (absent until reached).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Overhead {
-    /// From the runner starting the job to its first training step finishing, minus that step.
+    /// From the runner starting the training command to its first step starting (process
+    /// start, model load, anchor vectors).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub start_to_first_step_seconds: Option<f64>,
-    /// From submission to the first training step (queueing included).
+    /// From submission to the first training step starting (queueing included).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub submit_to_first_step_seconds: Option<f64>,
     /// From the end of training (align exited) to the encoder registered, evaluation excluded.
