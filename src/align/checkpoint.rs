@@ -79,7 +79,7 @@ pub(crate) fn save(
     }
     std::fs::create_dir(&tmp).map_err(|e| AlignError::io(&tmp, e))?;
     varmap_to_weights(varmap)?.save_safetensors(&tmp.join("weights.safetensors"))?;
-    let state = optimizer.state();
+    let state = optimizer.state()?;
     candle_core::safetensors::save(&state, tmp.join("optimizer.safetensors"))?;
     let meta = CheckpointMeta {
         format: FORMAT,

@@ -33,11 +33,48 @@ impl Default for AdamWParams {
     }
 }
 
+/// The first and second moments of one variable.
+enum Moments {
+    /// f32 variables on the CPU: plain vectors, updated in one fused pass.
+    Host { m: Vec<f32>, v: Vec<f32> },
+    /// Anything else (CUDA): tensors, updated with tensor ops.
+    Device { m: Tensor, v: Tensor },
+}
+
 struct Slot {
     name: String,
     var: Var,
-    m: Tensor,
-    v: Tensor,
+    moments: Moments,
+}
+
+/// Whether a variable is updated by the fused host loop.
+fn on_host(var: &Var) -> bool {
+    var.device().is_cpu() && var.dtype() == candle_core::DType::F32
+}
+
+/// The AdamW update of one variable, fused into a single pass over its elements: moments in
+/// place, the new values returned. (One pass instead of a dozen tensor ops with their
+/// temporaries; the update is the same as the tensor form's.)
+#[allow(clippy::too_many_arguments)]
+fn fused_update(
+    theta: &mut [f32],
+    g: &[f32],
+    m: &mut [f32],
+    v: &mut [f32],
+    p: &AdamWParams,
+    scale_m: f64,
+    scale_v: f64,
+) {
+    let (b1, b2) = (p.beta1 as f32, p.beta2 as f32);
+    let (c1, c2) = (1.0 - b1, 1.0 - b2);
+    let (sm, sv, eps) = (scale_m as f32, scale_v as f32, p.eps as f32);
+    let (lr, decay) = (p.lr as f32, (1.0 - p.lr * p.weight_decay) as f32);
+    for (((t, &g), m), v) in theta.iter_mut().zip(g).zip(m.iter_mut()).zip(v.iter_mut()) {
+        *m = *m * b1 + g * c1;
+        *v = *v * b2 + g * g * c2;
+        let update = (*m * sm) / ((*v * sv).sqrt() + eps);
+        *t = *t * decay - update * lr;
+    }
 }
 
 /// AdamW over named variables (the same update as `candle_nn::AdamW`).
@@ -54,9 +91,19 @@ impl AdamW {
         let slots = vars
             .into_iter()
             .map(|(name, var)| {
-                let m = var.zeros_like()?;
-                let v = var.zeros_like()?;
-                Ok(Slot { name, var, m, v })
+                let moments = if on_host(&var) {
+                    let n = var.elem_count();
+                    Moments::Host {
+                        m: vec![0.0; n],
+                        v: vec![0.0; n],
+                    }
+                } else {
+                    Moments::Device {
+                        m: var.zeros_like()?,
+                        v: var.zeros_like()?,
+                    }
+                };
+                Ok(Slot { name, var, moments })
             })
             .collect::<candle_core::Result<Vec<_>>>()?;
         Ok(AdamW {
@@ -84,25 +131,48 @@ impl AdamW {
                 continue;
             };
             let g = g.detach();
-            let m = ((&slot.m * p.beta1)? + (&g * (1.0 - p.beta1))?)?;
-            let v = ((&slot.v * p.beta2)? + (g.sqr()? * (1.0 - p.beta2))?)?;
-            let update = ((&m * scale_m)? / ((&v * scale_v)?.sqrt()? + p.eps)?)?;
-            let next = ((theta.detach() * (1.0 - p.lr * p.weight_decay))? - (update * p.lr)?)?;
-            slot.var.set(&next)?;
-            slot.m = m;
-            slot.v = v;
+            match &mut slot.moments {
+                Moments::Host { m, v } => {
+                    let mut values: Vec<f32> = theta.flatten_all()?.to_vec1()?;
+                    let g: Vec<f32> = g
+                        .to_dtype(candle_core::DType::F32)?
+                        .flatten_all()?
+                        .to_vec1()?;
+                    fused_update(&mut values, &g, m, v, &p, scale_m, scale_v);
+                    let next = Tensor::from_vec(values, theta.shape(), theta.device())?;
+                    slot.var.set(&next)?;
+                }
+                Moments::Device { m, v } => {
+                    let m_next = ((&*m * p.beta1)? + (&g * (1.0 - p.beta1))?)?;
+                    let v_next = ((&*v * p.beta2)? + (g.sqr()? * (1.0 - p.beta2))?)?;
+                    let update = ((&m_next * scale_m)? / ((&v_next * scale_v)?.sqrt()? + p.eps)?)?;
+                    let next =
+                        ((theta.detach() * (1.0 - p.lr * p.weight_decay))? - (update * p.lr)?)?;
+                    slot.var.set(&next)?;
+                    *m = m_next;
+                    *v = v_next;
+                }
+            }
         }
         Ok(())
     }
 
     /// The moments as named tensors (`m.<name>`, `v.<name>`), for a checkpoint.
-    pub fn state(&self) -> HashMap<String, Tensor> {
+    pub fn state(&self) -> candle_core::Result<HashMap<String, Tensor>> {
         let mut out = HashMap::new();
         for s in &self.slots {
-            out.insert(format!("m.{}", s.name), s.m.clone());
-            out.insert(format!("v.{}", s.name), s.v.clone());
+            let (m, v) = match &s.moments {
+                Moments::Device { m, v } => (m.clone(), v.clone()),
+                Moments::Host { m, v } => {
+                    let host =
+                        |x: &Vec<f32>| Tensor::from_vec(x.clone(), s.var.shape(), s.var.device());
+                    (host(m)?, host(v)?)
+                }
+            };
+            out.insert(format!("m.{}", s.name), m);
+            out.insert(format!("v.{}", s.name), v);
         }
-        out
+        Ok(out)
     }
 
     /// Restores moments saved by [`AdamW::state`]; every variable's moments must be present with
@@ -113,7 +183,8 @@ impl AdamW {
         steps: u64,
     ) -> Result<(), String> {
         for s in &mut self.slots {
-            for (prefix, target) in [("m", &mut s.m), ("v", &mut s.v)] {
+            let mut loaded = Vec::with_capacity(2);
+            for prefix in ["m", "v"] {
                 let key = format!("{prefix}.{}", s.name);
                 let t = state
                     .get(&key)
@@ -125,10 +196,89 @@ impl AdamW {
                         s.var.dims()
                     ));
                 }
-                *target = t.to_device(s.var.device()).map_err(|e| e.to_string())?;
+                loaded.push(t.to_device(s.var.device()).map_err(|e| e.to_string())?);
             }
+            let (v, m) = (loaded.pop(), loaded.pop());
+            let (Some(m), Some(v)) = (m, v) else {
+                return Err("optimizer state incomplete".into());
+            };
+            s.moments = match s.moments {
+                Moments::Host { .. } => {
+                    let host = |t: Tensor| -> Result<Vec<f32>, String> {
+                        t.to_dtype(candle_core::DType::F32)
+                            .and_then(|t| t.flatten_all())
+                            .and_then(|t| t.to_vec1())
+                            .map_err(|e| e.to_string())
+                    };
+                    Moments::Host {
+                        m: host(m)?,
+                        v: host(v)?,
+                    }
+                }
+                Moments::Device { .. } => Moments::Device { m, v },
+            };
         }
         self.steps = steps;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// AdamW as the textbook writes it, in f64, for one scalar parameter over several steps.
+    fn reference(theta0: f64, grads: &[f64], p: &AdamWParams) -> f64 {
+        let (mut theta, mut m, mut v) = (theta0, 0.0, 0.0);
+        for (i, g) in grads.iter().enumerate() {
+            let t = (i + 1) as i32;
+            m = p.beta1 * m + (1.0 - p.beta1) * g;
+            v = p.beta2 * v + (1.0 - p.beta2) * g * g;
+            let m_hat = m / (1.0 - p.beta1.powi(t));
+            let v_hat = v / (1.0 - p.beta2.powi(t));
+            theta = theta * (1.0 - p.lr * p.weight_decay) - p.lr * m_hat / (v_hat.sqrt() + p.eps);
+        }
+        theta
+    }
+
+    #[test]
+    fn the_fused_update_is_adamw() {
+        let p = AdamWParams {
+            lr: 1e-2,
+            weight_decay: 0.1,
+            ..AdamWParams::default()
+        };
+        let thetas = [0.5f32, -1.25, 3.0, 0.0];
+        let grads: [[f32; 4]; 3] = [
+            [0.1, -0.2, 0.0, 1.5],
+            [0.3, 0.1, -0.05, 1.0],
+            [-0.2, 0.0, 0.4, 0.5],
+        ];
+        let var = Var::from_slice(&thetas, 4, &candle_core::Device::Cpu).unwrap();
+        let mut opt = AdamW::new(vec![("w".into(), var.clone())], p).unwrap();
+        for g in &grads {
+            // A loss whose gradient with respect to w is g: sum(w * g).
+            let gt = Tensor::from_slice(g, 4, &candle_core::Device::Cpu).unwrap();
+            let loss = (var.as_tensor() * &gt).unwrap().sum_all().unwrap();
+            opt.step(&loss.backward().unwrap()).unwrap();
+        }
+        let got: Vec<f32> = var.as_tensor().to_vec1().unwrap();
+        for i in 0..4 {
+            let gs: Vec<f64> = grads.iter().map(|g| g[i] as f64).collect();
+            let want = reference(thetas[i] as f64, &gs, &p);
+            assert!(
+                (got[i] as f64 - want).abs() < 1e-6,
+                "element {i}: {} vs {want}",
+                got[i]
+            );
+        }
+        // The moments survive a state round trip.
+        let state = opt.state().unwrap();
+        let mut again = AdamW::new(vec![("w".into(), var.clone())], p).unwrap();
+        again.load_state(&state, opt.steps).unwrap();
+        assert_eq!(
+            again.state().unwrap()["m.w"].to_vec1::<f32>().unwrap(),
+            state["m.w"].to_vec1::<f32>().unwrap()
+        );
     }
 }
