@@ -92,14 +92,22 @@ def start_ray(workdir):
     return proc, address, temp
 
 
-def stop(proc, limit=30):
-    if proc and proc.poll() is None:
+def stop(proc, limit=30, group=False):
+    """SIGTERM (to the process group for the Ray head), then SIGKILL after `limit` seconds."""
+    if proc is None:
+        return
+    if proc.poll() is None:
         proc.send_signal(signal.SIGTERM)
         try:
             proc.wait(limit)
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+    if group:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
 
 
 def serve(capot, bundle, index, data, extra):
@@ -145,7 +153,7 @@ def main():
     args = ap.parse_args()
     os.environ.setdefault("ORT_DYLIB_PATH", os.path.join(ROOT, "assets/onnxruntime/lib/libonnxruntime.so"))
     work = tempfile.mkdtemp(prefix="capot-bench-jobs-")
-    procs = []
+    procs, heads = [], []
     try:
         bundle, index = os.path.join(work, "minilm"), os.path.join(work, "index")
         subprocess.run([args.capot, "encoder", "import", os.path.join(ROOT, "assets/models/all-MiniLM-L6-v2"),
@@ -169,6 +177,7 @@ def main():
             if runner == "ray":
                 head, address, _ = start_ray(work)
                 procs.append(head)
+                heads.append(head)
                 extra = ["--jobs-runner", "ray", "--jobs-ray-address", address]
             server, base, token = serve(args.capot, bundle, index, data, extra)
             procs.append(server)
@@ -196,7 +205,7 @@ def main():
             json.dump({"runs": results, "median": med, "queries": args.queries}, f, indent=2)
     finally:
         for p in reversed(procs):
-            stop(p)
+            stop(p, group=p in heads)
         shutil.rmtree(work, ignore_errors=True)
 
 
