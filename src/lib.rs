@@ -12,6 +12,7 @@ pub mod model;
 pub mod noise;
 pub mod registry;
 pub mod server;
+pub mod sync;
 
 #[cfg(test)]
 pub(crate) mod test_assets;

@@ -9,6 +9,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use super::runner::{Exit, LineSink, RunHandle, Runner, RunnerError, Work};
+use crate::sync::lock;
 
 /// Runs job commands as child processes.
 pub struct LocalRunner {
@@ -141,13 +142,6 @@ impl Runner for LocalRunner {
         if cmdline.contains("--progress\0json") || cmdline.contains("eval\0--dataset") {
             signal_group(pid, libc::SIGTERM);
         }
-    }
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    match m.lock() {
-        Ok(g) => g,
-        Err(p) => p.into_inner(),
     }
 }
 

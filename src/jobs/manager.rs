@@ -6,7 +6,7 @@
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
+use std::sync::{Arc, Condvar, Mutex, Weak};
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
@@ -19,6 +19,7 @@ use super::runner::{Exit, LineSink, RunHandle, Runner, Work};
 use super::spec::{FieldError, JobSpec};
 use super::store::{JobStore, Page, StoreError};
 use crate::clock::now_rfc3339;
+use crate::sync::lock;
 
 /// What the manager needs from the service: the registry and the served index.
 pub trait EncoderHost: Send + Sync {
@@ -128,13 +129,6 @@ pub struct JobManager {
     inner: Mutex<Inner>,
     wake: Condvar,
     events: tokio::sync::broadcast::Sender<String>,
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    match m.lock() {
-        Ok(g) => g,
-        Err(p) => p.into_inner(),
-    }
 }
 
 /// Most stored `log` events per job (all lines are in the job's log files).
@@ -503,9 +497,6 @@ impl JobManager {
         let followed = self.run_command(job, "align", argv, started)?;
         let training_ended = Instant::now();
         job.overhead.align_seconds = Some(align_started.elapsed().as_secs_f64());
-        if let Some(first) = followed.first_step_overhead {
-            job.overhead.start_to_first_step_seconds = Some(first);
-        }
         check(followed.exit, followed.last_error)?;
         if self.cancel_requested(&job.id) {
             return Err(Ended::Cancelled);
@@ -629,7 +620,7 @@ impl JobManager {
                 last_saved: None,
                 log_events: 0,
                 last_error: None,
-                first_step_overhead: None,
+                first_step_seen: false,
             }),
             started: Instant::now(),
             job_started,
@@ -666,17 +657,10 @@ impl JobManager {
         if let Some(a) = lock(&self.inner).running.get_mut(&job.id) {
             a.handle = None;
         }
-        // The follower's copy has the progress; take it back.
+        // The follower's copy has the progress and the first-step overheads; take it back.
         *job = lock(&follower.job).clone();
-        let st = lock(&follower.state);
-        if job.progress.step > 0 && stage == "align" {
-            let _ = self.record(job, "progress", progress_json(&job.progress));
-        }
-        Ok(Followed {
-            exit,
-            last_error: st.last_error.clone(),
-            first_step_overhead: st.first_step_overhead,
-        })
+        let last_error = lock(&follower.state).last_error.clone();
+        Ok(Followed { exit, last_error })
     }
 }
 
@@ -707,14 +691,14 @@ fn check(exit: Exit, last_error: Option<String>) -> Result<(), Ended> {
 struct Followed {
     exit: Exit,
     last_error: Option<String>,
-    first_step_overhead: Option<f64>,
 }
 
 struct FollowState {
     last_saved: Option<Instant>,
     log_events: usize,
     last_error: Option<String>,
-    first_step_overhead: Option<f64>,
+    /// Whether this command's first step was seen (its overheads are then recorded).
+    first_step_seen: bool,
 }
 
 /// Reads a command's output: progress events update the job, every line goes to the log file.
@@ -786,10 +770,10 @@ impl Follower {
                 p.loss = ev["loss"].as_f64();
                 p.pairs_per_second = ev["pairs_per_second"].as_f64();
                 p.eta_seconds = ev["eta_seconds"].as_f64();
-                let first = st.first_step_overhead.is_none();
-                if first {
+                if !st.first_step_seen {
+                    st.first_step_seen = true;
                     let step_seconds = ev["seconds"].as_f64().unwrap_or(0.0);
-                    st.first_step_overhead =
+                    job.overhead.start_to_first_step_seconds =
                         Some((self.started.elapsed().as_secs_f64() - step_seconds).max(0.0));
                     let submitted = lock(&manager.inner).submitted.get(&job.id).copied();
                     let since_submit = match submitted {
@@ -895,19 +879,14 @@ fn dispatch(manager: Weak<JobManager>) {
     }
 }
 
-/// A summary of jobs per status, for `/admin/jobs` listings' totals.
-pub fn totals(counts: &[(JobStatus, u64)]) -> BTreeMap<&'static str, u64> {
-    let mut out: BTreeMap<&'static str, u64> =
-        JobStatus::ALL.iter().map(|s| (s.as_str(), 0)).collect();
-    for (s, n) in counts {
-        out.insert(s.as_str(), *n);
-    }
-    out
-}
-
 impl JobManager {
-    /// Jobs per status.
+    /// Jobs per status, every status present (0 when none).
     pub fn totals(&self) -> Result<BTreeMap<&'static str, u64>, JobError> {
-        Ok(totals(&self.store.counts()?))
+        let mut out: BTreeMap<&'static str, u64> =
+            JobStatus::ALL.iter().map(|s| (s.as_str(), 0)).collect();
+        for (s, n) in self.store.counts()? {
+            out.insert(s.as_str(), n);
+        }
+        Ok(out)
     }
 }

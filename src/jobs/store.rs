@@ -85,10 +85,7 @@ impl JobStore {
     }
 
     fn conn(&self) -> std::sync::MutexGuard<'_, Connection> {
-        match self.conn.lock() {
-            Ok(g) => g,
-            Err(p) => p.into_inner(),
-        }
+        crate::sync::lock(&self.conn)
     }
 
     /// Inserts a new job with its first event.

@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant, SystemTime};
 
 use axum::extract::{DefaultBodyLimit, Path as UrlPath, Request, State};
@@ -35,6 +35,7 @@ use crate::registry::metrics::RegistryMetrics;
 use crate::registry::router::{QueryRouter, RouterConfig};
 use crate::registry::state_file::{self, StateFile};
 use crate::registry::{validate_name, LoadedEncoder, Registration, Snapshot, DEFAULT_ALIAS};
+use crate::sync::lock;
 
 /// Where the admin API listens unless told otherwise.
 pub const DEFAULT_ADMIN_ADDR: ([u8; 4], u16) = ([127, 0, 0, 1], 8081);
@@ -203,13 +204,6 @@ pub struct Admin {
     index_dir: PathBuf,
     /// The alignment job manager.
     jobs: OnceLock<Arc<JobManager>>,
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    match m.lock() {
-        Ok(g) => g,
-        Err(p) => p.into_inner(),
-    }
 }
 
 /// Starts the admin listener, prints `capot: admin listening on http://ADDR` on stderr, and
@@ -940,13 +934,13 @@ async fn require_token(State(admin): State<Arc<Admin>>, req: Request, next: Next
 }
 
 /// Runs a blocking admin operation off the async runtime.
-async fn blocking<T: Send + 'static>(
-    f: impl FnOnce() -> Result<T, AdminError> + Send + 'static,
+pub(super) async fn blocking<T: Send + 'static, E: Into<ApiError> + Send + 'static>(
+    f: impl FnOnce() -> Result<T, E> + Send + 'static,
 ) -> Result<T, ApiError> {
     tokio::task::spawn_blocking(f)
         .await
         .map_err(|e| ApiError::internal(format!("admin task failed: {e}")))?
-        .map_err(ApiError::from)
+        .map_err(Into::into)
 }
 
 async fn list_encoders(State(admin): State<Arc<Admin>>) -> Json<Value> {

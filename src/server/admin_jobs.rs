@@ -14,7 +14,7 @@ use axum::Json;
 use serde_json::{json, Value};
 use tokio_stream::wrappers::ReceiverStream;
 
-use super::admin::Admin;
+use super::admin::{blocking, Admin};
 use super::error::{ApiError, JsonBody};
 use crate::jobs::{JobError, JobManager, JobSpec, JobStatus};
 
@@ -46,16 +46,6 @@ fn manager(admin: &Admin) -> Result<Arc<JobManager>, ApiError> {
     admin
         .jobs()
         .ok_or_else(|| ApiError::not_ready("the job manager is not running"))
-}
-
-/// Runs a blocking job-store call off the async runtime.
-async fn blocking<T: Send + 'static>(
-    f: impl FnOnce() -> Result<T, JobError> + Send + 'static,
-) -> Result<T, ApiError> {
-    tokio::task::spawn_blocking(f)
-        .await
-        .map_err(|e| ApiError::internal(format!("job task failed: {e}")))?
-        .map_err(ApiError::from)
 }
 
 /// `POST /admin/jobs` → 202 with the queued job.
@@ -120,7 +110,7 @@ pub async fn list(
     };
     let (page, totals) = blocking(move || {
         let page = m.list(limit, token.as_deref(), status)?;
-        Ok((page, m.totals()?))
+        Ok::<_, JobError>((page, m.totals()?))
     })
     .await?;
     Ok(Json(json!({
