@@ -171,15 +171,19 @@ fn tiny_run_writes_an_aligned_bundle() {
     let mut a = align_args(&s, &out);
     a.extend([
         "--steps",
-        "3",
+        "4",
         "--objective",
-        "capot=1,distill=0.5",
+        "capot=1,distill=0.5,anchor=1",
         "--lr",
         "1e-3",
+        "--warmup-steps",
+        "2",
+        "--lr-schedule",
+        "linear",
     ]);
     let o = run_capot(&a, b"");
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    assert!(String::from_utf8_lossy(&o.stdout).contains("3 steps"));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("4 steps"));
     let base: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(s.base.join("encoder.json")).unwrap())
             .unwrap();
@@ -188,9 +192,23 @@ fn tiny_run_writes_an_aligned_bundle() {
     assert_eq!(m["aligned_to"], base["aligned_to"]);
     assert_eq!(m["name"], "tiny-aligned");
     assert_eq!(m["role"], "query");
-    assert_eq!(m["provenance"]["objective"], "capot=1,distill=0.5");
-    assert_eq!(m["provenance"]["training"]["steps"], 3);
-    assert!(out.join("training.json").is_file());
+    assert_eq!(m["provenance"]["objective"], "capot=1,distill=0.5,anchor=1");
+    assert_eq!(m["provenance"]["training"]["steps"], 4);
+    // Warm-up over 2 steps, then linear decay: the rate of each step is on the curve.
+    let training: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("training.json")).unwrap()).unwrap();
+    let lrs: Vec<f64> = training["curve"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["lr"].as_f64().unwrap())
+        .collect();
+    let want = [5e-4, 1e-3, 1e-3, 5e-4];
+    assert_eq!(lrs.len(), 4);
+    for (got, want) in lrs.iter().zip(want) {
+        assert!((got - want).abs() < 1e-12, "{lrs:?}");
+    }
+    assert!(training["curve"][0]["parts"]["anchor"].is_number());
     // The bundle serves: encode through the binary.
     let o = run_capot(
         &["encode", "--encoder", p(&out)],

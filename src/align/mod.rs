@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 
 pub use data::{DataSummary, Schedule};
 pub use objective::{LossParams, Objective, ObjectiveKind};
-pub use optim::AdamWParams;
+pub use optim::{AdamWParams, LrDecay, LrSchedule};
 pub use train::{prepare, AlignOutcome, AlignReport, Prepared, StepRecord};
 
 use crate::encoder::RuntimeOptions;
@@ -120,8 +120,10 @@ pub struct AlignOptions {
     pub batch_size: usize,
     /// Noisy positives per query and step (K).
     pub positives: usize,
-    /// Optimiser settings.
+    /// Optimiser settings (`adamw.lr` is the peak of `lr_schedule`).
     pub adamw: AdamWParams,
+    /// Warm-up and decay of the learning rate.
+    pub lr_schedule: LrSchedule,
     /// Token limit while training (special tokens included; the bundle keeps the base's limit).
     pub max_length: usize,
     /// Loss hyper-parameters.
@@ -164,6 +166,7 @@ impl AlignOptions {
             batch_size: 32,
             positives: 1,
             adamw: AdamWParams::default(),
+            lr_schedule: LrSchedule::default(),
             max_length: 28,
             loss: LossParams::default(),
             freeze_embeddings: false,

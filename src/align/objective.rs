@@ -27,15 +27,19 @@ pub enum ObjectiveKind {
     Ranking,
     /// Distillation to the anchor: `1 − cos(f(x⁺), f_a(x)) + 1 − cos(f(x), f_a(x))`.
     Distill,
+    /// Clean queries only: `1 − cos(f(x), f_a(x))`, to weight the clean side of a mix separately
+    /// (e.g. `distill=1,anchor=3` holds clean queries four times as hard as it pulls noisy ones).
+    Anchor,
 }
 
 impl ObjectiveKind {
     /// Every objective, in a fixed order.
-    pub const ALL: [ObjectiveKind; 4] = [
+    pub const ALL: [ObjectiveKind; 5] = [
         ObjectiveKind::Capot,
         ObjectiveKind::Multipos,
         ObjectiveKind::Ranking,
         ObjectiveKind::Distill,
+        ObjectiveKind::Anchor,
     ];
 
     /// The name on the command line.
@@ -45,6 +49,7 @@ impl ObjectiveKind {
             ObjectiveKind::Multipos => "multipos",
             ObjectiveKind::Ranking => "ranking",
             ObjectiveKind::Distill => "distill",
+            ObjectiveKind::Anchor => "anchor",
         }
     }
 }
@@ -75,7 +80,13 @@ impl Objective {
     /// Whether any term with a non-zero weight uses the student's clean-query vectors f(x)
     /// (when none does, the clean forward pass is skipped).
     pub fn needs_clean(&self) -> bool {
-        self.weight(ObjectiveKind::Capot) > 0.0 || self.weight(ObjectiveKind::Distill) > 0.0
+        [
+            ObjectiveKind::Capot,
+            ObjectiveKind::Distill,
+            ObjectiveKind::Anchor,
+        ]
+        .iter()
+        .any(|&k| self.weight(k) > 0.0)
     }
 
     /// Whether the mix needs a document index (the ranking objective).
@@ -289,7 +300,7 @@ pub fn compute(
 ) -> Result<LossOutput, AlignError> {
     if objective.needs_clean() && v.clean.is_none() {
         return Err(AlignError::Input(
-            "capot and distill need the clean-query vectors".into(),
+            "capot, distill and anchor need the clean-query vectors".into(),
         ));
     }
     if objective.needs_index() && v.ranking.is_none() {
@@ -365,6 +376,14 @@ fn compute_inner(
                 let sum = (noisy_term + clean_term)?;
                 add(sum.clone(), weight)?;
                 parts.push(("distill".into(), sum));
+            }
+            ObjectiveKind::Anchor => {
+                let Some(clean) = v.clean else {
+                    candle_core::bail!("anchor needs the clean-query vectors");
+                };
+                let term = cosine(clean, v.anchor)?.affine(-1.0, 1.0)?.mean_all()?;
+                add(term.clone(), weight)?;
+                parts.push(("anchor".into(), term));
             }
             ObjectiveKind::Multipos => {
                 // Rows: anchors; columns: every noisy vector of the batch; positives: own rows.
@@ -495,6 +514,30 @@ mod tests {
         assert!((f64::from(m) - (l0 + l1) / 2.0).abs() < 1e-4, "{m}");
         let total = out.total.to_scalar::<f32>().unwrap();
         assert!((f64::from(total) - (0.25 + 0.2 + (l0 + l1) / 2.0)).abs() < 1e-4);
+    }
+
+    #[test]
+    fn the_anchor_term_sees_only_clean_queries() {
+        let clean = t(&[[0.6, 0.8], [0.0, 1.0]]);
+        let noisy = t(&[[-1.0, 0.0], [1.0, 0.0]]);
+        let anchor = t(&[[1.0, 0.0], [0.0, 1.0]]);
+        let negatives = Tensor::from_vec(vec![1u32, 0], 2, &Device::Cpu).unwrap();
+        let v = BatchVectors {
+            clean: Some(&clean),
+            noisy: &noisy,
+            anchor: &anchor,
+            negatives: &negatives,
+            k: 1,
+            ranking: None,
+        };
+        let obj: Objective = "anchor=3".parse().unwrap();
+        assert!(obj.needs_clean());
+        let out = compute(&obj, &LossParams::default(), &v).unwrap();
+        // (1 − 0.6 + 1 − 1) / 2 = 0.2, weighted 3; the noisy vectors play no part.
+        assert!((part(&out, "anchor") - 0.2).abs() < 1e-6);
+        assert!((out.total.to_scalar::<f32>().unwrap() - 0.6).abs() < 1e-6);
+        let no_clean = BatchVectors { clean: None, ..v };
+        assert!(compute(&obj, &LossParams::default(), &no_clean).is_err());
     }
 
     #[test]

@@ -33,6 +33,60 @@ impl Default for AdamWParams {
     }
 }
 
+/// What the learning rate does after the warm-up.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LrDecay {
+    /// Stays at the peak.
+    #[default]
+    Constant,
+    /// Falls linearly to zero at the end of the run.
+    Linear,
+}
+
+impl std::str::FromStr for LrDecay {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.trim() {
+            "constant" => Ok(LrDecay::Constant),
+            "linear" => Ok(LrDecay::Linear),
+            other => Err(format!(
+                "unknown learning-rate schedule `{other}`; use constant or linear"
+            )),
+        }
+    }
+}
+
+/// The learning rate over a run: a linear warm-up to the peak over `warmup_steps`, then
+/// [`LrDecay`]. (Warm-up keeps Adam's first, poorly estimated steps small; the decay lets a long
+/// run settle instead of wandering away from the anchor at full rate.)
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct LrSchedule {
+    /// Steps of linear warm-up (0: start at the peak).
+    pub warmup_steps: usize,
+    /// After the warm-up.
+    pub decay: LrDecay,
+}
+
+impl LrSchedule {
+    /// The factor on the peak learning rate at 0-based `step` of a run of `total` steps, in
+    /// (0, 1]: `(step+1)/warmup` during the warm-up, then 1 (constant) or
+    /// `(total−step)/(total−warmup)` (linear).
+    pub fn factor(&self, step: usize, total: usize) -> f64 {
+        if step < self.warmup_steps {
+            return (step + 1) as f64 / self.warmup_steps as f64;
+        }
+        match self.decay {
+            LrDecay::Constant => 1.0,
+            LrDecay::Linear => {
+                let left = total.saturating_sub(step).max(1);
+                let span = total.saturating_sub(self.warmup_steps).max(1);
+                (left as f64 / span as f64).min(1.0)
+            }
+        }
+    }
+}
+
 /// The first and second moments of one variable.
 enum Moments {
     /// f32 variables on the CPU: plain vectors, updated in one fused pass.
@@ -111,6 +165,16 @@ impl AdamW {
             params,
             steps: 0,
         })
+    }
+
+    /// The learning rate of the next updates (for a schedule).
+    pub fn set_lr(&mut self, lr: f64) {
+        self.params.lr = lr;
+    }
+
+    /// The learning rate of the next update.
+    pub fn lr(&self) -> f64 {
+        self.params.lr
     }
 
     /// Names of the variables it updates, in order.
@@ -280,5 +344,32 @@ mod tests {
             again.state().unwrap()["m.w"].to_vec1::<f32>().unwrap(),
             state["m.w"].to_vec1::<f32>().unwrap()
         );
+    }
+
+    #[test]
+    fn the_schedule_warms_up_then_holds_or_decays() {
+        let constant = LrSchedule::default();
+        assert_eq!(constant.factor(0, 10), 1.0);
+        assert_eq!(constant.factor(9, 10), 1.0);
+        let warm = LrSchedule {
+            warmup_steps: 4,
+            decay: LrDecay::Constant,
+        };
+        let f: Vec<f64> = (0..6).map(|s| warm.factor(s, 6)).collect();
+        assert_eq!(f, vec![0.25, 0.5, 0.75, 1.0, 1.0, 1.0]);
+        let linear = LrSchedule {
+            warmup_steps: 2,
+            decay: LrDecay::Linear,
+        };
+        let f: Vec<f64> = (0..6).map(|s| linear.factor(s, 6)).collect();
+        assert_eq!(f, vec![0.5, 1.0, 1.0, 0.75, 0.5, 0.25]);
+        // Never zero, never above the peak, also for a warm-up longer than the run.
+        let long = LrSchedule {
+            warmup_steps: 50,
+            decay: LrDecay::Linear,
+        };
+        assert!((0..10).all(|s| long.factor(s, 10) > 0.0 && long.factor(s, 10) <= 1.0));
+        assert_eq!("linear".parse::<LrDecay>(), Ok(LrDecay::Linear));
+        assert!("cosine".parse::<LrDecay>().is_err());
     }
 }

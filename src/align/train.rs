@@ -47,6 +47,9 @@ pub struct StepRecord {
     /// Of which: optimiser update.
     #[serde(default)]
     pub update_seconds: f64,
+    /// Learning rate of the step's update (after warm-up and decay).
+    #[serde(default)]
+    pub lr: f64,
 }
 
 /// What the run produced.
@@ -328,6 +331,7 @@ impl Prepared {
             "objective": o.objective.to_string(),
             "loss": o.loss,
             "adamw": o.adamw,
+            "lr_schedule": o.lr_schedule,
             "batch_size": o.batch_size,
             "positives": o.positives,
             "max_length": o.max_length,
@@ -346,7 +350,7 @@ impl Prepared {
         serde_json::json!({
             "objective": o.objective.to_string(),
             "loss": o.loss,
-            "optimizer": {"kind": "adamw", "params": o.adamw},
+            "optimizer": {"kind": "adamw", "params": o.adamw, "lr_schedule": o.lr_schedule},
             "batch_size": o.batch_size,
             "positives_per_query": o.positives,
             "max_length": o.max_length.min(self.base_manifest.max_length),
@@ -622,6 +626,8 @@ impl Prepared {
         let forward_seconds = start.elapsed().as_secs_f64();
         let grads = out.total.backward()?;
         let backward_seconds = start.elapsed().as_secs_f64() - forward_seconds;
+        let lr = self.options.adamw.lr * self.options.lr_schedule.factor(step, self.total_steps());
+        optimizer.set_lr(lr);
         optimizer.step(&grads)?;
         drop(grads);
         let update_seconds = start.elapsed().as_secs_f64() - forward_seconds - backward_seconds;
@@ -641,6 +647,7 @@ impl Prepared {
             forward_seconds,
             backward_seconds,
             update_seconds,
+            lr,
         })
     }
 

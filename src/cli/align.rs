@@ -10,8 +10,8 @@ use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 
 use capot::align::{
-    self, AdamWParams, AlignOptions, AlignOutcome, AlignProgress, LossParams, Objective, Schedule,
-    StepRecord, TrainDevice,
+    self, AdamWParams, AlignOptions, AlignOutcome, AlignProgress, LossParams, LrDecay, LrSchedule,
+    Objective, Schedule, StepRecord, TrainDevice,
 };
 use capot::noise;
 
@@ -55,6 +55,12 @@ pub struct AlignArgs {
     /// Learning rate (AdamW).
     #[arg(long, default_value_t = 5e-5)]
     pub lr: f64,
+    /// Steps of linear learning-rate warm-up from 0 to --lr.
+    #[arg(long, default_value_t = 0)]
+    pub warmup_steps: usize,
+    /// Learning rate after the warm-up: constant, or linear decay to 0 at the last step.
+    #[arg(long, default_value = "constant")]
+    pub lr_schedule: LrDecay,
     /// AdamW decoupled weight decay.
     #[arg(long, default_value_t = 0.0)]
     pub weight_decay: f64,
@@ -193,6 +199,7 @@ impl AlignProgress for JsonEvents {
             "loss": r.loss, "losses": r.parts, "pairs": r.pairs, "sequence": r.sequence,
             "seconds": r.seconds, "forward_seconds": r.forward_seconds,
             "backward_seconds": r.backward_seconds, "update_seconds": r.update_seconds,
+            "lr": r.lr,
             "pairs_per_second": rate, "eta_seconds": eta,
             "elapsed_seconds": self.started.elapsed().as_secs_f64(),
         }));
@@ -314,6 +321,10 @@ pub fn run(args: AlignArgs, global: &GlobalArgs) -> anyhow::Result<()> {
         lr: args.lr,
         weight_decay: args.weight_decay,
         ..AdamWParams::default()
+    };
+    options.lr_schedule = LrSchedule {
+        warmup_steps: args.warmup_steps,
+        decay: args.lr_schedule,
     };
     options.max_length = args.max_length;
     options.loss = LossParams {

@@ -75,6 +75,11 @@ pub struct JobSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lr: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub warmup_steps: Option<usize>,
+    /// `constant` or `linear` (decay to 0 at the last step).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lr_schedule: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub weight_decay: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_length: Option<usize>,
@@ -264,6 +269,10 @@ impl JobSpec {
             }
         }
         finite("lr", self.lr, true)?;
+        if let Some(s) = &self.lr_schedule {
+            s.parse::<crate::align::LrDecay>()
+                .map_err(|e| FieldError::new("lr_schedule", e))?;
+        }
         finite("weight_decay", self.weight_decay, false)?;
         finite("nce_temperature", self.nce_temperature, true)?;
         finite("rank_temperature", self.rank_temperature, true)?;
@@ -384,6 +393,7 @@ impl JobSpec {
             ("batch-size", self.batch_size),
             ("positives", self.positives),
             ("max-length", self.max_length),
+            ("warmup-steps", self.warmup_steps),
             ("rank-k", self.rank_k),
             ("threads", self.threads),
             ("checkpoint-every", self.checkpoint_every),
@@ -415,6 +425,9 @@ impl JobSpec {
         }
         if let Some(d) = &self.device {
             flag("device", d.clone());
+        }
+        if let Some(s) = &self.lr_schedule {
+            flag("lr-schedule", s.clone());
         }
         if let Some(v) = &self.version {
             flag("encoder-version", v.clone());
@@ -524,6 +537,9 @@ mod tests {
         s.lr = Some(-1.0);
         assert_eq!(field_of(&s), "lr");
         let mut s = ok.clone();
+        s.lr_schedule = Some("cosine".into());
+        assert_eq!(field_of(&s), "lr_schedule");
+        let mut s = ok.clone();
         s.device = Some("tpu".into());
         assert_eq!(field_of(&s), "device");
         let mut s = ok.clone();
@@ -563,6 +579,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let mut s = spec(dir.path());
         s.lr = Some(1e-4);
+        s.warmup_steps = Some(5);
+        s.lr_schedule = Some("linear".into());
         s.freeze_embeddings = true;
         s.objective = "capot=1,ranking=0.5".into();
         let a = s.align_args(
@@ -578,6 +596,8 @@ mod tests {
             "--steps 10",
             "--batch-size 4",
             "--lr 0.0001",
+            "--warmup-steps 5",
+            "--lr-schedule linear",
             "--index /idx",
             "--out /out --name minilm-typo --checkpoint-dir /ck --progress json",
             "--freeze-embeddings",
