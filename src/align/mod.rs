@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 
 pub use data::{DataSummary, Schedule};
 pub use objective::{LossParams, Objective, ObjectiveKind};
-pub use optim::{AdamWParams, LrDecay, LrSchedule};
+pub use optim::{AdamWParams, DecayTarget, LrDecay, LrSchedule};
 pub use train::{prepare, AlignOutcome, AlignReport, Prepared, StepRecord};
 
 use crate::encoder::RuntimeOptions;

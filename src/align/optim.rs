@@ -17,8 +17,35 @@ pub struct AdamWParams {
     pub beta2: f64,
     /// Added to the root of the second moment.
     pub eps: f64,
-    /// Decoupled weight decay (0 by default: decay pulls away from the anchor).
+    /// Decoupled weight decay (0 by default: decay towards zero pulls away from the anchor).
     pub weight_decay: f64,
+    /// What the decay pulls the weights towards.
+    #[serde(default)]
+    pub decay_to: DecayTarget,
+}
+
+/// The target of AdamW's decoupled weight decay.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DecayTarget {
+    /// Zero: `θ ← θ − lr·λ·θ` (ordinary AdamW).
+    #[default]
+    Zero,
+    /// The weights the run started from (the base encoder's): `θ ← θ − lr·λ·(θ − θ₀)`, the
+    /// decoupled form of L2-SP. It holds back weights that only noisy gradients move, which is
+    /// where clean quality drifts.
+    Base,
+}
+
+impl std::str::FromStr for DecayTarget {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.trim() {
+            "zero" => Ok(DecayTarget::Zero),
+            "base" => Ok(DecayTarget::Base),
+            other => Err(format!("unknown decay target `{other}`; use zero or base")),
+        }
+    }
 }
 
 impl Default for AdamWParams {
@@ -29,6 +56,7 @@ impl Default for AdamWParams {
             beta2: 0.999,
             eps: 1e-8,
             weight_decay: 0.0,
+            decay_to: DecayTarget::Zero,
         }
     }
 }
@@ -99,6 +127,14 @@ struct Slot {
     name: String,
     var: Var,
     moments: Moments,
+    /// The starting values, when the decay pulls towards them.
+    start: Option<Start>,
+}
+
+/// A variable's starting values, kept where its moments are.
+enum Start {
+    Host(Vec<f32>),
+    Device(Tensor),
 }
 
 /// Whether a variable is updated by the fused host loop.
@@ -118,16 +154,30 @@ fn fused_update(
     p: &AdamWParams,
     scale_m: f64,
     scale_v: f64,
+    start: Option<&[f32]>,
 ) {
     let (b1, b2) = (p.beta1 as f32, p.beta2 as f32);
     let (c1, c2) = (1.0 - b1, 1.0 - b2);
     let (sm, sv, eps) = (scale_m as f32, scale_v as f32, p.eps as f32);
-    let (lr, decay) = (p.lr as f32, (1.0 - p.lr * p.weight_decay) as f32);
-    for (((t, &g), m), v) in theta.iter_mut().zip(g).zip(m.iter_mut()).zip(v.iter_mut()) {
-        *m = *m * b1 + g * c1;
-        *v = *v * b2 + g * g * c2;
-        let update = (*m * sm) / ((*v * sv).sqrt() + eps);
-        *t = *t * decay - update * lr;
+    let (lr, pull) = (p.lr as f32, (p.lr * p.weight_decay) as f32);
+    let moments = theta.iter_mut().zip(g).zip(m.iter_mut()).zip(v.iter_mut());
+    match start {
+        None => {
+            for (((t, &g), m), v) in moments {
+                *m = *m * b1 + g * c1;
+                *v = *v * b2 + g * g * c2;
+                let update = (*m * sm) / ((*v * sv).sqrt() + eps);
+                *t = *t * (1.0 - pull) - update * lr;
+            }
+        }
+        Some(start) => {
+            for ((((t, &g), m), v), &t0) in moments.zip(start) {
+                *m = *m * b1 + g * c1;
+                *v = *v * b2 + g * g * c2;
+                let update = (*m * sm) / ((*v * sv).sqrt() + eps);
+                *t = *t - (*t - t0) * pull - update * lr;
+            }
+        }
     }
 }
 
@@ -157,7 +207,19 @@ impl AdamW {
                         v: var.zeros_like()?,
                     }
                 };
-                Ok(Slot { name, var, moments })
+                let start = match params.decay_to {
+                    DecayTarget::Zero => None,
+                    DecayTarget::Base if on_host(&var) => {
+                        Some(Start::Host(var.as_tensor().flatten_all()?.to_vec1()?))
+                    }
+                    DecayTarget::Base => Some(Start::Device(var.as_tensor().copy()?)),
+                };
+                Ok(Slot {
+                    name,
+                    var,
+                    moments,
+                    start,
+                })
             })
             .collect::<candle_core::Result<Vec<_>>>()?;
         Ok(AdamW {
@@ -202,7 +264,11 @@ impl AdamW {
                         .to_dtype(candle_core::DType::F32)?
                         .flatten_all()?
                         .to_vec1()?;
-                    fused_update(&mut values, &g, m, v, &p, scale_m, scale_v);
+                    let start = match &slot.start {
+                        Some(Start::Host(s)) => Some(s.as_slice()),
+                        _ => None,
+                    };
+                    fused_update(&mut values, &g, m, v, &p, scale_m, scale_v, start);
                     let next = Tensor::from_vec(values, theta.shape(), theta.device())?;
                     slot.var.set(&next)?;
                 }
@@ -210,8 +276,12 @@ impl AdamW {
                     let m_next = ((&*m * p.beta1)? + (&g * (1.0 - p.beta1))?)?;
                     let v_next = ((&*v * p.beta2)? + (g.sqr()? * (1.0 - p.beta2))?)?;
                     let update = ((&m_next * scale_m)? / ((&v_next * scale_v)?.sqrt()? + p.eps)?)?;
-                    let next =
-                        ((theta.detach() * (1.0 - p.lr * p.weight_decay))? - (update * p.lr)?)?;
+                    let pull = p.lr * p.weight_decay;
+                    let decayed = match &slot.start {
+                        Some(Start::Device(t0)) => (theta.detach() - ((theta - t0)? * pull)?)?,
+                        _ => (theta.detach() * (1.0 - pull))?,
+                    };
+                    let next = (decayed - (update * p.lr)?)?;
                     slot.var.set(&next)?;
                     *m = m_next;
                     *v = v_next;
@@ -300,7 +370,13 @@ mod tests {
             v = p.beta2 * v + (1.0 - p.beta2) * g * g;
             let m_hat = m / (1.0 - p.beta1.powi(t));
             let v_hat = v / (1.0 - p.beta2.powi(t));
-            theta = theta * (1.0 - p.lr * p.weight_decay) - p.lr * m_hat / (v_hat.sqrt() + p.eps);
+            let target = match p.decay_to {
+                DecayTarget::Zero => 0.0,
+                DecayTarget::Base => theta0,
+            };
+            theta = theta
+                - p.lr * p.weight_decay * (theta - target)
+                - p.lr * m_hat / (v_hat.sqrt() + p.eps);
         }
         theta
     }
@@ -344,6 +420,63 @@ mod tests {
             again.state().unwrap()["m.w"].to_vec1::<f32>().unwrap(),
             state["m.w"].to_vec1::<f32>().unwrap()
         );
+    }
+
+    #[test]
+    fn decay_to_base_pulls_towards_the_start_on_both_paths() {
+        let p = AdamWParams {
+            lr: 1e-2,
+            weight_decay: 5.0,
+            decay_to: DecayTarget::Base,
+            ..AdamWParams::default()
+        };
+        let thetas = [0.5f64, -1.25, 3.0];
+        let grads = [[0.1f64, -0.2, 0.0], [0.3, 0.1, -0.05], [-0.2, 0.0, 0.4]];
+        // f32 on the CPU takes the fused loop; f64 takes the tensor path.
+        for dtype in [candle_core::DType::F32, candle_core::DType::F64] {
+            let var = Var::from_tensor(
+                &Tensor::from_slice(&thetas, 3, &candle_core::Device::Cpu)
+                    .unwrap()
+                    .to_dtype(dtype)
+                    .unwrap(),
+            )
+            .unwrap();
+            let mut opt = AdamW::new(vec![("w".into(), var.clone())], p).unwrap();
+            for g in &grads {
+                let gt = Tensor::from_slice(g, 3, &candle_core::Device::Cpu)
+                    .unwrap()
+                    .to_dtype(dtype)
+                    .unwrap();
+                let loss = (var.as_tensor() * &gt).unwrap().sum_all().unwrap();
+                opt.step(&loss.backward().unwrap()).unwrap();
+            }
+            let got: Vec<f64> = var
+                .as_tensor()
+                .to_dtype(candle_core::DType::F64)
+                .unwrap()
+                .to_vec1()
+                .unwrap();
+            for i in 0..3 {
+                let gs: Vec<f64> = grads.iter().map(|g| g[i]).collect();
+                let want = reference(thetas[i], &gs, &p);
+                let towards_zero = reference(
+                    thetas[i],
+                    &gs,
+                    &AdamWParams {
+                        decay_to: DecayTarget::Zero,
+                        ..p
+                    },
+                );
+                assert!(
+                    (got[i] - want).abs() < 1e-6,
+                    "{dtype:?} {i}: {} vs {want}",
+                    got[i]
+                );
+                assert!((want - towards_zero).abs() > 1e-3, "the target matters");
+            }
+        }
+        assert_eq!("base".parse::<DecayTarget>(), Ok(DecayTarget::Base));
+        assert!("one".parse::<DecayTarget>().is_err());
     }
 
     #[test]

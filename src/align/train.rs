@@ -513,6 +513,8 @@ impl Prepared {
         let anchor_start = Instant::now();
         let (model, varmap, cache) = self.models(first_step, progress)?;
         let anchor_seconds = anchor_start.elapsed().as_secs_f64();
+        // Created before a checkpoint is restored: with `--decay-to base` it keeps the base
+        // weights as the decay's target, also for a resumed run.
         let mut optimizer = AdamW::new(named_trainable(&varmap, o.freeze_embeddings), o.adamw)?;
         let mut curve: Vec<StepRecord> = Vec::new();
         let mut trained_before = 0.0;

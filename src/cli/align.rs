@@ -10,8 +10,8 @@ use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 
 use capot::align::{
-    self, AdamWParams, AlignOptions, AlignOutcome, AlignProgress, LossParams, LrDecay, LrSchedule,
-    Objective, Schedule, StepRecord, TrainDevice,
+    self, AdamWParams, AlignOptions, AlignOutcome, AlignProgress, DecayTarget, LossParams, LrDecay,
+    LrSchedule, Objective, Schedule, StepRecord, TrainDevice,
 };
 use capot::noise;
 
@@ -64,6 +64,10 @@ pub struct AlignArgs {
     /// AdamW decoupled weight decay.
     #[arg(long, default_value_t = 0.0)]
     pub weight_decay: f64,
+    /// What --weight-decay pulls towards: zero (AdamW), or base (the base encoder's weights,
+    /// L2-SP), which holds back drift on clean queries.
+    #[arg(long, default_value = "zero")]
+    pub decay_to: DecayTarget,
     /// Tokens per query while training (special tokens included).
     #[arg(long, default_value_t = 28)]
     pub max_length: usize,
@@ -320,6 +324,7 @@ pub fn run(args: AlignArgs, global: &GlobalArgs) -> anyhow::Result<()> {
     options.adamw = AdamWParams {
         lr: args.lr,
         weight_decay: args.weight_decay,
+        decay_to: args.decay_to,
         ..AdamWParams::default()
     };
     options.lr_schedule = LrSchedule {

@@ -81,6 +81,9 @@ pub struct JobSpec {
     pub lr_schedule: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub weight_decay: Option<f64>,
+    /// `zero` or `base` (decay towards the base encoder's weights).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decay_to: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_length: Option<usize>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -273,6 +276,10 @@ impl JobSpec {
             s.parse::<crate::align::LrDecay>()
                 .map_err(|e| FieldError::new("lr_schedule", e))?;
         }
+        if let Some(s) = &self.decay_to {
+            s.parse::<crate::align::DecayTarget>()
+                .map_err(|e| FieldError::new("decay_to", e))?;
+        }
         finite("weight_decay", self.weight_decay, false)?;
         finite("nce_temperature", self.nce_temperature, true)?;
         finite("rank_temperature", self.rank_temperature, true)?;
@@ -429,6 +436,9 @@ impl JobSpec {
         if let Some(s) = &self.lr_schedule {
             flag("lr-schedule", s.clone());
         }
+        if let Some(s) = &self.decay_to {
+            flag("decay-to", s.clone());
+        }
         if let Some(v) = &self.version {
             flag("encoder-version", v.clone());
         }
@@ -540,6 +550,9 @@ mod tests {
         s.lr_schedule = Some("cosine".into());
         assert_eq!(field_of(&s), "lr_schedule");
         let mut s = ok.clone();
+        s.decay_to = Some("one".into());
+        assert_eq!(field_of(&s), "decay_to");
+        let mut s = ok.clone();
         s.device = Some("tpu".into());
         assert_eq!(field_of(&s), "device");
         let mut s = ok.clone();
@@ -581,6 +594,7 @@ mod tests {
         s.lr = Some(1e-4);
         s.warmup_steps = Some(5);
         s.lr_schedule = Some("linear".into());
+        s.decay_to = Some("base".into());
         s.freeze_embeddings = true;
         s.objective = "capot=1,ranking=0.5".into();
         let a = s.align_args(
@@ -598,6 +612,7 @@ mod tests {
             "--lr 0.0001",
             "--warmup-steps 5",
             "--lr-schedule linear",
+            "--decay-to base",
             "--index /idx",
             "--out /out --name minilm-typo --checkpoint-dir /ck --progress json",
             "--freeze-embeddings",
