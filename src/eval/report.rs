@@ -471,6 +471,7 @@ impl Report {
                 out.push('\n');
             }
         }
+        self.write_against_first(&mut out, &conditions);
         let has_cos = self
             .encoders
             .iter()
@@ -519,6 +520,63 @@ impl Report {
             out.push('\n');
         }
         out
+    }
+}
+
+impl Report {
+    /// The alignment view of a comparison: each later encoder against the first (the base) on
+    /// nDCG@10 — clean as a relative change, noisy conditions as the share of the first
+    /// encoder's clean→noisy loss won back (the number an alignment is judged by).
+    fn write_against_first(&self, out: &mut String, conditions: &[String]) {
+        let [first, rest @ ..] = self.encoders.as_slice() else {
+            return;
+        };
+        if rest.is_empty() {
+            return;
+        }
+        let Some(first_clean) = first.clean().map(|r| r.metrics.ndcg_at_10) else {
+            return;
+        };
+        let _ = writeln!(
+            out,
+            "\n## Against {} (nDCG@10)\n\nClean: relative change against its clean nDCG@10. \
+             Other rows: the share of its clean→noisy loss won back, (nDCG@10 − its) / (its \
+             clean − its); `–` where it lost nothing.\n",
+            md_escape(&first.display_name())
+        );
+        let _ = write!(out, "| condition |");
+        for e in rest {
+            let _ = write!(out, " {} |", md_escape(&e.display_name()));
+        }
+        out.push_str("\n|---|");
+        for _ in rest {
+            out.push_str("---:|");
+        }
+        out.push('\n');
+        for cond in conditions {
+            let _ = write!(out, "| {} |", md_escape(cond));
+            for e in rest {
+                let cell = match (first.get(cond), e.get(cond)) {
+                    (Some(_), Some(r)) if r.kind == ConditionKind::Clean && first_clean > 0.0 => {
+                        format_percent(r.metrics.ndcg_at_10 / first_clean - 1.0)
+                    }
+                    (Some(f), Some(r)) if r.kind != ConditionKind::Clean => {
+                        let lost = first_clean - f.metrics.ndcg_at_10;
+                        if lost > 0.0 {
+                            format!(
+                                "{:+.0}%",
+                                100.0 * (r.metrics.ndcg_at_10 - f.metrics.ndcg_at_10) / lost
+                            )
+                        } else {
+                            "–".to_string()
+                        }
+                    }
+                    _ => "–".to_string(),
+                };
+                let _ = write!(out, " {cell} |");
+            }
+            out.push('\n');
+        }
     }
 }
 
@@ -787,6 +845,12 @@ pub(crate) mod tests {
             "{md}"
         );
         assert!(md.contains("cd \\| <&>"), "{md}");
+        // Against the first encoder: clean −2.0%; typo1 won back (0.47−0.448)/(0.5−0.448) = 42%.
+        let against = md.split("## Against minilm@1 (nDCG@10)").nth(1).unwrap();
+        assert!(against.contains("| condition | minilm-capot@2 |"), "{md}");
+        assert!(against.contains("| clean | -2.0% |"), "{md}");
+        assert!(against.contains("| typo1 | +42% |"), "{md}");
+        assert!(against.contains("| typo2 | – |"), "{md}");
         assert!(md.contains("0.800 (adj 0.750)"));
         assert!(md.contains("| clean | 43 (7 excl.) | 43 (7 excl.) |"));
         // Clean row first in every table.
