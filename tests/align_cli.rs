@@ -161,6 +161,10 @@ fn bad_input_is_refused_before_training() {
     a.extend(["--device", "tpu"]);
     expect_error(&a, "unknown device");
 
+    let mut a = align_args(&s, &out);
+    a.extend(["--word-queries", "100"]);
+    expect_error(&a, "--word-queries needs --noise");
+
     assert!(!out.exists(), "nothing written on bad input");
 }
 

@@ -68,6 +68,25 @@ pub struct DataSummary {
     pub queries_with_variants: usize,
     /// Noise kinds generated on the fly (a fresh variant per epoch).
     pub noise: Vec<String>,
+    /// One-word queries added from the base tokenizer's vocabulary (`--word-queries`).
+    pub word_queries: usize,
+}
+
+/// Prefix of the ids of one-word queries taken from the vocabulary.
+pub const WORD_QUERY_PREFIX: &str = "word:";
+
+/// The whole words of a tokenizer's vocabulary, sorted: entries of at least 3 lower-case ASCII
+/// letters (no `##` continuation pieces, special tokens, digits or punctuation). Typo noise on
+/// them teaches the encoder the vocabulary's typos beyond the words its training queries use.
+pub fn vocabulary_words(tokenizer: &TextTokenizer) -> Vec<String> {
+    let mut words: Vec<String> = tokenizer
+        .inner()
+        .get_vocab(false)
+        .into_keys()
+        .filter(|w| w.len() >= 3 && w.bytes().all(|b| b.is_ascii_lowercase()))
+        .collect();
+    words.sort_unstable();
+    words
 }
 
 /// Clean queries, their tokens and their noisy positives.
@@ -176,6 +195,38 @@ impl QueryData {
             seed,
             summary,
         })
+    }
+
+    /// Adds up to `n` words of the tokenizer's vocabulary (all when `n` is at least their number;
+    /// otherwise a seeded sample) as clean queries with id `word:<word>`. They have no variant
+    /// files: their positives come from the on-the-fly noise only.
+    pub fn add_word_queries(
+        &mut self,
+        n: usize,
+        tokenizer: &TextTokenizer,
+    ) -> Result<(), AlignError> {
+        if n == 0 {
+            return Ok(());
+        }
+        let mut words = vocabulary_words(tokenizer);
+        if n < words.len() {
+            Rng::new(self.seed, "words", 0).shuffle(&mut words);
+            words.truncate(n);
+            words.sort_unstable();
+        }
+        let known: std::collections::HashSet<&str> = self.ids.iter().map(String::as_str).collect();
+        let words: Vec<String> = words
+            .into_iter()
+            .filter(|w| !known.contains(format!("{WORD_QUERY_PREFIX}{w}").as_str()))
+            .collect();
+        self.tokens.extend(tokenize(tokenizer, &words)?);
+        self.ids
+            .extend(words.iter().map(|w| format!("{WORD_QUERY_PREFIX}{w}")));
+        self.file_variants
+            .extend(std::iter::repeat_with(Vec::new).take(words.len()));
+        self.summary.word_queries = words.len();
+        self.texts.extend(words);
+        Ok(())
     }
 
     /// Number of clean queries.

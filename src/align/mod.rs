@@ -110,6 +110,8 @@ pub struct AlignOptions {
     pub variants: Vec<PathBuf>,
     /// Noise generated on the fly (a fresh variant per epoch).
     pub noise: Vec<NoiseKind>,
+    /// One-word queries to add from the base tokenizer's vocabulary (0: none); needs `noise`.
+    pub word_queries: usize,
     /// The loss mix.
     pub objective: Objective,
     /// Frozen index (needed by the ranking objective).
@@ -160,6 +162,7 @@ impl AlignOptions {
             queries,
             variants: Vec::new(),
             noise: Vec::new(),
+            word_queries: 0,
             objective,
             index: None,
             schedule: Schedule::Epochs(1),

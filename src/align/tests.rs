@@ -424,3 +424,67 @@ fn interrupted_then_resumed_equals_uninterrupted() {
     let e = prepare(&other).unwrap_err().to_string();
     assert!(e.contains("different run"), "{e}");
 }
+
+#[test]
+fn word_queries_come_from_the_vocabulary_and_get_noise_positives() {
+    let tok = TextTokenizer::from_file(
+        &test_assets::minilm_hf_dir().join("tokenizer.json"),
+        28,
+        None,
+    )
+    .unwrap();
+    let words = data::vocabulary_words(&tok);
+    assert!(words.len() > 10_000, "{}", words.len());
+    assert!(words.contains(&"capital".to_string()));
+    assert!(words
+        .iter()
+        .all(|w| w.len() >= 3 && w.bytes().all(|b| b.is_ascii_lowercase())));
+    assert!(
+        words.windows(2).all(|p| p[0] < p[1]),
+        "sorted, no duplicates"
+    );
+
+    let f = fixture();
+    let load = |seed: u64| {
+        data::QueryData::load(&f.queries, &f.variants, &[NoiseKind::Typo], seed, &tok).unwrap()
+    };
+    let mut d = load(3);
+    let before = d.len();
+    d.add_word_queries(50, &tok).unwrap();
+    assert_eq!(d.len(), before + 50);
+    assert_eq!(d.summary.word_queries, 50);
+    let added: Vec<&String> = d.texts[before..].iter().collect();
+    assert!(added.iter().all(|w| words.contains(w)));
+    assert!(d.ids[before..]
+        .iter()
+        .zip(&added)
+        .all(|(id, w)| *id == format!("{}{w}", data::WORD_QUERY_PREFIX)));
+    assert_eq!(d.tokens.len(), d.len());
+    assert_eq!(d.file_variants.len(), d.len());
+    // The sample is a function of the seed.
+    let mut again = load(3);
+    again.add_word_queries(50, &tok).unwrap();
+    assert_eq!(again.texts, d.texts);
+    let mut other = load(4);
+    other.add_word_queries(50, &tok).unwrap();
+    assert_ne!(other.texts, d.texts);
+    // Their positives are typos of the word, and they are planned into batches.
+    let with_positive = (before..d.len())
+        .filter(|&i| {
+            let p = d.positives(i, 0).unwrap();
+            p.iter().all(|t| t != &d.texts[i]) && !p.is_empty()
+        })
+        .count();
+    assert!(
+        with_positive >= 40,
+        "{with_positive} of 50 words got a typo"
+    );
+    let planned: usize = d
+        .plan_epoch(0, 8)
+        .unwrap()
+        .iter()
+        .flatten()
+        .filter(|&&i| i >= before)
+        .count();
+    assert_eq!(planned, with_positive);
+}

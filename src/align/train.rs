@@ -224,7 +224,13 @@ pub fn prepare(options: &AlignOptions) -> Result<Prepared, AlignError> {
     if o.noise.iter().any(|k| k.needs_wordnet()) {
         crate::noise::check_wordnet()?;
     }
-    let data = QueryData::load(&o.queries, &o.variants, &o.noise, o.seed, &tokenizer)?;
+    if o.word_queries > 0 && o.noise.is_empty() {
+        return Err(input(
+            "--word-queries needs --noise: word queries have no variant files".into(),
+        ));
+    }
+    let mut data = QueryData::load(&o.queries, &o.variants, &o.noise, o.seed, &tokenizer)?;
+    data.add_word_queries(o.word_queries, &tokenizer)?;
     let plan = Plan::new(&data, o.schedule, o.batch_size)?;
 
     let index = match &o.index {

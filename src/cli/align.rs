@@ -37,6 +37,10 @@ pub struct AlignArgs {
     /// Objective: capot, multipos, ranking, distill, or a weighted mix like capot=1,distill=0.5.
     #[arg(long, default_value = "capot")]
     pub objective: String,
+    /// Add up to N words of the base tokenizer's vocabulary as one-word training queries (noisy
+    /// positives from --noise; all of them when N exceeds their number, about 21,000 for MiniLM).
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub word_queries: usize,
     /// Frozen document index (needed by the ranking objective).
     #[arg(long, value_name = "DIR")]
     pub index: Option<PathBuf>,
@@ -317,6 +321,7 @@ pub fn run(args: AlignArgs, global: &GlobalArgs) -> anyhow::Result<()> {
     let mut options = AlignOptions::new(args.base, args.queries, args.out, objective);
     options.variants = args.variants;
     options.noise = noise;
+    options.word_queries = args.word_queries;
     options.index = args.index;
     options.schedule = schedule;
     options.batch_size = args.batch_size;
@@ -357,8 +362,12 @@ pub fn run(args: AlignArgs, global: &GlobalArgs) -> anyhow::Result<()> {
     // Validate everything before installing handlers or training.
     let prepared = align::prepare(&options)?;
     let s = prepared.data_summary();
+    let words = match s.word_queries {
+        0 => String::new(),
+        n => format!(" + {n} word queries"),
+    };
     eprintln!(
-        "capot align: {} queries ({} with variant-file positives, {} variant texts), {} steps ({} batches per epoch), objective {}",
+        "capot align: {} queries ({} with variant-file positives, {} variant texts){words}, {} steps ({} batches per epoch), objective {}",
         s.queries,
         s.queries_with_variants,
         s.variant_texts,

@@ -59,6 +59,9 @@ pub struct JobSpec {
     pub variants: Vec<PathBuf>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub noise: Option<NoiseList>,
+    /// One-word queries from the base tokenizer's vocabulary (needs `noise`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub word_queries: Option<usize>,
     #[serde(default = "default_objective")]
     pub objective: String,
     /// Frozen index for the ranking objective (default: the served index).
@@ -241,6 +244,12 @@ impl JobSpec {
             existing(&format!("variants[{i}]"), v, "a variant file")?;
         }
         let has_noise = noise_kinds("noise", &self.noise)?;
+        if self.word_queries.unwrap_or(0) > 0 && !has_noise {
+            return Err(FieldError::new(
+                "word_queries",
+                "word queries need noise kinds (\"noise\"): they have no variant files",
+            ));
+        }
         if self.variants.is_empty() && !has_noise {
             return Err(FieldError::new(
                 "variants",
@@ -401,6 +410,7 @@ impl JobSpec {
             ("positives", self.positives),
             ("max-length", self.max_length),
             ("warmup-steps", self.warmup_steps),
+            ("word-queries", self.word_queries),
             ("rank-k", self.rank_k),
             ("threads", self.threads),
             ("checkpoint-every", self.checkpoint_every),
@@ -550,6 +560,9 @@ mod tests {
         s.lr_schedule = Some("cosine".into());
         assert_eq!(field_of(&s), "lr_schedule");
         let mut s = ok.clone();
+        s.word_queries = Some(100);
+        assert_eq!(field_of(&s), "word_queries");
+        let mut s = ok.clone();
         s.decay_to = Some("one".into());
         assert_eq!(field_of(&s), "decay_to");
         let mut s = ok.clone();
@@ -595,6 +608,7 @@ mod tests {
         s.warmup_steps = Some(5);
         s.lr_schedule = Some("linear".into());
         s.decay_to = Some("base".into());
+        s.word_queries = Some(500);
         s.freeze_embeddings = true;
         s.objective = "capot=1,ranking=0.5".into();
         let a = s.align_args(
@@ -613,6 +627,7 @@ mod tests {
             "--warmup-steps 5",
             "--lr-schedule linear",
             "--decay-to base",
+            "--word-queries 500",
             "--index /idx",
             "--out /out --name minilm-typo --checkpoint-dir /ck --progress json",
             "--freeze-embeddings",
