@@ -473,6 +473,23 @@ mod tests {
             .unwrap()
     }
 
+    /// Two queries, one positive each, the other query as negative, no ranking targets.
+    fn two_queries<'a>(
+        clean: &'a Tensor,
+        noisy: &'a Tensor,
+        anchor: &'a Tensor,
+        negatives: &'a Tensor,
+    ) -> BatchVectors<'a> {
+        BatchVectors {
+            clean: Some(clean),
+            noisy,
+            anchor,
+            negatives,
+            k: 1,
+            ranking: None,
+        }
+    }
+
     #[test]
     fn formulas_on_hand_computed_vectors() {
         // Two queries on the unit circle; K = 1.
@@ -480,14 +497,7 @@ mod tests {
         let noisy = t(&[[0.6, 0.8], [0.0, 1.0]]);
         let anchor = t(&[[1.0, 0.0], [0.0, 1.0]]);
         let negatives = Tensor::from_vec(vec![1u32, 0], 2, &Device::Cpu).unwrap();
-        let v = BatchVectors {
-            clean: Some(&clean),
-            noisy: &noisy,
-            anchor: &anchor,
-            negatives: &negatives,
-            k: 1,
-            ranking: None,
-        };
+        let v = two_queries(&clean, &noisy, &anchor, &negatives);
         let params = LossParams {
             tau_pos: 1.0,
             tau_neg: 0.5,
@@ -522,14 +532,7 @@ mod tests {
         let noisy = t(&[[-1.0, 0.0], [1.0, 0.0]]);
         let anchor = t(&[[1.0, 0.0], [0.0, 1.0]]);
         let negatives = Tensor::from_vec(vec![1u32, 0], 2, &Device::Cpu).unwrap();
-        let v = BatchVectors {
-            clean: Some(&clean),
-            noisy: &noisy,
-            anchor: &anchor,
-            negatives: &negatives,
-            k: 1,
-            ranking: None,
-        };
+        let v = two_queries(&clean, &noisy, &anchor, &negatives);
         let obj: Objective = "anchor=3".parse().unwrap();
         assert!(obj.needs_clean());
         let out = compute(&obj, &LossParams::default(), &v).unwrap();
