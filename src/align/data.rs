@@ -215,13 +215,13 @@ impl QueryData {
             words.sort_unstable();
         }
         let known: std::collections::HashSet<&str> = self.ids.iter().map(String::as_str).collect();
-        let words: Vec<String> = words
+        let (ids, words): (Vec<String>, Vec<String>) = words
             .into_iter()
-            .filter(|w| !known.contains(format!("{WORD_QUERY_PREFIX}{w}").as_str()))
-            .collect();
+            .map(|w| (format!("{WORD_QUERY_PREFIX}{w}"), w))
+            .filter(|(id, _)| !known.contains(id.as_str()))
+            .unzip();
         self.tokens.extend(tokenize(tokenizer, &words)?);
-        self.ids
-            .extend(words.iter().map(|w| format!("{WORD_QUERY_PREFIX}{w}")));
+        self.ids.extend(ids);
         self.file_variants
             .extend(std::iter::repeat_with(Vec::new).take(words.len()));
         self.summary.word_queries = words.len();

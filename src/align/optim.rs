@@ -234,11 +234,6 @@ impl AdamW {
         self.params.lr = lr;
     }
 
-    /// The learning rate of the next update.
-    pub fn lr(&self) -> f64 {
-        self.params.lr
-    }
-
     /// Names of the variables it updates, in order.
     pub fn names(&self) -> Vec<&str> {
         self.slots.iter().map(|s| s.name.as_str()).collect()
