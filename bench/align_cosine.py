@@ -21,7 +21,7 @@ import subprocess
 
 def read_queries(path):
     out = {}
-    with open(path) as f:
+    with open(path, encoding="utf-8") as f:
         for line in f:
             if not line.strip():
                 continue
@@ -72,7 +72,8 @@ def main():
         for qid, text in read_queries(path).items():
             if qid in clean and text.strip() != clean[qid].strip():
                 noisy.append((qid, text))
-    ids = sorted({qid for qid, _ in noisy}, key=list(clean).index)
+    with_variant = {qid for qid, _ in noisy}
+    ids = [qid for qid in clean if qid in with_variant]
     if a.limit:
         ids = ids[: a.limit]
         keep = set(ids)

@@ -22,9 +22,9 @@ def documents(spec):
     path, _, qrels = spec.partition(":")
     judged = set()
     if qrels:
-        with open(qrels) as f:
+        with open(qrels, encoding="utf-8") as f:
             judged = {line.split("\t")[1] for line in f if "\t" in line}
-    with open(path) as f:
+    with open(path, encoding="utf-8") as f:
         for line in f:
             doc = json.loads(line)
             if doc["_id"] in judged:
@@ -43,7 +43,7 @@ def main():
     if not docs:
         sys.exit("corpus_spans.py: no document of at least 8 words")
     rng = random.Random(seed)
-    with open(out, "w") as f:
+    with open(out, "w", encoding="utf-8") as f:
         for i in range(n):
             words = rng.choice(docs)
             k = rng.randint(3, 8)
