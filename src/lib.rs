@@ -11,6 +11,7 @@ pub mod jobs;
 pub mod model;
 pub mod noise;
 pub mod registry;
+pub mod repair;
 pub mod server;
 pub mod sync;
 

@@ -16,8 +16,9 @@ use capot::eval::run::{self, EvalPlan, Progress, Ranking, Retriever};
 use capot::eval::{EvalError, Metric};
 use capot::index::Index;
 use capot::noise;
+use capot::repair::{RepairFusion, RepairMode, Repairer};
 
-use super::{DeviceArgs, GlobalArgs};
+use super::{DeviceArgs, GlobalArgs, LexiconArgs};
 
 #[derive(Debug, Args)]
 pub struct EvalArgs {
@@ -59,21 +60,54 @@ pub struct EvalArgs {
     /// Queries per retrieval call.
     #[arg(long, default_value_t = 32)]
     pub batch_size: usize,
+    /// Query repair modes to evaluate each encoder under, comma-separated (off, on, auto);
+    /// `off,on` puts every encoder with and without repair side by side (`NAME+repair`).
+    #[arg(long, value_delimiter = ',', default_value = "off")]
+    pub repair: Vec<RepairMode>,
+    /// What a repaired query searches with: repaired, max.
+    #[arg(long, default_value_t = RepairFusion::Max)]
+    pub repair_fusion: RepairFusion,
+    #[command(flatten)]
+    pub lexicon: LexiconArgs,
     #[command(flatten)]
     pub device: DeviceArgs,
 }
 
-/// A local encoder bundle searched against an index (exact search unless an ef is given).
+/// The report name of an encoder under a repair mode: `NAME` when off, `NAME+repair` when on,
+/// `NAME+repair-auto` when auto.
+fn repaired_name(name: String, mode: RepairMode) -> String {
+    match mode {
+        RepairMode::Off => name,
+        RepairMode::On => format!("{name}+repair"),
+        RepairMode::Auto => format!("{name}+repair-auto"),
+    }
+}
+
+/// A local encoder bundle searched against an index (exact search unless an ef is given),
+/// behind query repair when it has a repairer: the same stage, and the same fusion, as the
+/// service's search path.
 struct LocalRetriever {
-    encoder: Encoder,
+    encoder: Arc<Encoder>,
     index: Arc<Index>,
     ef: Option<usize>,
+    repair: Option<(RepairMode, Arc<Repairer>, RepairFusion)>,
+}
+
+impl LocalRetriever {
+    fn search(&self, v: &[f32], k: usize) -> Result<Vec<capot::index::Hit>, EvalError> {
+        match self.ef {
+            Some(ef) => self.index.search(v, k, ef),
+            None => self.index.search_exact(v, k),
+        }
+        .map_err(|e| EvalError::Retrieval(e.to_string()))
+    }
 }
 
 impl Retriever for LocalRetriever {
     fn identity(&self) -> (String, String) {
         let m = self.encoder.manifest();
-        (m.name.clone(), m.version.clone())
+        let mode = self.repair.as_ref().map_or(RepairMode::Off, |r| r.0);
+        (repaired_name(m.name.clone(), mode), m.version.clone())
     }
 
     fn retrieve(
@@ -81,17 +115,28 @@ impl Retriever for LocalRetriever {
         texts: &[String],
         k: usize,
     ) -> Result<(Vec<Ranking>, Vec<Vec<f32>>), EvalError> {
-        let vectors = self
-            .encoder
-            .encode(texts)
-            .map_err(|e| EvalError::Retrieval(e.to_string()))?;
-        let mut rankings = Vec::with_capacity(vectors.len());
-        for v in &vectors {
-            let hits = match self.ef {
-                Some(ef) => self.index.search(v, k, ef),
-                None => self.index.search_exact(v, k),
+        let encode = |t: &[String]| {
+            self.encoder
+                .encode(t)
+                .map_err(|e| EvalError::Retrieval(e.to_string()))
+        };
+        let (vectors, raw_vectors) = match &self.repair {
+            None => (encode(texts)?, None),
+            Some((_, repairer, fusion)) => {
+                let fixed: Vec<String> = texts.iter().map(|t| repairer.repair(t).text).collect();
+                let raw = (*fusion == RepairFusion::Max)
+                    .then(|| encode(texts))
+                    .transpose()?;
+                (encode(&fixed)?, raw)
             }
-            .map_err(|e| EvalError::Retrieval(e.to_string()))?;
+        };
+        let mut rankings = Vec::with_capacity(vectors.len());
+        for (i, v) in vectors.iter().enumerate() {
+            let mut lists = vec![self.search(v, k)?];
+            if let Some(raw) = &raw_vectors {
+                lists.push(self.search(&raw[i], k)?);
+            }
+            let hits = capot::index::merge_best(lists, k);
             rankings.push(
                 hits.iter()
                     .filter_map(|h| {
@@ -106,13 +151,16 @@ impl Retriever for LocalRetriever {
     }
 }
 
-/// A running capot service: rankings from POST /search, vectors from POST /v1/embeddings.
+/// A running capot service: rankings from POST /search, vectors from POST /v1/embeddings (of
+/// the raw text: the embeddings endpoint does not repair).
 struct ServerRetriever {
     agent: ureq::Agent,
     base: String,
     encoder: String,
     api_key: Option<String>,
     version: String,
+    repair: RepairMode,
+    repair_fusion: RepairFusion,
 }
 
 impl ServerRetriever {
@@ -142,7 +190,10 @@ impl ServerRetriever {
 
 impl Retriever for ServerRetriever {
     fn identity(&self) -> (String, String) {
-        (self.encoder.clone(), self.version.clone())
+        (
+            repaired_name(self.encoder.clone(), self.repair),
+            self.version.clone(),
+        )
     }
 
     fn retrieve(
@@ -155,7 +206,10 @@ impl Retriever for ServerRetriever {
         };
         let search = self.post(
             "/search",
-            serde_json::json!({ "queries": texts, "k": k, "encoder": self.encoder }),
+            serde_json::json!({
+                "queries": texts, "k": k, "encoder": self.encoder,
+                "repair": self.repair, "repair_fusion": self.repair_fusion,
+            }),
         )?;
         let lists = search["results"]
             .as_array()
@@ -232,6 +286,14 @@ pub fn run(args: EvalArgs, global: &GlobalArgs) -> anyhow::Result<()> {
     if args.batch_size == 0 {
         bail!("--batch-size must be at least 1");
     }
+    if args.repair.is_empty() {
+        bail!("--repair needs at least one of off, on, auto");
+    }
+    for (i, m) in args.repair.iter().enumerate() {
+        if args.repair[..i].contains(m) {
+            bail!("--repair names {m} twice");
+        }
+    }
     let (queries, _) = dataset::read_queries(&args.dataset, ReadMode::Strict)?;
     let (qrels, _) = dataset::read_qrels(&args.dataset, ReadMode::Strict)?;
     let mut variant_files = Vec::new();
@@ -277,17 +339,40 @@ pub fn run(args: EvalArgs, global: &GlobalArgs) -> anyhow::Result<()> {
                     .with_context(|| format!("cannot load index {}", index_dir.display()))?,
             );
             let runtime = args.device.runtime(global)?;
+            let repairer = if args.repair.iter().any(|m| *m != RepairMode::Off) {
+                let vocab = index.vocab().cloned().with_context(|| {
+                    format!(
+                        "--repair: index {} has no vocabulary; add one with `capot index vocab {0}`",
+                        index_dir.display()
+                    )
+                })?;
+                let lexicon = args.lexicon.load()?.map(Arc::new);
+                Some(Arc::new(Repairer::new(vocab, lexicon)))
+            } else {
+                None
+            };
             let mut out: Vec<Box<dyn Retriever>> = Vec::new();
             for e in &args.encoders {
                 let encoder = Encoder::load(Path::new(e), &runtime)
                     .with_context(|| format!("cannot load encoder {e}"))?;
                 capot::server::check_compatible(encoder.manifest(), index.manifest())
                     .map_err(|r| anyhow::anyhow!("{e}: {r}"))?;
-                out.push(Box::new(LocalRetriever {
-                    encoder,
-                    index: index.clone(),
-                    ef: args.ef,
-                }));
+                let encoder = Arc::new(encoder);
+                for &mode in &args.repair {
+                    let repair = match (&repairer, mode) {
+                        (Some(r), RepairMode::On) => Some((mode, r.clone(), args.repair_fusion)),
+                        (Some(r), RepairMode::Auto) if r.lexicon().is_some() => {
+                            Some((mode, r.clone(), args.repair_fusion))
+                        }
+                        _ => None,
+                    };
+                    out.push(Box::new(LocalRetriever {
+                        encoder: encoder.clone(),
+                        index: index.clone(),
+                        ef: args.ef,
+                        repair,
+                    }));
+                }
             }
             out
         }
@@ -323,13 +408,17 @@ pub fn run(args: EvalArgs, global: &GlobalArgs) -> anyhow::Result<()> {
                     .and_then(|e| e["version"].as_str())
                     .unwrap_or("?")
                     .to_string();
-                out.push(Box::new(ServerRetriever {
-                    agent: agent.clone(),
-                    base: base.clone(),
-                    encoder: name.clone(),
-                    api_key: args.api_key.clone(),
-                    version,
-                }));
+                for &mode in &args.repair {
+                    out.push(Box::new(ServerRetriever {
+                        agent: agent.clone(),
+                        base: base.clone(),
+                        encoder: name.clone(),
+                        api_key: args.api_key.clone(),
+                        version: version.clone(),
+                        repair: mode,
+                        repair_fusion: args.repair_fusion,
+                    }));
+                }
             }
             out
         }

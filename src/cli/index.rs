@@ -22,6 +22,12 @@ pub enum IndexCommand {
         /// Index directory.
         dir: PathBuf,
     },
+    /// Add (or rebuild) the corpus vocabulary that query repair reads, from the index's own
+    /// documents, without re-encoding any: for indexes built before it existed.
+    Vocab {
+        /// Index directory.
+        dir: PathBuf,
+    },
 }
 
 #[derive(Debug, Args)]
@@ -60,6 +66,12 @@ pub struct BuildArgs {
 pub fn run(cmd: IndexCommand, global: &GlobalArgs) -> anyhow::Result<()> {
     match cmd {
         IndexCommand::Build(args) => build(args, global),
+        IndexCommand::Vocab { dir } => {
+            let info = capot::index::Index::add_vocab(&dir)
+                .with_context(|| format!("cannot add a vocabulary to {}", dir.display()))?;
+            println!("{}", serde_json::to_string_pretty(&info)?);
+            Ok(())
+        }
         IndexCommand::Show { dir } => {
             let m = IndexManifest::read(&dir)?;
             println!("{}", serde_json::to_string_pretty(&m)?);

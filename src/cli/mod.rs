@@ -8,6 +8,7 @@ mod encoder_cmd;
 mod eval;
 mod index;
 mod noise;
+mod repair;
 mod serve;
 mod serve_admin;
 
@@ -45,6 +46,61 @@ pub struct GlobalArgs {
 pub enum LogFormat {
     Text,
     Json,
+}
+
+/// The language prior of query repair, shared by `serve`, `repair` and `eval`.
+#[derive(Debug, Args, Clone, Default)]
+pub struct LexiconArgs {
+    /// Word list of the language that query repair never corrects (one word per line, the
+    /// first field counts, so `word count` lists work too); repeat for several
+    /// [default: $CAPOT_ASSETS/lexicon/frequency_dictionary_en_82_765.txt, fetched by
+    /// scripts/setup, when it exists].
+    #[arg(
+        long = "lexicon",
+        env = "CAPOT_LEXICON",
+        value_delimiter = ',',
+        value_name = "FILE"
+    )]
+    pub lexicons: Vec<PathBuf>,
+    /// Use no language prior: only the corpus decides what is a word (`auto` repair then skips).
+    #[arg(long, conflicts_with = "lexicons")]
+    pub no_lexicon: bool,
+}
+
+impl LexiconArgs {
+    /// The word lists to load: the ones named, else the default when it exists (a warning
+    /// when it does not), else none.
+    pub fn files(&self) -> Vec<PathBuf> {
+        if self.no_lexicon {
+            return Vec::new();
+        }
+        if !self.lexicons.is_empty() {
+            return self.lexicons.clone();
+        }
+        let assets = std::env::var_os("CAPOT_ASSETS")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| PathBuf::from("assets"));
+        let default = capot::repair::lexicon::default_path(&assets);
+        if default.is_file() {
+            vec![default]
+        } else {
+            tracing::warn!(
+                "no lexicon at {} (scripts/setup fetches it): query repair runs without a \
+                 language prior, and `auto` repair is skipped",
+                default.display()
+            );
+            Vec::new()
+        }
+    }
+
+    /// Loads the word lists; `None` when there are none.
+    pub fn load(&self) -> anyhow::Result<Option<capot::repair::Lexicon>> {
+        let files = self.files();
+        if files.is_empty() {
+            return Ok(None);
+        }
+        Ok(Some(capot::repair::Lexicon::load(&files)?))
+    }
 }
 
 /// Inference settings shared by commands that run an encoder.
@@ -85,6 +141,8 @@ pub enum Command {
     Eval(eval::EvalArgs),
     /// Write seeded noisy variants of queries (TSV on stdout).
     Noise(noise::NoiseArgs),
+    /// Correct misspelt query words from an index's vocabulary (JSON lines or TSV on stdout).
+    Repair(repair::RepairArgs),
     /// Fine-tune a query encoder for noisy queries (CAPOT), anchored to the frozen index.
     Align(Box<align::AlignArgs>),
     /// Measure performance (see docs/benchmarks.md).
@@ -98,6 +156,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Encoder(cmd) => encoder_cmd::run(cmd, &cli.global),
         Command::Encode(args) => encode::run(args, &cli.global),
         Command::Noise(args) => noise::run(args),
+        Command::Repair(args) => repair::run(args),
         Command::Align(args) => align::run(*args, &cli.global),
         Command::Index(cmd) => index::run(cmd, &cli.global),
         Command::Serve(args) => serve::run(*args, &cli.global),

@@ -9,9 +9,11 @@ use anyhow::{bail, Context};
 use clap::Args;
 use serde::Deserialize;
 
-use capot::server::{batcher::BatchConfig, serve, Limits, ServeOptions};
+use capot::registry::batcher::BatchConfig;
+use capot::repair::{RepairFusion, RepairMode};
+use capot::server::{serve, Limits, RepairDefaults, ServeOptions};
 
-use super::{DeviceArgs, GlobalArgs};
+use super::{DeviceArgs, GlobalArgs, LexiconArgs};
 
 #[derive(Debug, Args)]
 pub struct ServeArgs {
@@ -69,6 +71,14 @@ pub struct ServeArgs {
     /// HNSW ef when a request gives none [default: the index's ef_search].
     #[arg(long, env = "CAPOT_DEFAULT_EF")]
     pub default_ef: Option<usize>,
+    /// Query repair when neither the request nor its alias says: off, on, auto [default: auto].
+    #[arg(long, env = "CAPOT_REPAIR")]
+    pub repair: Option<RepairMode>,
+    /// What a repaired query searches with: repaired, max [default: max].
+    #[arg(long, env = "CAPOT_REPAIR_FUSION")]
+    pub repair_fusion: Option<RepairFusion>,
+    #[command(flatten)]
+    pub lexicon: LexiconArgs,
     #[command(flatten)]
     pub device: DeviceArgs,
     #[command(flatten)]
@@ -95,6 +105,10 @@ struct ServeFile {
     request_timeout_ms: Option<u64>,
     max_body_bytes: Option<usize>,
     default_ef: Option<usize>,
+    repair: Option<RepairMode>,
+    repair_fusion: Option<RepairFusion>,
+    #[serde(default)]
+    lexicon: Vec<PathBuf>,
     threads: Option<usize>,
     device: Option<String>,
     admin_addr: Option<SocketAddr>,
@@ -184,6 +198,11 @@ pub fn options(args: ServeArgs, global: &GlobalArgs) -> anyhow::Result<ServeOpti
                 admin_token_file: f.admin_token_file.map(|p| relative_to(&base, p)),
                 state_file: f.state_file.map(|p| relative_to(&base, p)),
                 jobs_encoders_dir: f.jobs_encoders_dir.map(|p| relative_to(&base, p)),
+                lexicon: f
+                    .lexicon
+                    .into_iter()
+                    .map(|p| relative_to(&base, p))
+                    .collect(),
                 ..f
             }
         }
@@ -293,9 +312,26 @@ pub fn options(args: ServeArgs, global: &GlobalArgs) -> anyhow::Result<ServeOpti
             jobs_ray_binary: file.jobs_ray_binary,
         },
     )?;
+    let repair = RepairDefaults {
+        mode: args.repair.or(file.repair).unwrap_or_default(),
+        fusion: args
+            .repair_fusion
+            .or(file.repair_fusion)
+            .unwrap_or_default(),
+    };
+    let lexicon_args = if args.lexicon.lexicons.is_empty() && !args.lexicon.no_lexicon {
+        LexiconArgs {
+            lexicons: file.lexicon,
+            no_lexicon: false,
+        }
+    } else {
+        args.lexicon
+    };
     Ok(ServeOptions {
         index,
         encoders,
+        repair,
+        lexicons: lexicon_args.files(),
         addr: args
             .addr
             .or(file.addr)

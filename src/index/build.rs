@@ -26,6 +26,7 @@ use super::manifest::{
     VECTORS_FILE,
 };
 use super::store::{DocStore, Document};
+use super::vocab::Vocabulary;
 use super::{hnsw, vectors, Index};
 
 /// Stage of a running build, reported to the progress callback.
@@ -152,6 +153,7 @@ impl IndexBuilder {
             _ => PathBuf::from("."),
         };
         self.check_target(&out)?;
+        let mut vocab = Vocabulary::build(docs.iter().map(|d| (d.title.as_str(), d.text.as_str())));
         let store = DocStore::from_docs(docs)?;
         report(progress, BuildStage::Validated, n, n)?;
 
@@ -187,6 +189,8 @@ impl IndexBuilder {
         for f in [HNSW_GRAPH_FILE, HNSW_DATA_FILE] {
             files.insert(f.to_string(), hash_and_sync(&tmp.join(f))?);
         }
+        let (vocab_info, vocab_files) = vocab.write(&tmp)?;
+        files.extend(vocab_files);
         report(progress, BuildStage::Writing, 3, 3)?;
         let created = crate::clock::now_unix();
         let manifest = IndexManifest {
@@ -209,6 +213,7 @@ impl IndexBuilder {
             created_unix: created,
             created_at: crate::clock::rfc3339_from_unix(created),
             files,
+            vocab: Some(vocab_info),
         };
         manifest.write(&tmp)?;
         sync_dir(&tmp)?;
@@ -217,7 +222,14 @@ impl IndexBuilder {
         // 5. Commit.
         self.commit(&tmp, &out, &parent, &name, &tag)?;
         guard.disarm();
-        Ok(Index::from_parts(out, manifest, store, vectors, graph))
+        Ok(Index::from_parts(
+            out,
+            manifest,
+            store,
+            vectors,
+            graph,
+            Some(std::sync::Arc::new(vocab)),
+        ))
     }
 
     /// Fails early if the output exists and may not (or must not) be replaced.

@@ -149,6 +149,10 @@ pub struct IndexManifest {
     pub created_at: String,
     /// Data files by name.
     pub files: BTreeMap<String, FileInfo>,
+    /// The corpus vocabulary for query repair; absent in indexes built before it existed
+    /// (`capot index vocab` adds it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vocab: Option<super::vocab::VocabInfo>,
 }
 
 impl IndexManifest {
@@ -228,6 +232,16 @@ impl IndexManifest {
                 return Err(format!("files has no entry for {name}"));
             }
         }
+        if let Some(v) = &self.vocab {
+            for name in [&v.words_file, &v.pairs_file] {
+                if !self.files.contains_key(name.as_str()) {
+                    return Err(format!("vocab names {name}, but files has no entry for it"));
+                }
+                if name.contains(['/', '\\']) || name.starts_with('.') {
+                    return Err(format!("vocab file name {name:?} is not a plain file name"));
+                }
+            }
+        }
         if self.files[VECTORS_FILE].bytes != expected_vec_bytes {
             return Err(format!(
                 "files.{VECTORS_FILE}.bytes is {}, but count × dimension × 4 = {expected_vec_bytes}",
@@ -239,7 +253,21 @@ impl IndexManifest {
 
     /// Writes `dir/index.json` and fsyncs it.
     pub(crate) fn write(&self, dir: &Path) -> Result<(), IndexError> {
+        self.write_as(&dir.join(MANIFEST_FILE))
+    }
+
+    /// Replaces `dir/index.json` atomically (write a sibling, fsync, rename, fsync the
+    /// directory): a reader sees the old manifest or the new one, never a mix.
+    pub(crate) fn replace(&self, dir: &Path) -> Result<(), IndexError> {
+        let tmp = dir.join(format!("{MANIFEST_FILE}.tmp-{}", std::process::id()));
+        self.write_as(&tmp)?;
         let path = dir.join(MANIFEST_FILE);
+        std::fs::rename(&tmp, &path).map_err(|e| IndexError::io(&path, e))?;
+        super::fileio::sync_dir(dir)
+    }
+
+    fn write_as(&self, path: &Path) -> Result<(), IndexError> {
+        let path = path.to_path_buf();
         let mut text =
             serde_json::to_string_pretty(self).map_err(|e| IndexError::InvalidManifest {
                 path: path.clone(),

@@ -9,6 +9,7 @@
 //! | `docs.bin` | document store (see `store.rs` for the layout) |
 //! | `vectors.f32` | L2-normalised vectors, little-endian f32, `count × dimension` |
 //! | `hnsw.hnsw.graph`, `hnsw.hnsw.data` | hnsw_rs 0.3.5 dump (`DistDot`) |
+//! | `vocab-<tag>.fst`, `vocab-<tag>.pairs` | the corpus vocabulary query repair reads (see `vocab.rs`) |
 //!
 //! Build with [`IndexBuilder`], open with [`Index::load`], share as
 //! `Arc<Index>`: searching takes `&self` and `Index` is `Send + Sync`.
@@ -21,17 +22,20 @@ mod hnsw;
 mod manifest;
 mod store;
 mod vectors;
+pub mod vocab;
 
 #[cfg(test)]
 mod tests;
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use serde::Serialize;
 
 pub use build::{build, BuildProgress, BuildStage, IndexBuilder, ProgressFn};
 pub use error::IndexError;
+pub use exact::merge_best;
 pub use manifest::{
     FileInfo, HnswInfo, HnswParams, IndexManifest, ManifestFields, Metric, DOCS_FILE,
     FORMAT_VERSION, HNSW_DATA_FILE, HNSW_GRAPH_FILE, MANIFEST_FILE, VECTORS_FILE,
@@ -40,6 +44,7 @@ pub use store::{DocRef, Document};
 
 use error::panic_message;
 use store::DocStore;
+use vocab::Vocabulary;
 
 /// One search result: internal document index and cosine similarity
 /// (dot product of the normalised query and document vectors).
@@ -76,6 +81,7 @@ pub struct Index {
     store: DocStore,
     vectors: Vec<f32>,
     graph: hnsw::Graph,
+    vocab: Option<Arc<Vocabulary>>,
 }
 
 impl std::fmt::Debug for Index {
@@ -94,6 +100,7 @@ impl Index {
         store: DocStore,
         vectors: Vec<f32>,
         graph: hnsw::Graph,
+        vocab: Option<Arc<Vocabulary>>,
     ) -> Self {
         Index {
             dir,
@@ -101,6 +108,7 @@ impl Index {
             store,
             vectors,
             graph,
+            vocab,
         }
     }
 
@@ -141,7 +149,7 @@ impl Index {
                 ));
             }
         }
-        let (graph, store, vectors) = std::thread::scope(|s| {
+        let (graph, store, vectors, vocab) = std::thread::scope(|s| {
             let graph = s.spawn(|| {
                 let shas = options.verify_checksums.then(|| {
                     (
@@ -154,22 +162,99 @@ impl Index {
             });
             let store = DocStore::read(&dir.join(DOCS_FILE), n, sha(DOCS_FILE));
             let vectors = vectors::read(&dir.join(VECTORS_FILE), n, dim, sha(VECTORS_FILE));
+            let vocab = manifest
+                .vocab
+                .as_ref()
+                .map(|v| {
+                    Vocabulary::read(
+                        &dir,
+                        v,
+                        &manifest.files[&v.words_file],
+                        &manifest.files[&v.pairs_file],
+                        options.verify_checksums,
+                    )
+                    .map(Arc::new)
+                })
+                .transpose();
             let graph = graph.join().unwrap_or_else(|p| {
                 Err(IndexError::Hnsw(format!(
                     "graph loading thread panicked: {}",
                     panic_message(&*p)
                 )))
             });
-            (graph, store, vectors)
+            (graph, store, vectors, vocab)
         });
-        let (store, vectors, graph) = (store?, vectors?, graph?);
+        let (store, vectors, graph, vocab) = (store?, vectors?, graph?, vocab?);
         if graph.get_nb_point() != n {
             return Err(IndexError::corrupt(
                 dir.join(HNSW_GRAPH_FILE),
                 format!("graph holds {} points, expected {n}", graph.get_nb_point()),
             ));
         }
-        Ok(Index::from_parts(dir, manifest, store, vectors, graph))
+        Ok(Index::from_parts(
+            dir, manifest, store, vectors, graph, vocab,
+        ))
+    }
+
+    /// Reads only the vocabulary of the index at `dir` (checksums verified), without the
+    /// vectors or the graph: what `capot repair` needs. `None` when the index has none.
+    pub fn load_vocab(dir: impl AsRef<Path>) -> Result<Option<Vocabulary>, IndexError> {
+        let dir = dir.as_ref();
+        let manifest = IndexManifest::read(dir)?;
+        manifest
+            .vocab
+            .as_ref()
+            .map(|v| {
+                Vocabulary::read(
+                    dir,
+                    v,
+                    &manifest.files[&v.words_file],
+                    &manifest.files[&v.pairs_file],
+                    true,
+                )
+            })
+            .transpose()
+    }
+
+    /// The corpus vocabulary (query repair's), `None` for an index built before it existed.
+    pub fn vocab(&self) -> Option<&Arc<Vocabulary>> {
+        self.vocab.as_ref()
+    }
+
+    /// Builds the vocabulary of the index at `dir` from its stored documents and adds it (or
+    /// replaces the one it has) without touching the vectors or the graph. The new files are
+    /// written first; the manifest is then replaced atomically, so a reader sees the old index
+    /// or the new one; files of a replaced vocabulary are removed last.
+    pub fn add_vocab(dir: impl AsRef<Path>) -> Result<vocab::VocabInfo, IndexError> {
+        let dir = dir.as_ref();
+        let mut manifest = IndexManifest::read(dir)?;
+        let store = DocStore::read(
+            &dir.join(DOCS_FILE),
+            manifest.count,
+            Some(manifest.files[DOCS_FILE].sha256.as_str()),
+        )?;
+        let mut vocab = Vocabulary::build(
+            (0..store.len())
+                .filter_map(|i| store.get(i))
+                .map(|d| (d.title, d.text)),
+        );
+        let (info, files) = vocab.write(dir)?;
+        fileio::sync_dir(dir)?;
+        let old = manifest.vocab.replace(info.clone());
+        if let Some(old) = &old {
+            manifest.files.remove(&old.words_file);
+            manifest.files.remove(&old.pairs_file);
+        }
+        manifest.files.extend(files);
+        manifest.replace(dir)?;
+        if let Some(old) = old {
+            for name in [old.words_file, old.pairs_file] {
+                if name != info.words_file && name != info.pairs_file {
+                    let _ = std::fs::remove_file(dir.join(name));
+                }
+            }
+        }
+        Ok(info)
     }
 
     /// The manifest (encoder fingerprint, dimension, parameters, ...).
@@ -226,7 +311,9 @@ impl Index {
     /// Approximate heap bytes of the store and vectors (the graph is not
     /// included; hnsw_rs does not expose its size).
     pub fn heap_bytes_without_graph(&self) -> usize {
-        self.store.heap_bytes() + self.vectors.capacity() * 4
+        self.store.heap_bytes()
+            + self.vectors.capacity() * 4
+            + self.vocab.as_ref().map_or(0, |v| v.heap_bytes())
     }
 
     /// Checks the dimension and normalises the query (cosine is scale

@@ -6,14 +6,15 @@ use std::sync::Mutex;
 use prometheus::{Histogram, HistogramOpts, IntCounterVec, IntGaugeVec, Opts};
 
 use super::Snapshot;
-use crate::server::metrics::Metrics;
+use prometheus::core::Collector;
 
 /// Load-time buckets (seconds), from 50 ms to 2 minutes.
 const LOAD_BUCKETS: &[f64] = &[
     0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 120.0,
 ];
 
-/// The registry's metrics; registered into the service's [`Metrics`] so `/metrics` shows them.
+/// The registry's metrics; registered through the service's metrics registry so `/metrics`
+/// shows them.
 pub struct RegistryMetrics {
     /// Registry changes (load, replace, unload, alias switch) by result (`ok`, `failed`).
     pub swaps: IntCounterVec,
@@ -30,7 +31,9 @@ pub struct RegistryMetrics {
 
 impl RegistryMetrics {
     /// Creates the metrics and registers them into `metrics`.
-    pub fn new(metrics: &Metrics) -> Result<Self, prometheus::Error> {
+    pub fn new(
+        register: &dyn Fn(Box<dyn Collector>) -> Result<(), prometheus::Error>,
+    ) -> Result<Self, prometheus::Error> {
         let swaps = IntCounterVec::new(
             Opts::new(
                 "encoder_swaps_total",
@@ -66,11 +69,11 @@ impl RegistryMetrics {
             )
             .buckets(LOAD_BUCKETS.to_vec()),
         )?;
-        metrics.register(Box::new(swaps.clone()))?;
-        metrics.register(Box::new(alias_target.clone()))?;
-        metrics.register(Box::new(state_reloads.clone()))?;
-        metrics.register(Box::new(router_choices.clone()))?;
-        metrics.register(Box::new(load_seconds.clone()))?;
+        register(Box::new(swaps.clone()))?;
+        register(Box::new(alias_target.clone()))?;
+        register(Box::new(state_reloads.clone()))?;
+        register(Box::new(router_choices.clone()))?;
+        register(Box::new(load_seconds.clone()))?;
         for result in ["ok", "failed"] {
             swaps.with_label_values(&[result]);
             state_reloads.with_label_values(&[result]);

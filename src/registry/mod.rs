@@ -4,6 +4,7 @@
 //! finishes on the encoder it started with while requests after a switch see the new target.
 //! An encoder's memory is freed when the last snapshot holding it is dropped.
 
+pub mod batcher;
 pub mod metrics;
 pub mod router;
 pub mod state_file;
@@ -13,7 +14,8 @@ use std::sync::{Arc, RwLock};
 use std::time::SystemTime;
 
 use crate::encoder::Encoder;
-use crate::server::batcher::Batcher;
+use crate::repair::{RepairFusion, RepairMode};
+use batcher::Batcher;
 
 /// The alias every service has; requests that name no encoder use it.
 pub const DEFAULT_ALIAS: &str = "default";
@@ -57,11 +59,33 @@ impl LoadedEncoder {
     }
 }
 
-/// One consistent view of the encoders and aliases.
+/// How an alias treats its queries before they reach its encoder. Unset fields fall back to the
+/// service's defaults (`--repair`, `--repair-fusion`); a request's own fields win over both.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct QueryPipeline {
+    /// Query repair mode.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repair: Option<RepairMode>,
+    /// What a repaired query searches with.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fusion: Option<RepairFusion>,
+}
+
+impl QueryPipeline {
+    /// True when it sets nothing.
+    pub fn is_empty(&self) -> bool {
+        self.repair.is_none() && self.fusion.is_none()
+    }
+}
+
+/// One consistent view of the encoders, the aliases and the aliases' query pipelines.
 #[derive(Default, Clone)]
 pub struct Snapshot {
     pub encoders: BTreeMap<String, Arc<LoadedEncoder>>,
     pub aliases: BTreeMap<String, String>,
+    /// Query pipeline per alias (only aliases that set something).
+    pub pipelines: BTreeMap<String, QueryPipeline>,
 }
 
 /// Checks an encoder or alias name: 1-64 of `A-Z a-z 0-9 - _ .`, not starting with `.`
@@ -80,6 +104,15 @@ pub enum ResolveError {
 }
 
 impl Snapshot {
+    /// The query pipeline of `name` when it is an alias (empty otherwise: encoder names have
+    /// none).
+    pub fn pipeline(&self, name: &str) -> QueryPipeline {
+        if self.encoders.contains_key(name) {
+            return QueryPipeline::default();
+        }
+        self.pipelines.get(name).copied().unwrap_or_default()
+    }
+
     /// Resolves an encoder name or alias (encoder names win over aliases).
     pub fn resolve(&self, name: &str) -> Result<Arc<LoadedEncoder>, ResolveError> {
         if let Some(e) = self.encoders.get(name) {

@@ -1,16 +1,18 @@
 //! The query router: when a request names no encoder, pick an alias per query from cheap
 //! signals of noise.
 //!
-//! The signal is the share of a query's words that the default encoder's tokenizer shatters
-//! into three or more word pieces (two for short words), or maps to the unknown token. Typos turn common words into
-//! rare letter sequences, which WordPiece splits into many short pieces; clean queries are
-//! mostly whole-word tokens. Above the threshold the query goes to the noise alias (`typo`)
-//! when it exists, else to `default`.
+//! When the index has a vocabulary, the signal is query repair's: a query with a plain word of
+//! four or more letters that is neither in the corpus nor in the language prior is noisy.
+//! Without one, it is the share of a query's words that the default encoder's tokenizer
+//! shatters into three or more word pieces (two for short words), or maps to the unknown token:
+//! typos turn common words into rare letter sequences, which WordPiece splits into many short
+//! pieces. A noisy query goes to the noise alias (`typo`) when it exists, else to `default`.
 
 use prometheus::IntCounterVec;
 use tokenizers::Tokenizer;
 
-use super::{Snapshot, DEFAULT_ALIAS};
+use super::{LoadedEncoder, Snapshot, DEFAULT_ALIAS};
+use crate::repair::Repairer;
 
 /// Router kinds `--router` accepts.
 pub const ROUTER_KINDS: &[&str] = &["typo"];
@@ -70,14 +72,17 @@ impl QueryRouter {
     }
 
     /// The alias for `text` under `snapshot`: the noise alias when the text looks noisy and the
-    /// alias exists, else `default`.
-    pub fn choose(&self, snapshot: &Snapshot, text: &str) -> String {
+    /// alias exists, else `default`. `repairer` (the index's vocabulary) gives the signal when
+    /// there is one.
+    pub fn choose(&self, snapshot: &Snapshot, text: &str, repairer: Option<&Repairer>) -> String {
+        let noisy = |default: &LoadedEncoder| match repairer {
+            Some(r) => r.has_unknown_word(text),
+            None => {
+                noise_score(default.encoder().tokenizer().inner(), text) > self.config.threshold
+            }
+        };
         let alias = match snapshot.resolve(DEFAULT_ALIAS) {
-            Ok(default)
-                if snapshot.aliases.contains_key(&self.config.alias)
-                    && noise_score(default.encoder().tokenizer().inner(), text)
-                        > self.config.threshold =>
-            {
+            Ok(default) if snapshot.aliases.contains_key(&self.config.alias) && noisy(&default) => {
                 self.config.alias.clone()
             }
             _ => DEFAULT_ALIAS.to_string(),
@@ -153,6 +158,70 @@ mod tests {
             .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
             .filter_map(|v| v["text"].as_str().map(str::to_string))
             .collect()
+    }
+
+    /// The vocabulary signal (an unknown plain word, as query repair sees it) against the
+    /// shattered-word signal at the default threshold, on dl19's clean queries and each of its
+    /// typo files: prints both routing rates (docs/repair.md quotes them) and checks that the
+    /// vocabulary signal sends fewer clean queries to `typo` and at least as many typo'd ones.
+    #[test]
+    fn vocabulary_signal_routes_fewer_clean_queries_than_the_tokenizer_signal() {
+        use crate::index::vocab::Vocabulary;
+        use crate::repair::{Lexicon, Repairer};
+        use std::sync::Arc;
+        let dl19 = crate::test_assets::shared().join("data/dl19-sample");
+        let lexicon_path = crate::repair::lexicon::default_path(&crate::test_assets::assets());
+        if !dl19.is_dir() || !lexicon_path.is_file() {
+            eprintln!("skipped: needs ../shared/data/dl19-sample and the lexicon asset");
+            return;
+        }
+        let tok = Tokenizer::from_file(crate::test_assets::minilm_hf_dir().join("tokenizer.json"))
+            .unwrap();
+        let corpus: Vec<(String, String)> = std::fs::read_to_string(dl19.join("corpus.jsonl"))
+            .unwrap()
+            .lines()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .map(|v| {
+                let f = |k: &str| v[k].as_str().unwrap_or_default().to_string();
+                (f("title"), f("text"))
+            })
+            .collect();
+        let vocab = Vocabulary::build(corpus.iter().map(|(a, b)| (a.as_str(), b.as_str())));
+        let lexicon = Lexicon::load(&[lexicon_path]).unwrap();
+        let r = Repairer::new(Arc::new(vocab), Some(Arc::new(lexicon)));
+        let rate = |texts: &[String], noisy: &dyn Fn(&str) -> bool| {
+            texts.iter().filter(|t| noisy(t)).count() as f64 / texts.len() as f64
+        };
+        let before = |t: &str| noise_score(&tok, t) > DEFAULT_THRESHOLD;
+        let after = |t: &str| r.has_unknown_word(t);
+        let clean = jsonl_texts(&dl19.join("queries.jsonl"));
+        let (cb, ca) = (rate(&clean, &before), rate(&clean, &after));
+        println!(
+            "dl19 clean ({} queries): tokenizer signal {:.0}%, vocabulary signal {:.0}%",
+            clean.len(),
+            100.0 * cb,
+            100.0 * ca
+        );
+        assert!(ca < cb, "clean: vocabulary {ca} >= tokenizer {cb}");
+        let (mut tb, mut ta) = (0.0, 0.0);
+        for i in 1..=10 {
+            let typo = tsv_texts(&dl19.join(format!("queries.typo{i}.tsv")));
+            let (b, a) = (rate(&typo, &before), rate(&typo, &after));
+            println!(
+                "dl19 typo{i} ({} queries): tokenizer signal {:.0}%, vocabulary signal {:.0}%",
+                typo.len(),
+                100.0 * b,
+                100.0 * a
+            );
+            tb += b / 10.0;
+            ta += a / 10.0;
+        }
+        println!(
+            "dl19 typo files, mean: tokenizer signal {:.0}%, vocabulary signal {:.0}%",
+            100.0 * tb,
+            100.0 * ta
+        );
+        assert!(ta >= tb - 0.05, "typo: vocabulary {ta} < tokenizer {tb}");
     }
 
     /// The shattered-word signal separates typo'd from clean queries with MiniLM's tokenizer:

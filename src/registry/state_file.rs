@@ -10,9 +10,13 @@
 //!     "minilm": { "path": "/bundles/minilm" },
 //!     "minilm-typo": { "path": "/bundles/minilm-typo", "allow_incompatible": false }
 //!   },
-//!   "aliases": { "default": "minilm", "typo": "minilm-typo" }
+//!   "aliases": { "default": "minilm", "typo": "minilm-typo" },
+//!   "pipelines": { "typo": { "repair": "on", "fusion": "max" } }
 //! }
 //! ```
+//!
+//! `pipelines` (optional) holds each alias's query pipeline: query repair mode and fusion; an
+//! alias without an entry uses the service's defaults.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -20,7 +24,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use super::{validate_name, Snapshot, DEFAULT_ALIAS};
+use super::{validate_name, QueryPipeline, Snapshot, DEFAULT_ALIAS};
 
 /// The state-file format this build reads and writes.
 pub const STATE_FORMAT: u32 = 1;
@@ -63,6 +67,9 @@ pub struct StateFile {
     pub encoders: BTreeMap<String, EncoderEntry>,
     #[serde(default)]
     pub aliases: BTreeMap<String, String>,
+    /// Query pipeline per alias (only aliases that set something).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub pipelines: BTreeMap<String, QueryPipeline>,
 }
 
 impl StateFile {
@@ -87,6 +94,12 @@ impl StateFile {
             format: STATE_FORMAT,
             encoders,
             aliases: snapshot.aliases.clone(),
+            pipelines: snapshot
+                .pipelines
+                .iter()
+                .filter(|(a, p)| snapshot.aliases.contains_key(*a) && !p.is_empty())
+                .map(|(a, p)| (a.clone(), *p))
+                .collect(),
         }
     }
 
@@ -125,6 +138,13 @@ impl StateFile {
                 return Err(format!("alias {alias:?} has the name of an encoder"));
             }
             validate_name(target).map_err(|e| format!("aliases.{alias}: {e}"))?;
+        }
+        for alias in file.pipelines.keys() {
+            if !file.aliases.contains_key(alias) && alias != DEFAULT_ALIAS {
+                return Err(format!(
+                    "pipelines.{alias}: no alias named {alias:?} in aliases"
+                ));
+            }
         }
         Ok(file)
     }
@@ -193,12 +213,17 @@ pub struct Plan {
     pub unload: BTreeSet<String>,
     /// The aliases afterwards.
     pub aliases: BTreeMap<String, String>,
+    /// The aliases' query pipelines afterwards.
+    pub pipelines: BTreeMap<String, QueryPipeline>,
 }
 
 impl Plan {
     /// Whether applying it changes nothing.
     pub fn is_empty(&self, current: &Snapshot) -> bool {
-        self.load.is_empty() && self.unload.is_empty() && self.aliases == current.aliases
+        self.load.is_empty()
+            && self.unload.is_empty()
+            && self.aliases == current.aliases
+            && self.pipelines == current.pipelines
     }
 }
 
@@ -234,6 +259,7 @@ pub fn plan(
         }
     }
     p.aliases = desired.aliases.clone();
+    p.pipelines = desired.pipelines.clone();
     if !p.aliases.contains_key(DEFAULT_ALIAS) {
         if let Some(t) = current.aliases.get(DEFAULT_ALIAS) {
             p.aliases.insert(DEFAULT_ALIAS.to_string(), t.clone());
@@ -260,6 +286,40 @@ pub fn plan(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn pipelines_parse_and_must_name_aliases() {
+        let f = StateFile::parse(
+            r#"{"encoders": {"a": {"path": "/a"}}, "aliases": {"default": "a", "typo": "a"},
+                "pipelines": {"typo": {"repair": "on", "fusion": "repaired"}}}"#,
+            Path::new("/x"),
+        )
+        .unwrap();
+        assert_eq!(
+            f.pipelines["typo"],
+            QueryPipeline {
+                repair: Some(crate::repair::RepairMode::On),
+                fusion: Some(crate::repair::RepairFusion::Repaired),
+            }
+        );
+        for (text, want) in [
+            (
+                r#"{"aliases": {"default": "a"}, "pipelines": {"zz": {"repair": "on"}}}"#,
+                "no alias named",
+            ),
+            (
+                r#"{"aliases": {"default": "a"}, "pipelines": {"default": {"repair": "often"}}}"#,
+                "pipelines.default.repair",
+            ),
+            (
+                r#"{"aliases": {"default": "a"}, "pipelines": {"default": {"speed": 1}}}"#,
+                "pipelines.default",
+            ),
+        ] {
+            let err = StateFile::parse(text, Path::new("/x")).unwrap_err();
+            assert!(err.contains(want), "{text}: {err}");
+        }
+    }
 
     #[test]
     fn parses_minimal_and_full_files() {

@@ -22,7 +22,6 @@ use axum::{Json, Router};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use super::batcher::BatchConfig;
 use super::error::{ApiError, JsonBody};
 use super::http::{constant_time_eq, encoder_view};
 use super::state::AppState;
@@ -31,10 +30,14 @@ use crate::encoder::{EncoderManifest, RuntimeOptions};
 use crate::jobs::local::LocalRunner;
 use crate::jobs::ray::RayRunner;
 use crate::jobs::{EncoderHost, JobManager, JobMetrics, JobsConfig, Runner};
+use crate::registry::batcher::BatchConfig;
 use crate::registry::metrics::RegistryMetrics;
 use crate::registry::router::{QueryRouter, RouterConfig};
 use crate::registry::state_file::{self, StateFile};
-use crate::registry::{validate_name, LoadedEncoder, Registration, Snapshot, DEFAULT_ALIAS};
+use crate::registry::{
+    validate_name, LoadedEncoder, QueryPipeline, Registration, Snapshot, DEFAULT_ALIAS,
+};
+use crate::repair::{RepairFusion, RepairMode};
 use crate::sync::lock;
 
 /// Where the admin API listens unless told otherwise.
@@ -211,7 +214,8 @@ pub struct Admin {
 pub async fn start(state: Arc<AppState>, options: &ServeOptions) -> Result<Arc<Admin>, ServeError> {
     let a = &options.admin;
     let metrics = Arc::new(
-        RegistryMetrics::new(&state.metrics).map_err(|e| ServeError::Load(e.to_string()))?,
+        RegistryMetrics::new(&|c| state.metrics.register(c))
+            .map_err(|e| ServeError::Load(e.to_string()))?,
     );
     if let Some(cfg) = &a.router {
         let _ = state.router.set(Arc::new(QueryRouter::new(
@@ -402,7 +406,7 @@ impl EncoderHost for Admin {
     }
 
     fn promote(&self, alias: &str, encoder: &str) -> Result<Option<String>, String> {
-        self.switch_alias(alias, encoder)
+        self.switch_alias(alias, encoder, QueryPipeline::default())
             .map(|v| v["previous"].as_str().map(str::to_string))
             .map_err(|e| e.to_string())
     }
@@ -563,6 +567,7 @@ impl Admin {
             }
         }
         next.aliases = plan.aliases;
+        next.pipelines = plan.pipelines;
         self.publish(&current, next);
         sync.applied = Some(hash.to_string());
         sync.rejected = None;
@@ -796,10 +801,17 @@ impl Admin {
         })
     }
 
-    /// `PUT /admin/aliases/{alias}`: returns the previous target.
-    fn switch_alias(&self, alias: &str, encoder: &str) -> Result<Value, AdminError> {
+    /// `PUT /admin/aliases/{alias}`: returns the previous target. The alias's query pipeline
+    /// changes in the same snapshot as its target: fields of `pipeline` that are set replace
+    /// the alias's, unset ones keep it.
+    fn switch_alias(
+        &self,
+        alias: &str,
+        encoder: &str,
+        pipeline: QueryPipeline,
+    ) -> Result<Value, AdminError> {
         let started = Instant::now();
-        let previous = self.commit(|snap| {
+        let (previous, now) = self.commit(|snap| {
             validate_name(alias)
                 .map_err(|e| AdminError::Invalid(e.replace("encoder name", "alias name")))?;
             if !snap.encoders.contains_key(encoder) {
@@ -817,11 +829,21 @@ impl Admin {
                     "{alias:?} is an encoder's name; an alias needs another"
                 )));
             }
-            Ok(snap.aliases.insert(alias.to_string(), encoder.to_string()))
+            let previous = snap.aliases.insert(alias.to_string(), encoder.to_string());
+            let mut p = snap.pipelines.get(alias).copied().unwrap_or_default();
+            p.repair = pipeline.repair.or(p.repair);
+            p.fusion = pipeline.fusion.or(p.fusion);
+            if p.is_empty() {
+                snap.pipelines.remove(alias);
+            } else {
+                snap.pipelines.insert(alias.to_string(), p);
+            }
+            Ok((previous, p))
         })?;
         Ok(json!({
             "alias": alias,
             "encoder": encoder,
+            "pipeline": now,
             "previous": previous,
             "switch_ms": started.elapsed().as_secs_f64() * 1e3,
         }))
@@ -835,6 +857,7 @@ impl Admin {
                     "the alias default cannot be removed; point it elsewhere".into(),
                 ));
             }
+            snap.pipelines.remove(alias);
             match snap.aliases.remove(alias) {
                 Some(t) => Ok(json!({ "removed": alias, "previous": t })),
                 None => Err(AdminError::NotFound(format!("no alias named {alias:?}"))),
@@ -1004,7 +1027,8 @@ async fn delete_encoder(
 }
 
 async fn list_aliases(State(admin): State<Arc<Admin>>) -> Json<Value> {
-    Json(json!({ "aliases": admin.state.registry.snapshot().aliases }))
+    let snap = admin.state.registry.snapshot();
+    Json(json!({ "aliases": snap.aliases, "pipelines": snap.pipelines }))
 }
 
 /// `PUT /admin/aliases/{alias}` body.
@@ -1012,6 +1036,12 @@ async fn list_aliases(State(admin): State<Arc<Admin>>) -> Json<Value> {
 #[serde(deny_unknown_fields)]
 struct AliasRequest {
     encoder: String,
+    /// Query repair for requests through this alias: off, on, auto.
+    #[serde(default)]
+    repair: Option<RepairMode>,
+    /// What a repaired query searches with: repaired, max.
+    #[serde(default)]
+    fusion: Option<RepairFusion>,
 }
 
 async fn put_alias(
@@ -1020,7 +1050,14 @@ async fn put_alias(
     JsonBody(req): JsonBody<AliasRequest>,
 ) -> Result<Json<Value>, ApiError> {
     Ok(Json(
-        blocking(move || admin.switch_alias(&alias, &req.encoder)).await?,
+        blocking(move || {
+            let pipeline = QueryPipeline {
+                repair: req.repair,
+                fusion: req.fusion,
+            };
+            admin.switch_alias(&alias, &req.encoder, pipeline)
+        })
+        .await?,
     ))
 }
 

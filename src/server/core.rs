@@ -1,6 +1,7 @@
 //! What a search or an embedding request does, independent of the transport: validation,
-//! encoder resolution, tokenization off the async runtime, batched inference, HNSW search,
-//! timings and metrics. HTTP and gRPC handlers are thin wrappers around these two functions.
+//! encoder resolution, query repair and tokenization off the async runtime, batched inference,
+//! HNSW search (with the raw and repaired texts fused), timings and metrics. HTTP and gRPC
+//! handlers are thin wrappers around these two functions.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -9,10 +10,11 @@ use std::time::Instant;
 use axum::http::StatusCode;
 use serde::Serialize;
 
-use super::batcher::{BatchError, EncodeTimings};
 use super::error::ApiError;
 use super::state::AppState;
-use crate::registry::{LoadedEncoder, ResolveError, DEFAULT_ALIAS};
+use crate::registry::batcher::{BatchError, EncodeTimings};
+use crate::registry::{LoadedEncoder, QueryPipeline, ResolveError, DEFAULT_ALIAS};
+use crate::repair::{Outcome, RepairFusion, RepairMode, Repaired, Repairer};
 
 /// Largest `ef` a request may ask for.
 pub const MAX_EF: usize = 10_000;
@@ -26,6 +28,25 @@ pub struct SearchParams {
     pub k: usize,
     pub encoder: Option<String>,
     pub ef: Option<usize>,
+    /// Query repair; `None`: the alias's pipeline, else the service's default.
+    pub repair: Option<RepairMode>,
+    /// What a repaired query searches with; `None`: the alias's pipeline, else the default.
+    pub repair_fusion: Option<RepairFusion>,
+}
+
+impl SearchParams {
+    /// A search with the service's defaults for everything but the texts.
+    pub fn new(texts: Vec<String>, field: &'static str, k: usize) -> Self {
+        SearchParams {
+            texts,
+            field,
+            k,
+            encoder: None,
+            ef: None,
+            repair: None,
+            repair_fusion: None,
+        }
+    }
 }
 
 /// One retrieved document.
@@ -41,6 +62,7 @@ pub struct Hit {
 /// Where the time of a request went, in milliseconds.
 #[derive(Debug, Clone, Copy, Serialize, Default)]
 pub struct TimingsMs {
+    pub repair: f64,
     pub tokenize: f64,
     pub queue: f64,
     pub encode: f64,
@@ -55,6 +77,10 @@ pub struct SearchOutput {
     pub encoder_name: String,
     pub encoder_version: String,
     pub timings_ms: TimingsMs,
+    /// Per query: what repair changed, `None` when it changed nothing or did not run.
+    pub repairs: Vec<Option<Repaired>>,
+    /// The repair mode and fusion in effect.
+    pub pipeline: QueryPipeline,
 }
 
 /// Result of [`embed`].
@@ -89,15 +115,38 @@ fn admit(state: &AppState) -> Result<tokio::sync::SemaphorePermit<'_>, ApiError>
 
 /// Resolves an encoder name or alias (`default` when none is given).
 pub fn resolve(state: &AppState, name: Option<&str>) -> Result<Arc<LoadedEncoder>, ApiError> {
+    resolve_with_pipeline(state, name).map(|(e, _)| e)
+}
+
+/// Resolves an encoder name or alias with the alias's query pipeline (empty for encoder names),
+/// from one snapshot, so encoder and pipeline always belong together.
+fn resolve_with_pipeline(
+    state: &AppState,
+    name: Option<&str>,
+) -> Result<(Arc<LoadedEncoder>, QueryPipeline), ApiError> {
     let name = name.unwrap_or(DEFAULT_ALIAS);
-    state
-        .registry
-        .snapshot()
-        .resolve(name)
-        .map_err(|e| match e {
-            ResolveError::Unknown(_) => ApiError::not_found("unknown_encoder", e.to_string()),
-            ResolveError::Dangling { .. } => ApiError::not_ready(e.to_string()),
-        })
+    let snapshot = state.registry.snapshot();
+    let encoder = snapshot.resolve(name).map_err(|e| match e {
+        ResolveError::Unknown(_) => ApiError::not_found("unknown_encoder", e.to_string()),
+        ResolveError::Dangling { .. } => ApiError::not_ready(e.to_string()),
+    })?;
+    Ok((encoder, snapshot.pipeline(name)))
+}
+
+/// The repairer a search uses under `mode`: `None` to search the text as it is. `on` without a
+/// vocabulary is the client's error; `auto` without a vocabulary or a lexicon skips repair.
+fn repairer_for(state: &AppState, mode: RepairMode) -> Result<Option<Arc<Repairer>>, ApiError> {
+    let repairer = state.repairer.get().and_then(Option::as_ref);
+    match (mode, repairer) {
+        (RepairMode::Off, _) => Ok(None),
+        (RepairMode::On, None) => Err(ApiError::invalid(
+            "repair: the index has no vocabulary; add one with `capot index vocab <index>`",
+        )
+        .with_param("repair")),
+        (RepairMode::On, Some(r)) => Ok(Some(r.clone())),
+        (RepairMode::Auto, Some(r)) if r.lexicon().is_some() => Ok(Some(r.clone())),
+        (RepairMode::Auto, _) => Ok(None),
+    }
 }
 
 /// Checks query texts against the limits.
@@ -158,6 +207,15 @@ async fn encode_texts(
         .map_err(|e| ApiError::internal(format!("tokenizer task failed: {e}")))?
         .map_err(|e| ApiError::invalid(e.to_string()))?;
     let tokenize = started.elapsed().as_secs_f64();
+    let (vectors, timings, real_tokens) = infer(loaded, tokens).await?;
+    Ok((vectors, tokenize, timings, real_tokens))
+}
+
+/// Runs tokenized texts through the encoder's batching queue.
+async fn infer(
+    loaded: &Arc<LoadedEncoder>,
+    tokens: crate::encoder::TokenBatch,
+) -> Result<(Vec<Vec<f32>>, EncodeTimings, usize), ApiError> {
     let real_tokens = tokens.real_tokens();
     let rx = loaded.batcher.submit(tokens).map_err(|e| match e {
         BatchError::Overloaded(_) => ApiError::overloaded(e.to_string()),
@@ -168,23 +226,87 @@ async fn encode_texts(
         .await
         .map_err(|_| ApiError::not_ready("the encoder stopped before answering"))?
         .map_err(|e| ApiError::internal(format!("inference failed: {e}")))?;
-    Ok((vectors, tokenize, timings, real_tokens))
+    Ok((vectors, timings, real_tokens))
 }
 
-fn record(
-    state: &AppState,
-    encoder: &str,
+/// The texts a search encodes: each query's raw text, its repaired text, or both.
+struct Prepared {
+    /// Per query, what repair changed.
+    repairs: Vec<Option<Repaired>>,
+    /// Per query, the positions in the tokenized batch it searches with (one or two).
+    slots: Vec<Vec<usize>>,
+    tokens: crate::encoder::TokenBatch,
+    repair_seconds: f64,
+    tokenize_seconds: f64,
+}
+
+/// Repairs and tokenizes on a blocking thread (one hop for both stages).
+async fn prepare(
+    loaded: &Arc<LoadedEncoder>,
+    texts: Vec<String>,
+    repairer: Option<Arc<Repairer>>,
+    fusion: RepairFusion,
+) -> Result<Prepared, ApiError> {
+    let encoder = loaded.encoder().clone();
+    tokio::task::spawn_blocking(move || {
+        let started = Instant::now();
+        let repairs: Vec<Option<Repaired>> = match &repairer {
+            Some(r) => texts
+                .iter()
+                .map(|t| Some(r.repair(t)).filter(Repaired::changed))
+                .collect(),
+            None => vec![None; texts.len()],
+        };
+        let repair_seconds = started.elapsed().as_secs_f64();
+        let mut batch: Vec<&str> = Vec::with_capacity(texts.len());
+        let mut slots = Vec::with_capacity(texts.len());
+        for (raw, repaired) in texts.iter().zip(&repairs) {
+            let mut own = Vec::with_capacity(2);
+            if repaired.is_none() || fusion == RepairFusion::Max {
+                own.push(batch.len());
+                batch.push(raw);
+            }
+            if let Some(r) = repaired {
+                own.push(batch.len());
+                batch.push(&r.text);
+            }
+            slots.push(own);
+        }
+        let tokenize_started = Instant::now();
+        let tokens = encoder
+            .tokenizer()
+            .encode_batch(&batch)
+            .map_err(|e| ApiError::invalid(e.to_string()))?;
+        Ok(Prepared {
+            repairs,
+            slots,
+            tokens,
+            repair_seconds,
+            tokenize_seconds: tokenize_started.elapsed().as_secs_f64(),
+        })
+    })
+    .await
+    .map_err(|e| ApiError::internal(format!("tokenizer task failed: {e}")))?
+}
+
+/// Seconds per stage of one request.
+struct Stages {
+    repair: f64,
     tokenize: f64,
-    t: &EncodeTimings,
+    encode: EncodeTimings,
     search: Option<f64>,
-    total: f64,
-) {
+}
+
+fn record(state: &AppState, encoder: &str, s: &Stages, total: f64) {
     let m = &state.metrics;
-    m.observe_stage("tokenize", encoder, tokenize);
-    m.observe_stage("queue", encoder, t.queue);
-    m.observe_stage("encode", encoder, t.encode);
-    if let Some(s) = search {
-        m.observe_stage("search", encoder, s);
+    if s.search.is_some() {
+        m.observe_stage("repair", encoder, s.repair);
+    }
+    m.observe_stage("tokenize", encoder, s.tokenize);
+    m.observe_stage("queue", encoder, s.encode.queue);
+    m.observe_stage("encode", encoder, s.encode.encode);
+    if let Some(x) = s.search {
+        m.observe_stage("search", encoder, x);
     }
     m.observe_stage("total", encoder, total);
     m.encoder_requests.with_label_values(&[encoder]).inc();
@@ -194,7 +316,9 @@ fn ms(seconds: f64) -> f64 {
     (seconds * 1e6).round() / 1e3
 }
 
-/// Searches the index for each text. Admission control refuses at once (429) when too many
+/// Searches the index for each text, top to bottom: admission, validation, encoder and query
+/// pipeline, repair and tokenization, batched inference, HNSW search of the raw and repaired
+/// vectors, fusion, timings and metrics. Admission control refuses at once (429) when too many
 /// requests are in flight or the encoder's queue is full.
 pub async fn search(state: &AppState, p: SearchParams) -> Result<SearchOutput, ApiError> {
     let started = Instant::now();
@@ -213,7 +337,20 @@ pub async fn search(state: &AppState, p: SearchParams) -> Result<SearchOutput, A
             )));
         }
     }
-    let loaded = resolve(state, p.encoder.as_deref())?;
+    let (loaded, alias_pipeline) = resolve_with_pipeline(state, p.encoder.as_deref())?;
+    let pipeline = QueryPipeline {
+        repair: p
+            .repair
+            .or(alias_pipeline.repair)
+            .or(Some(state.repair_defaults.mode)),
+        fusion: p
+            .repair_fusion
+            .or(alias_pipeline.fusion)
+            .or(Some(state.repair_defaults.fusion)),
+    };
+    let mode = pipeline.repair.unwrap_or_default();
+    let fusion = pipeline.fusion.unwrap_or_default();
+    let repairer = repairer_for(state, mode)?;
     let index = state
         .index
         .get()
@@ -224,27 +361,36 @@ pub async fn search(state: &AppState, p: SearchParams) -> Result<SearchOutput, A
         p.ef.or(state.limits.default_ef)
             .unwrap_or_else(|| index.default_ef())
             .max(k);
+    let repair_ran = repairer.is_some();
     let work = async {
-        let (vectors, tokenize, timings, _) = encode_texts(&loaded, p.texts).await?;
+        let prepared = prepare(&loaded, p.texts, repairer, fusion).await?;
+        let (vectors, timings, _) = infer(&loaded, prepared.tokens).await?;
         let search_started = Instant::now();
         let idx = index.clone();
+        let slots = prepared.slots;
         let lists = tokio::task::spawn_blocking(move || {
-            vectors
+            slots
                 .iter()
-                .map(|v| idx.search(v, k, ef))
+                .map(|own| {
+                    own.iter()
+                        .map(|&i| idx.search(&vectors[i], k, ef))
+                        .collect::<Result<Vec<_>, _>>()
+                        .map(|lists| crate::index::merge_best(lists, k))
+                })
                 .collect::<Result<Vec<_>, _>>()
         })
         .await
         .map_err(|e| ApiError::internal(format!("search task failed: {e}")))?
         .map_err(|e| ApiError::internal(e.to_string()))?;
-        Ok::<_, ApiError>((
-            lists,
-            tokenize,
-            timings,
-            search_started.elapsed().as_secs_f64(),
-        ))
+        let stages = Stages {
+            repair: prepared.repair_seconds,
+            tokenize: prepared.tokenize_seconds,
+            encode: timings,
+            search: Some(search_started.elapsed().as_secs_f64()),
+        };
+        Ok::<_, ApiError>((lists, prepared.repairs, stages))
     };
-    let (lists, tokenize, timings, search_s) = tokio::time::timeout(state.request_timeout(), work)
+    let (lists, repairs, stages) = tokio::time::timeout(state.request_timeout(), work)
         .await
         .map_err(|_| timeout_error(state))??;
     let results = lists
@@ -266,24 +412,36 @@ pub async fn search(state: &AppState, p: SearchParams) -> Result<SearchOutput, A
         .collect();
     let total = started.elapsed().as_secs_f64();
     let manifest = loaded.encoder().manifest();
-    record(
-        state,
-        loaded.name(),
-        tokenize,
-        &timings,
-        Some(search_s),
-        total,
-    );
+    record(state, loaded.name(), &stages, total);
+    let outcome = |r: &Option<Repaired>| match (repair_ran, r) {
+        (true, Some(_)) => Some(Outcome::Changed),
+        (true, None) => Some(Outcome::Unchanged),
+        (false, _) if mode == RepairMode::Auto => Some(Outcome::Skipped),
+        (false, _) => None,
+    };
+    for o in repairs.iter().filter_map(outcome) {
+        state
+            .metrics
+            .repairs
+            .with_label_values(&[o.as_str(), loaded.name()])
+            .inc();
+    }
     Ok(SearchOutput {
         results,
         encoder_name: loaded.name().to_string(),
         encoder_version: manifest.version.clone(),
         timings_ms: TimingsMs {
-            tokenize: ms(tokenize),
-            queue: ms(timings.queue),
-            encode: ms(timings.encode),
-            search: ms(search_s),
+            repair: ms(stages.repair),
+            tokenize: ms(stages.tokenize),
+            queue: ms(stages.encode.queue),
+            encode: ms(stages.encode.encode),
+            search: ms(stages.search.unwrap_or_default()),
             total: ms(total),
+        },
+        repairs,
+        pipeline: QueryPipeline {
+            repair: Some(mode),
+            fusion: Some(fusion),
         },
     })
 }
@@ -314,12 +472,16 @@ pub async fn embed(
             .await
             .map_err(|_| timeout_error(state))??;
     let manifest = loaded.encoder().manifest();
+    let stages = Stages {
+        repair: 0.0,
+        tokenize,
+        encode: timings,
+        search: None,
+    };
     record(
         state,
         loaded.name(),
-        tokenize,
-        &timings,
-        None,
+        &stages,
         started.elapsed().as_secs_f64(),
     );
     Ok(EmbedOutput {

@@ -195,18 +195,57 @@ fn to_u32(v: usize) -> u32 {
     u32::try_from(v).unwrap_or(u32::MAX)
 }
 
-fn search_params(req: pb::SearchRequest) -> SearchParams {
-    SearchParams {
+/// An optional name field: empty means unset; anything else must parse.
+fn parse_name<T: std::str::FromStr<Err = String>>(
+    value: String,
+    field: &str,
+) -> Result<Option<T>, ApiError> {
+    non_empty(value)
+        .map(|v| {
+            v.parse()
+                .map_err(|e: String| ApiError::invalid(format!("{field}: {e}")).with_param(field))
+        })
+        .transpose()
+}
+
+fn search_params(req: pb::SearchRequest) -> Result<SearchParams, ApiError> {
+    Ok(SearchParams {
         texts: req.queries,
         field: "queries",
         k: req.k.map(to_usize).unwrap_or(DEFAULT_K),
         encoder: non_empty(req.encoder),
         ef: req.ef.map(to_usize),
-    }
+        repair: parse_name(req.repair, "repair")?,
+        repair_fusion: parse_name(req.repair_fusion, "repair_fusion")?,
+    })
 }
 
 fn search_response(out: SearchOutput) -> pb::SearchResponse {
+    let fusion = out.pipeline.fusion.unwrap_or_default();
+    let repairs = out
+        .repairs
+        .iter()
+        .map(|r| match r {
+            None => pb::QueryRepair::default(),
+            Some(r) => pb::QueryRepair {
+                changed: true,
+                text: r.text.clone(),
+                edits: r
+                    .edits
+                    .iter()
+                    .map(|e| pb::RepairEdit {
+                        from: e.from.clone(),
+                        to: e.to.clone(),
+                        distance: u32::from(e.distance),
+                        confidence: e.confidence,
+                    })
+                    .collect(),
+                fusion: fusion.as_str().to_string(),
+            },
+        })
+        .collect();
     pb::SearchResponse {
+        repairs,
         results: out
             .results
             .into_iter()
@@ -228,6 +267,7 @@ fn search_response(out: SearchOutput) -> pb::SearchResponse {
             version: out.encoder_version,
         }),
         timings: Some(pb::Timings {
+            repair_ms: out.timings_ms.repair,
             tokenize_ms: out.timings_ms.tokenize,
             queue_ms: out.timings_ms.queue,
             encode_ms: out.timings_ms.encode,
@@ -324,7 +364,7 @@ impl Retrieval for RetrievalService {
         let call = Call::start(&self.state, "Search");
         let result = async {
             self.authorize(request.metadata())?;
-            let out = core::search(&self.state, search_params(request.into_inner())).await?;
+            let out = core::search(&self.state, search_params(request.into_inner())?).await?;
             Ok(search_response(out))
         }
         .await;
@@ -362,19 +402,21 @@ impl Retrieval for RetrievalService {
                     }
                 };
                 match next {
-                    Ok(Some(req)) => match core::search(&state, search_params(req)).await {
-                        Ok(out) => {
-                            if tx.send(Ok(search_response(out))).await.is_err() {
-                                break (Code::Cancelled, Some("cancelled"));
+                    Ok(Some(req)) => {
+                        match async { core::search(&state, search_params(req)?).await }.await {
+                            Ok(out) => {
+                                if tx.send(Ok(search_response(out))).await.is_err() {
+                                    break (Code::Cancelled, Some("cancelled"));
+                                }
+                            }
+                            Err(e) => {
+                                let status = to_status(&e);
+                                let code = status.code();
+                                let _ = tx.send(Err(status)).await;
+                                break (code, Some(e.code));
                             }
                         }
-                        Err(e) => {
-                            let status = to_status(&e);
-                            let code = status.code();
-                            let _ = tx.send(Err(status)).await;
-                            break (code, Some(e.code));
-                        }
-                    },
+                    }
                     Ok(None) => break (Code::Ok, None),
                     Err(status) => {
                         let code = status.code();
@@ -607,24 +649,38 @@ mod tests {
 
     #[test]
     fn search_params_default_k_and_empty_encoder() {
+        use crate::repair::{RepairFusion, RepairMode};
         let p = search_params(pb::SearchRequest {
             queries: vec!["a".into()],
-            k: None,
-            encoder: String::new(),
-            ef: None,
-        });
+            ..Default::default()
+        })
+        .unwrap();
         assert_eq!(p.k, DEFAULT_K);
-        assert_eq!(p.encoder, None);
+        assert_eq!((p.encoder, p.repair, p.repair_fusion), (None, None, None));
         let p = search_params(pb::SearchRequest {
             queries: vec!["a".into()],
             k: Some(0),
             encoder: "minilm".into(),
             ef: Some(64),
-        });
+            repair: "on".into(),
+            repair_fusion: "repaired".into(),
+        })
+        .unwrap();
         assert_eq!(
             (p.k, p.encoder.as_deref(), p.ef),
             (0, Some("minilm"), Some(64))
         );
+        assert_eq!(
+            (p.repair, p.repair_fusion),
+            (Some(RepairMode::On), Some(RepairFusion::Repaired))
+        );
+        let err = search_params(pb::SearchRequest {
+            queries: vec!["a".into()],
+            repair: "sometimes".into(),
+            ..Default::default()
+        })
+        .unwrap_err();
+        assert!(err.message.contains("repair"), "{}", err.message);
     }
 
     #[test]

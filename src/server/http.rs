@@ -17,6 +17,7 @@ use super::core::{self, SearchParams};
 use super::error::{ApiError, FailureReason, JsonBody};
 use super::state::AppState;
 use crate::registry::LoadedEncoder;
+use crate::repair::{RepairFusion, RepairMode, Repaired};
 
 /// Builds the public router (without the transport layers added in [`super::serve`]).
 pub fn router(state: Arc<AppState>) -> Router {
@@ -229,8 +230,38 @@ async fn info(State(state): State<Arc<AppState>>) -> Json<serde_json::Value> {
         "index": index,
         "encoders": encoders,
         "aliases": snapshot.aliases,
+        "pipelines": snapshot.pipelines,
+        "repair": repair_info(&state),
         "limits": state.limits,
     }))
+}
+
+/// `/info`'s `repair`: the defaults, the vocabulary and the lexicon, and whether `auto` runs.
+pub(crate) fn repair_info(state: &AppState) -> serde_json::Value {
+    let repairer = state.repairer.get().and_then(Option::as_ref);
+    let vocabulary = repairer.map(|r| {
+        let v = r.vocab().info();
+        json!({
+            "words": v.words, "tokens": v.tokens, "pairs": v.pairs, "window": v.window,
+            "bytes": r.vocab().heap_bytes(),
+        })
+    });
+    let lexicon = repairer
+        .and_then(|r| r.lexicon())
+        .map(|l| json!({ "words": l.len(), "sources": l.sources() }));
+    let status = match (repairer, repairer.and_then(|r| r.lexicon())) {
+        (None, _) if state.index.get().is_none() => "loading",
+        (None, _) => "no_vocabulary",
+        (Some(_), None) => "no_lexicon",
+        (Some(_), Some(_)) => "ready",
+    };
+    json!({
+        "status": status,
+        "default_mode": state.repair_defaults.mode,
+        "default_fusion": state.repair_defaults.fusion,
+        "vocabulary": vocabulary,
+        "lexicon": lexicon,
+    })
 }
 
 fn default_k() -> usize {
@@ -254,6 +285,46 @@ pub struct SearchRequest {
     /// Encoders or aliases whose results are merged by reciprocal rank fusion.
     #[serde(default)]
     fusion: Option<Vec<String>>,
+    /// Query repair: `off`, `on` or `auto` (default: the alias's, else the service's).
+    #[serde(default)]
+    repair: Option<RepairMode>,
+    /// What a repaired query searches with: `repaired` or `max`.
+    #[serde(default)]
+    repair_fusion: Option<RepairFusion>,
+}
+
+/// The `repair` member of a search response for one query: `None` when nothing changed.
+pub(crate) fn repair_view(r: &Option<Repaired>, fusion: RepairFusion) -> serde_json::Value {
+    match r {
+        None => serde_json::Value::Null,
+        Some(r) => json!({
+            "text": r.text,
+            "edits": r.edits,
+            "confidence": r.confidence(),
+            "fusion": fusion,
+        }),
+    }
+}
+
+/// Adds `repair` (one query) or `repairs` (a batch) to a search response when any query changed.
+pub(crate) fn insert_repairs(
+    body: &mut serde_json::Value,
+    repairs: &[Option<Repaired>],
+    fusion: RepairFusion,
+    batch_form: bool,
+) {
+    if repairs.iter().all(Option::is_none) {
+        return;
+    }
+    if let serde_json::Value::Object(o) = body {
+        if batch_form {
+            let all: Vec<serde_json::Value> =
+                repairs.iter().map(|r| repair_view(r, fusion)).collect();
+            o.insert("repairs".into(), json!(all));
+        } else if let Some(r) = repairs.first() {
+            o.insert("repair".into(), repair_view(r, fusion));
+        }
+    }
 }
 
 async fn search(
@@ -280,6 +351,8 @@ async fn search(
             ef: req.ef,
             encoder: req.encoder,
             fusion: req.fusion,
+            repair: req.repair,
+            repair_fusion: req.repair_fusion,
         };
         return super::routing::search(&state, routed).await;
     }
@@ -291,20 +364,25 @@ async fn search(
             k: req.k,
             encoder: req.encoder,
             ef: req.ef,
+            repair: req.repair,
+            repair_fusion: req.repair_fusion,
         },
     )
     .await?;
+    let fusion = out.pipeline.fusion.unwrap_or_default();
     let results = if batch_form {
         serde_json::to_value(&out.results)
     } else {
         serde_json::to_value(out.results.into_iter().next().unwrap_or_default())
     }
     .map_err(|e| ApiError::internal(e.to_string()))?;
-    Ok(Json(json!({
+    let mut body = json!({
         "results": results,
         "encoder": { "name": out.encoder_name, "version": out.encoder_version },
         "timings_ms": out.timings_ms,
-    })))
+    });
+    insert_repairs(&mut body, &out.repairs, fusion, batch_form);
+    Ok(Json(body))
 }
 
 /// `POST /v1/embeddings` body, as OpenAI defines it.

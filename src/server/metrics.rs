@@ -5,7 +5,7 @@ use prometheus::{
     Opts, Registry, TextEncoder,
 };
 
-use super::batcher::BatchObserver;
+use crate::registry::batcher::BatchObserver;
 
 /// Latency buckets (seconds) from 0.25 ms to 10 s.
 const LATENCY_BUCKETS: &[f64] = &[
@@ -37,6 +37,8 @@ pub struct Metrics {
     pub encoder_info: GaugeVec,
     /// Requests served per encoder.
     pub encoder_requests: IntCounterVec,
+    /// Queries by what query repair did (unchanged, changed, skipped) and encoder.
+    pub repairs: IntCounterVec,
 }
 
 impl Metrics {
@@ -59,7 +61,7 @@ impl Metrics {
         let stage_seconds = HistogramVec::new(
             HistogramOpts::new(
                 "request_stage_duration_seconds",
-                "Time spent per request stage (tokenize, queue, encode, search, total).",
+                "Time spent per request stage (repair, tokenize, queue, encode, search, total).",
             )
             .buckets(LATENCY_BUCKETS.to_vec()),
             &["stage", "encoder"],
@@ -100,7 +102,15 @@ impl Metrics {
         registry.register(Box::new(in_flight.clone()))?;
         registry.register(Box::new(index_documents.clone()))?;
         registry.register(Box::new(encoder_info.clone()))?;
+        let repairs = IntCounterVec::new(
+            Opts::new(
+                "query_repairs_total",
+                "Queries by what query repair did (unchanged, changed, skipped) and encoder.",
+            ),
+            &["outcome", "encoder"],
+        )?;
         registry.register(Box::new(encoder_requests.clone()))?;
+        registry.register(Box::new(repairs.clone()))?;
         let build_info = GaugeVec::new(
             Opts::new("build_info", "Version of the running capot (value 1)."),
             &["version"],
@@ -121,6 +131,7 @@ impl Metrics {
             index_documents,
             encoder_info,
             encoder_requests,
+            repairs,
         })
     }
 

@@ -2,7 +2,6 @@
 
 pub mod admin;
 pub mod admin_jobs;
-pub mod batcher;
 pub mod core;
 pub mod error;
 pub mod grpc;
@@ -23,10 +22,11 @@ use tower_http::trace::TraceLayer;
 
 use crate::encoder::{Encoder, EncoderManifest, RuntimeOptions};
 use crate::index::{Index, IndexManifest};
+use crate::registry::batcher::{self, BatchConfig, Batcher};
 use crate::registry::{LoadedEncoder, DEFAULT_ALIAS};
-use batcher::{BatchConfig, Batcher};
+use crate::repair::{Lexicon, Repairer};
 use metrics::Metrics;
-pub use state::{AppState, Limits};
+pub use state::{AppState, Limits, RepairDefaults};
 
 /// Everything `capot serve` needs, after flags, environment and config file are merged.
 #[derive(Debug, Clone)]
@@ -45,6 +45,10 @@ pub struct ServeOptions {
     pub drain_timeout: Duration,
     /// Admin API, state file and query router.
     pub admin: admin::AdminOptions,
+    /// Query repair when neither a request nor its alias says otherwise.
+    pub repair: RepairDefaults,
+    /// Word lists of the language prior (none: repair without one, `auto` skips).
+    pub lexicons: Vec<PathBuf>,
 }
 
 /// Errors that stop the service from starting.
@@ -125,6 +129,9 @@ fn load_all(state: &AppState, options: &ServeOptions) -> Result<(), String> {
         .map_err(|e| format!("cannot load index {}: {e}", options.index.display()))?;
     let index = Arc::new(index);
     state.metrics.index_documents.set(index.len() as i64);
+    let _ = state
+        .repairer
+        .set(load_repairer(&index, &options.lexicons)?);
     let mut loaded = Vec::new();
     for path in &options.encoders {
         let e = load_encoder(path, &options.runtime, &options.batch, &state.metrics)?;
@@ -158,15 +165,44 @@ fn load_all(state: &AppState, options: &ServeOptions) -> Result<(), String> {
     Ok(())
 }
 
+/// The index's query repairer with the language prior, `None` when the index has no
+/// vocabulary. What is missing is logged: repair degrades, serving does not.
+fn load_repairer(index: &Index, lexicons: &[PathBuf]) -> Result<Option<Arc<Repairer>>, String> {
+    let lexicon = if lexicons.is_empty() {
+        None
+    } else {
+        Some(Arc::new(
+            Lexicon::load(lexicons).map_err(|e| e.to_string())?,
+        ))
+    };
+    let Some(vocab) = index.vocab() else {
+        tracing::warn!(
+            "the index has no vocabulary: query repair is off (add one with `capot index vocab {}`)",
+            index.dir().display()
+        );
+        return Ok(None);
+    };
+    match &lexicon {
+        Some(l) => tracing::info!(
+            words = vocab.info().words,
+            lexicon_words = l.len(),
+            "query repair ready"
+        ),
+        None => tracing::warn!(
+            words = vocab.info().words,
+            "query repair has no lexicon: `on` repairs from the corpus alone, `auto` skips"
+        ),
+    }
+    Ok(Some(Arc::new(Repairer::new(vocab.clone(), lexicon))))
+}
+
 /// Runs the service until SIGTERM or SIGINT, then drains in-flight requests.
 pub async fn serve(options: ServeOptions) -> Result<(), ServeError> {
     std::fs::create_dir_all(&options.data_dir)?;
     let metrics = Arc::new(Metrics::new().map_err(|e| ServeError::Load(e.to_string()))?);
-    let state = Arc::new(AppState::new(
-        metrics,
-        options.limits.clone(),
-        options.api_key.clone(),
-    ));
+    let mut state = AppState::new(metrics, options.limits.clone(), options.api_key.clone());
+    state.repair_defaults = options.repair;
+    let state = Arc::new(state);
 
     let listener = tokio::net::TcpListener::bind(options.addr)
         .await

@@ -32,6 +32,8 @@ pub struct RoutedRequest {
     pub ef: Option<usize>,
     pub encoder: Option<String>,
     pub fusion: Option<Vec<String>>,
+    pub repair: Option<crate::repair::RepairMode>,
+    pub repair_fusion: Option<crate::repair::RepairFusion>,
 }
 
 /// Whether a `/search` request is served here rather than by the plain path.
@@ -86,8 +88,12 @@ async fn routed(state: &Arc<AppState>, req: RoutedRequest) -> Result<Json<Value>
     }
     let snapshot = state.registry.snapshot();
     let texts = req.texts.clone();
+    let repairer = state.repairer.get().cloned().flatten();
     let aliases: Vec<String> = tokio::task::spawn_blocking(move || {
-        texts.iter().map(|t| router.choose(&snapshot, t)).collect()
+        texts
+            .iter()
+            .map(|t| router.choose(&snapshot, t, repairer.as_deref()))
+            .collect()
     })
     .await
     .map_err(|e| ApiError::internal(format!("router task failed: {e}")))?;
@@ -101,14 +107,16 @@ async fn routed(state: &Arc<AppState>, req: RoutedRequest) -> Result<Json<Value>
     }
     let mut results: Vec<Vec<Hit>> = vec![Vec::new(); req.texts.len()];
     let mut encoders: Vec<Value> = vec![Value::Null; req.texts.len()];
+    let mut repairs = vec![None; req.texts.len()];
     let mut first: Option<SearchOutput> = None;
     for (alias, idx) in &groups {
         let texts: Vec<String> = idx.iter().map(|&i| req.texts[i].clone()).collect();
         let out = core::search(state, params(&req, texts, Some(alias.clone()))).await?;
         let enc = json!({ "name": out.encoder_name, "version": out.encoder_version });
-        for (&i, hits) in idx.iter().zip(out.results.iter()) {
+        for ((&i, hits), repaired) in idx.iter().zip(out.results.iter()).zip(&out.repairs) {
             results[i] = hits.clone();
             encoders[i] = enc.clone();
+            repairs[i] = repaired.clone();
         }
         if first.is_none() {
             first = Some(out);
@@ -121,6 +129,8 @@ async fn routed(state: &Arc<AppState>, req: RoutedRequest) -> Result<Json<Value>
         "results": shape(results, req.batch_form)?,
         "timings_ms": timings,
     });
+    let fusion = first.pipeline.fusion.unwrap_or_default();
+    super::http::insert_repairs(&mut body, &repairs, fusion, req.batch_form);
     if let Value::Object(o) = &mut body {
         if req.batch_form {
             o.insert("routed_to".into(), json!(aliases));
@@ -143,6 +153,8 @@ fn params(req: &RoutedRequest, texts: Vec<String>, encoder: Option<String>) -> S
         k: req.k,
         encoder,
         ef: req.ef,
+        repair: req.repair,
+        repair_fusion: req.repair_fusion,
     }
 }
 
@@ -200,11 +212,16 @@ async fn fused(
         .zip(&outputs)
         .map(|(asked, o)| json!({ "requested": asked, "name": o.encoder_name, "version": o.encoder_version }))
         .collect();
-    Ok(Json(json!({
+    let mut body = json!({
         "results": shape(results, req.batch_form)?,
         "fusion": { "method": "rrf", "k": RRF_K, "depth": depth, "encoders": encoders },
         "timings_ms": { "total": (started.elapsed().as_secs_f64() * 1e6).round() / 1e3 },
-    })))
+    });
+    if let Some(first) = outputs.first() {
+        let fusion = first.pipeline.fusion.unwrap_or_default();
+        super::http::insert_repairs(&mut body, &first.repairs, fusion, req.batch_form);
+    }
+    Ok(Json(body))
 }
 
 /// Reciprocal rank fusion of ranked lists: score(d) = Σ 1/(RRF_K + rank); ties by id. The

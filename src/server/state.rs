@@ -10,6 +10,14 @@ use super::metrics::Metrics;
 use crate::index::Index;
 use crate::registry::router::QueryRouter;
 use crate::registry::Registry;
+use crate::repair::{RepairFusion, RepairMode, Repairer};
+
+/// The query pipeline a request gets when neither it nor its alias says otherwise.
+#[derive(Debug, Clone, Copy, Default, serde::Serialize)]
+pub struct RepairDefaults {
+    pub mode: RepairMode,
+    pub fusion: RepairFusion,
+}
 
 /// Request limits, reported by `/info`.
 #[derive(Debug, Clone, serde::Serialize)]
@@ -54,6 +62,11 @@ pub struct AppState {
     pub started: std::time::Instant,
     /// Picks an alias per query when a request names no encoder (`--router`).
     pub router: OnceLock<Arc<QueryRouter>>,
+    /// Query repair over the index's vocabulary, set with the index; `None` inside when the
+    /// index has no vocabulary.
+    pub repairer: OnceLock<Option<Arc<Repairer>>>,
+    /// Repair mode and fusion when neither the request nor its alias sets them.
+    pub repair_defaults: RepairDefaults,
 }
 
 impl AppState {
@@ -69,6 +82,8 @@ impl AppState {
             draining: AtomicBool::new(false),
             started: std::time::Instant::now(),
             router: OnceLock::new(),
+            repairer: OnceLock::new(),
+            repair_defaults: RepairDefaults::default(),
         }
     }
 

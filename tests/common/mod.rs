@@ -55,6 +55,8 @@ pub fn capot() -> Command {
         assets().join("onnxruntime/lib/libonnxruntime.so"),
     );
     c.env_remove("CAPOT_LOG");
+    // The lexicon and other default assets: the test's assets, whatever the working directory.
+    c.env("CAPOT_ASSETS", assets());
     c
 }
 
@@ -394,7 +396,13 @@ pub fn cached_index(corpus: &Path) -> PathBuf {
     let fingerprint = manifest["fingerprint"].as_str().expect("fingerprint");
     let corpus = corpus.canonicalize().expect("corpus path");
     let mut key = std::collections::hash_map::DefaultHasher::new();
-    std::hash::Hash::hash(&(fingerprint, &corpus, env!("CARGO_PKG_VERSION")), &mut key);
+    // The index layout tag changes whenever what `index build` writes changes (vocab: query
+    // repair's vocabulary), so a cached index from an older build is never reused.
+    let layout = "vocab-1";
+    std::hash::Hash::hash(
+        &(fingerprint, &corpus, env!("CARGO_PKG_VERSION"), layout),
+        &mut key,
+    );
     let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
         .join(format!("index-{:016x}", std::hash::Hasher::finish(&key)));
     if !dir.join("index.json").is_file() {

@@ -1,0 +1,514 @@
+//! The corpus vocabulary: what query repair knows about the words of the indexed documents.
+//!
+//! Two files, both covered by the manifest's checksums:
+//!
+//! | file | content |
+//! |---|---|
+//! | `vocab-<tag>.fst` | an [`fst::Map`] from every lower-cased alphabetic word of the corpus to its count |
+//! | `vocab-<tag>.pairs` | a Bloom filter of the unordered pairs of content words that occur within [`PAIR_WINDOW`] content words of each other in one document (little-endian `u64` words) |
+//!
+//! The counts say which words exist and how common they are; the pairs are the context signal:
+//! a correction is only made towards a word that the corpus uses near another word of the query.
+//! The Bloom filter is sized from a HyperLogLog estimate of the distinct pairs for a 1% false
+//! positive rate, so its size grows with the corpus's distinct pairs, not its length.
+//! `<tag>` is the first 12 hex digits of the word file's SHA-256, so that `capot index vocab`
+//! can add or replace a vocabulary next to a live index and switch to it with one rename of the
+//! manifest.
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use super::error::IndexError;
+use super::fileio::{HashingReader, HashingWriter};
+use super::manifest::FileInfo;
+
+/// Version of the vocabulary files' layout and hashing.
+pub const VOCAB_FORMAT: u32 = 1;
+/// Content words within this distance (in content words) of each other form a pair.
+pub const PAIR_WINDOW: usize = 10;
+/// Words longer than this are not counted (base64 blobs, run-together junk).
+pub const MAX_WORD_CHARS: usize = 40;
+/// Bloom filter false-positive rate the filter is sized for.
+const BLOOM_FP_RATE: f64 = 0.01;
+/// Hash functions of the Bloom filter (optimal for 1%: ln 2 × 9.6 bits per pair ≈ 7).
+const BLOOM_HASHES: u32 = 7;
+
+/// Words too common to say anything about a query's topic; they are not content words, so they
+/// form no pairs and give no context.
+pub const STOPWORDS: &[&str] = &[
+    "a", "about", "after", "all", "also", "am", "an", "and", "any", "are", "as", "at", "be",
+    "because", "been", "before", "being", "between", "both", "but", "by", "can", "could", "did",
+    "do", "does", "doing", "down", "during", "each", "few", "for", "from", "further", "had", "has",
+    "have", "having", "he", "her", "here", "hers", "him", "his", "how", "i", "if", "in", "into",
+    "is", "it", "its", "just", "long", "many", "me", "more", "most", "much", "my", "no", "nor",
+    "not", "now", "of", "off", "on", "once", "only", "or", "other", "our", "out", "over", "own",
+    "s", "same", "she", "should", "so", "some", "such", "t", "than", "that", "the", "their",
+    "them", "then", "there", "these", "they", "this", "those", "through", "to", "too", "under",
+    "until", "up", "very", "was", "we", "were", "what", "when", "where", "which", "while", "who",
+    "whom", "why", "will", "with", "would", "you", "your",
+];
+
+/// Whether `word` (lower case) is a stopword.
+pub fn is_stopword(word: &str) -> bool {
+    STOPWORDS.binary_search(&word).is_ok()
+}
+
+/// The manifest's `vocab` section.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct VocabInfo {
+    /// Layout version ([`VOCAB_FORMAT`]).
+    pub format: u32,
+    /// Distinct words.
+    pub words: u64,
+    /// Word occurrences counted.
+    pub tokens: u64,
+    /// Pair window, in content words.
+    pub window: usize,
+    /// Estimated distinct content-word pairs.
+    pub pairs: u64,
+    /// Bits of the Bloom filter (a multiple of 64).
+    pub bloom_bits: u64,
+    /// Hash functions of the Bloom filter.
+    pub bloom_hashes: u32,
+    /// Name of the word-count file in the index directory.
+    pub words_file: String,
+    /// Name of the pair filter file in the index directory.
+    pub pairs_file: String,
+    /// Seconds the vocabulary took to build.
+    pub build_seconds: f64,
+}
+
+/// Splits text into lower-cased alphabetic words: maximal runs of alphabetic characters
+/// (so `deen's` gives `deen` and `s`, `covid-19` gives `covid`).
+pub fn corpus_words(text: &str) -> impl Iterator<Item = String> + '_ {
+    text.split(|c: char| !c.is_alphabetic())
+        .filter(|w| !w.is_empty() && w.chars().count() <= MAX_WORD_CHARS)
+        .map(str::to_lowercase)
+}
+
+/// The vocabulary of an index, loaded.
+pub struct Vocabulary {
+    counts: fst::Map<Vec<u8>>,
+    pairs: Bloom,
+    info: VocabInfo,
+}
+
+impl std::fmt::Debug for Vocabulary {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Vocabulary")
+            .field("info", &self.info)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Vocabulary {
+    /// Counts the words and pairs of `texts` (one item per document).
+    pub fn build<'a>(texts: impl Iterator<Item = (&'a str, &'a str)> + Clone) -> Self {
+        let started = std::time::Instant::now();
+        let mut counts: HashMap<String, u64> = HashMap::new();
+        let mut hll = HyperLogLog::new();
+        let mut tokens = 0u64;
+        let mut content = Vec::new();
+        for (title, text) in texts.clone() {
+            for w in corpus_words(title).chain(corpus_words(text)) {
+                tokens += 1;
+                *counts.entry(w).or_insert(0) += 1;
+            }
+            for_each_pair(title, text, &mut content, |h| hll.add(h));
+        }
+        let distinct_pairs = hll.estimate();
+        let mut pairs = Bloom::with_capacity(distinct_pairs);
+        for (title, text) in texts {
+            for_each_pair(title, text, &mut content, |h| pairs.insert(h));
+        }
+        let mut words: Vec<(String, u64)> = counts.into_iter().collect();
+        words.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        let mut builder = fst::MapBuilder::memory();
+        for (w, c) in &words {
+            // Keys are sorted and distinct, so insertion cannot fail.
+            let _ = builder.insert(w.as_bytes(), *c);
+        }
+        let bytes = builder.into_inner().unwrap_or_default();
+        let counts = fst::Map::new(bytes).unwrap_or_default();
+        let info = VocabInfo {
+            format: VOCAB_FORMAT,
+            words: words.len() as u64,
+            tokens,
+            window: PAIR_WINDOW,
+            pairs: distinct_pairs,
+            bloom_bits: pairs.bits(),
+            bloom_hashes: BLOOM_HASHES,
+            words_file: String::new(),
+            pairs_file: String::new(),
+            build_seconds: (started.elapsed().as_secs_f64() * 1e3).round() / 1e3,
+        };
+        Vocabulary {
+            counts,
+            pairs,
+            info,
+        }
+    }
+
+    /// Writes the two files into `dir` and returns the manifest section and the files' entries.
+    pub(crate) fn write(
+        &mut self,
+        dir: &Path,
+    ) -> Result<(VocabInfo, Vec<(String, FileInfo)>), IndexError> {
+        let fst_bytes = self.counts.as_fst().as_bytes();
+        let tag = {
+            use sha2::{Digest, Sha256};
+            hex::encode(Sha256::digest(fst_bytes))[..12].to_string()
+        };
+        let words_file = format!("vocab-{tag}.fst");
+        let pairs_file = format!("vocab-{tag}.pairs");
+        let mut w = HashingWriter::create(&dir.join(&words_file))?;
+        w.put(fst_bytes)?;
+        let words_info = w.finish()?;
+        let mut w = HashingWriter::create(&dir.join(&pairs_file))?;
+        let mut buf = Vec::with_capacity(self.pairs.words.len() * 8);
+        for word in &self.pairs.words {
+            buf.extend_from_slice(&word.to_le_bytes());
+        }
+        w.put(&buf)?;
+        let pairs_info = w.finish()?;
+        self.info.words_file = words_file.clone();
+        self.info.pairs_file = pairs_file.clone();
+        Ok((
+            self.info.clone(),
+            vec![(words_file, words_info), (pairs_file, pairs_info)],
+        ))
+    }
+
+    /// Reads the files `info` names from `dir`, checking sizes and (when given) checksums.
+    pub(crate) fn read(
+        dir: &Path,
+        info: &VocabInfo,
+        words: &FileInfo,
+        pairs: &FileInfo,
+        verify: bool,
+    ) -> Result<Self, IndexError> {
+        if info.format != VOCAB_FORMAT {
+            return Err(IndexError::corrupt(
+                dir.join(&info.words_file),
+                format!(
+                    "vocabulary format {} is not supported (this build reads {VOCAB_FORMAT})",
+                    info.format
+                ),
+            ));
+        }
+        let read_all = |name: &str, file: &FileInfo| -> Result<Vec<u8>, IndexError> {
+            let path = dir.join(name);
+            let mut r = HashingReader::open(&path, verify)?;
+            let len = usize::try_from(r.len()).map_err(|_| {
+                IndexError::corrupt(&path, "file is larger than this machine can address")
+            })?;
+            let mut buf = vec![0u8; len];
+            r.take(&mut buf)?;
+            r.finish(verify.then_some(file.sha256.as_str()))?;
+            Ok(buf)
+        };
+        let words_path = dir.join(&info.words_file);
+        let counts = fst::Map::new(read_all(&info.words_file, words)?)
+            .map_err(|e| IndexError::corrupt(&words_path, format!("not a word-count FST: {e}")))?;
+        if counts.len() as u64 != info.words {
+            return Err(IndexError::corrupt(
+                &words_path,
+                format!(
+                    "holds {} words, the manifest says {}",
+                    counts.len(),
+                    info.words
+                ),
+            ));
+        }
+        let pairs_path = dir.join(&info.pairs_file);
+        let raw = read_all(&info.pairs_file, pairs)?;
+        if raw.len() as u64 * 8 != info.bloom_bits || raw.is_empty() || raw.len() % 8 != 0 {
+            return Err(IndexError::corrupt(
+                &pairs_path,
+                format!(
+                    "holds {} bytes, the manifest says {} bits",
+                    raw.len(),
+                    info.bloom_bits
+                ),
+            ));
+        }
+        if info.bloom_hashes == 0 || info.bloom_hashes > 32 {
+            return Err(IndexError::corrupt(
+                &pairs_path,
+                format!(
+                    "{} hash functions is out of range 1..=32",
+                    info.bloom_hashes
+                ),
+            ));
+        }
+        let words_vec = raw
+            .chunks_exact(8)
+            .map(|c| u64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]))
+            .collect();
+        Ok(Vocabulary {
+            counts,
+            pairs: Bloom {
+                words: words_vec,
+                hashes: info.bloom_hashes,
+            },
+            info: info.clone(),
+        })
+    }
+
+    /// What the manifest says about it.
+    pub fn info(&self) -> &VocabInfo {
+        &self.info
+    }
+
+    /// How often `word` (lower case) occurs in the corpus; 0 if never.
+    pub fn count(&self, word: &str) -> u64 {
+        self.counts.get(word.as_bytes()).unwrap_or(0)
+    }
+
+    /// Whether the corpus uses `a` and `b` within [`PAIR_WINDOW`] content words of each other
+    /// in one document (false positives at about 1%).
+    pub fn near(&self, a: &str, b: &str) -> bool {
+        a != b && self.pairs.contains(pair_hash(a, b))
+    }
+
+    /// The word-count map, for candidate searches.
+    pub fn counts(&self) -> &fst::Map<Vec<u8>> {
+        &self.counts
+    }
+
+    /// Sizes of the two files it is written as: (word counts, pair filter), in bytes.
+    pub fn file_bytes(&self) -> (u64, u64) {
+        (
+            self.counts.as_fst().as_bytes().len() as u64,
+            self.pairs.words.len() as u64 * 8,
+        )
+    }
+
+    /// Bytes held in memory.
+    pub fn heap_bytes(&self) -> usize {
+        self.counts.as_fst().as_bytes().len() + self.pairs.words.len() * 8
+    }
+}
+
+/// Calls `f` with the hash of every pair of content words of one document that lie within
+/// [`PAIR_WINDOW`] content words of each other. `content` is scratch space.
+fn for_each_pair(title: &str, text: &str, content: &mut Vec<String>, mut f: impl FnMut(u64)) {
+    content.clear();
+    content.extend(
+        corpus_words(title)
+            .chain(corpus_words(text))
+            .filter(|w| !is_stopword(w)),
+    );
+    for (i, a) in content.iter().enumerate() {
+        for b in content.iter().skip(i + 1).take(PAIR_WINDOW) {
+            if a != b {
+                f(pair_hash(a, b));
+            }
+        }
+    }
+}
+
+/// FNV-1a over bytes; stable across versions and platforms (it is part of the file format).
+fn fnv1a(mut h: u64, bytes: &[u8]) -> u64 {
+    for &b in bytes {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    h
+}
+
+/// splitmix64's finaliser: spreads the bits of `x`.
+fn mix(mut x: u64) -> u64 {
+    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    x ^ (x >> 31)
+}
+
+/// Hash of the unordered pair {a, b}.
+fn pair_hash(a: &str, b: &str) -> u64 {
+    let (lo, hi) = if a <= b { (a, b) } else { (b, a) };
+    let h = fnv1a(0xcbf2_9ce4_8422_2325, lo.as_bytes());
+    mix(fnv1a(h ^ 0xff, hi.as_bytes()))
+}
+
+/// A Bloom filter over 64-bit hashes (double hashing: bit i = h1 + i·h2 mod m).
+struct Bloom {
+    words: Vec<u64>,
+    hashes: u32,
+}
+
+impl Bloom {
+    /// Sized for `n` distinct items at [`BLOOM_FP_RATE`].
+    fn with_capacity(n: u64) -> Self {
+        let bits_per_item = -BLOOM_FP_RATE.ln() / (std::f64::consts::LN_2.powi(2));
+        let bits = ((n.max(1) as f64) * bits_per_item).ceil() as u64;
+        let words = bits.div_ceil(64).max(16) as usize;
+        Bloom {
+            words: vec![0; words],
+            hashes: BLOOM_HASHES,
+        }
+    }
+
+    fn bits(&self) -> u64 {
+        self.words.len() as u64 * 64
+    }
+
+    fn positions(&self, h: u64) -> impl Iterator<Item = usize> {
+        let m = self.bits();
+        let h1 = h;
+        let h2 = mix(h ^ 0x9e37_79b9_7f4a_7c15) | 1;
+        (0..u64::from(self.hashes)).map(move |i| (h1.wrapping_add(i.wrapping_mul(h2)) % m) as usize)
+    }
+
+    fn insert(&mut self, h: u64) {
+        for p in self.positions(h).collect::<Vec<_>>() {
+            self.words[p / 64] |= 1 << (p % 64);
+        }
+    }
+
+    fn contains(&self, h: u64) -> bool {
+        self.positions(h)
+            .all(|p| self.words[p / 64] & (1 << (p % 64)) != 0)
+    }
+}
+
+/// HyperLogLog with 2^14 registers (standard error ≈ 0.8%): the number of distinct pairs, to
+/// size the Bloom filter without holding the pairs.
+struct HyperLogLog {
+    registers: Vec<u8>,
+}
+
+impl HyperLogLog {
+    const P: u32 = 14;
+
+    fn new() -> Self {
+        HyperLogLog {
+            registers: vec![0; 1 << Self::P],
+        }
+    }
+
+    fn add(&mut self, h: u64) {
+        let h = mix(h);
+        let idx = (h >> (64 - Self::P)) as usize;
+        let rest = h << Self::P;
+        let rank = (rest.leading_zeros() + 1).min(64 - Self::P + 1) as u8;
+        if rank > self.registers[idx] {
+            self.registers[idx] = rank;
+        }
+    }
+
+    fn estimate(&self) -> u64 {
+        let m = self.registers.len() as f64;
+        let alpha = 0.7213 / (1.0 + 1.079 / m);
+        let sum: f64 = self
+            .registers
+            .iter()
+            .map(|&r| 2f64.powi(-i32::from(r)))
+            .sum();
+        let raw = alpha * m * m / sum;
+        let zeros = self.registers.iter().filter(|&&r| r == 0).count();
+        let est = if raw <= 2.5 * m && zeros > 0 {
+            m * (m / zeros as f64).ln()
+        } else {
+            raw
+        };
+        est.round() as u64
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stopwords_are_sorted_for_binary_search() {
+        let mut sorted = STOPWORDS.to_vec();
+        sorted.sort_unstable();
+        sorted.dedup();
+        assert_eq!(sorted, STOPWORDS);
+        assert!(is_stopword("the") && !is_stopword("vitamin"));
+    }
+
+    #[test]
+    fn corpus_words_are_lowercase_alphabetic_runs() {
+        let w: Vec<String> = corpus_words("Paula Deen's COVID-19 café, 42 x_y").collect();
+        assert_eq!(w, ["paula", "deen", "s", "covid", "café", "x", "y"]);
+    }
+
+    #[test]
+    fn counts_and_pairs_come_from_the_documents() {
+        let docs = [
+            ("Vitamin D", "Vitamin D deficiency causes weak bones."),
+            ("", "The capital of France is Paris."),
+        ];
+        let v = Vocabulary::build(docs.iter().copied());
+        assert_eq!(v.count("vitamin"), 2);
+        assert_eq!(v.count("paris"), 1);
+        assert_eq!(v.count("london"), 0);
+        assert!(v.near("deficiency", "vitamin") && v.near("vitamin", "deficiency"));
+        assert!(v.near("capital", "paris"));
+        // Different documents, and stopwords, make no pairs.
+        assert!(!v.near("vitamin", "paris"));
+        assert!(!v.near("the", "capital"));
+        assert_eq!(v.info().words, 12);
+        assert_eq!(v.info().tokens, 14);
+    }
+
+    #[test]
+    fn pairs_stay_within_the_window() {
+        let far: String = (0..PAIR_WINDOW + 1)
+            .map(|i| format!("filler{} ", "x".repeat(i + 1)))
+            .collect();
+        let text = format!("alpha {far} omega");
+        let v = Vocabulary::build(std::iter::once(("", text.as_str())));
+        assert!(v.near("alpha", "fillerx"));
+        assert!(!v.near("alpha", "omega"));
+    }
+
+    #[test]
+    fn hyperloglog_estimates_within_a_few_percent() {
+        for n in [100u64, 10_000, 200_000] {
+            let mut h = HyperLogLog::new();
+            for i in 0..n {
+                h.add(i);
+                h.add(i); // duplicates do not count
+            }
+            let e = h.estimate() as f64;
+            assert!((e - n as f64).abs() / (n as f64) < 0.05, "n={n} est={e}");
+        }
+    }
+
+    #[test]
+    fn bloom_false_positives_are_near_the_design_rate() {
+        let n = 20_000u64;
+        let mut b = Bloom::with_capacity(n);
+        for i in 0..n {
+            b.insert(mix(i));
+        }
+        assert!((0..n).all(|i| b.contains(mix(i))));
+        let fp = (n..n + 20_000).filter(|&i| b.contains(mix(i))).count();
+        assert!(fp < 600, "{fp} false positives of 20000 (design 1%)");
+    }
+
+    #[test]
+    fn written_files_read_back_and_corruption_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let docs = [("", "heart attack symptoms in women"), ("", "chest pain")];
+        let mut v = Vocabulary::build(docs.iter().copied());
+        let (info, files) = v.write(dir.path()).unwrap();
+        let back = Vocabulary::read(dir.path(), &info, &files[0].1, &files[1].1, true).unwrap();
+        assert_eq!(back.count("symptoms"), 1);
+        assert!(back.near("heart", "symptoms"));
+        // A flipped byte in the pair filter is a checksum error naming the file.
+        let p = dir.path().join(&info.pairs_file);
+        let mut bytes = std::fs::read(&p).unwrap();
+        bytes[3] ^= 0x40;
+        std::fs::write(&p, bytes).unwrap();
+        let err = Vocabulary::read(dir.path(), &info, &files[0].1, &files[1].1, true)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains(&info.pairs_file), "{err}");
+    }
+}

@@ -1,0 +1,283 @@
+//! Query repair end to end: `capot index vocab` and `capot repair` as a user runs them, and the
+//! `repair` stage of `/search` (single and batch), its errors, `/info`, `/metrics` and a
+//! per-alias pipeline set through the admin API and kept in the state file.
+
+mod common;
+mod registry_common;
+
+use std::path::{Path, PathBuf};
+
+use common::{run_capot, Server};
+use registry_common::Admin;
+use serde_json::{json, Value};
+
+fn curl_post(server: &Server, path: &str, body: &Value) -> (u16, Value) {
+    let out = std::process::Command::new("curl")
+        .args(["-sS", "--max-time", "60", "-o", "-", "-w", "\n%{http_code}"])
+        .args(["-H", "content-type: application/json", "-d"])
+        .arg(body.to_string())
+        .arg(format!("http://{}{path}", server.addr))
+        .output()
+        .expect("curl runs");
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    let (body, code) = text.rsplit_once('\n').expect("status line");
+    (
+        code.trim().parse().expect("status"),
+        serde_json::from_str(body).unwrap_or(Value::Null),
+    )
+}
+
+/// A copy of the default index with its vocabulary removed, as an index built before it existed.
+fn index_without_vocab(dir: &Path) -> PathBuf {
+    let src = common::default_index();
+    let out = dir.join("old-index");
+    std::fs::create_dir_all(&out).unwrap();
+    let mut manifest: Value =
+        serde_json::from_str(&std::fs::read_to_string(src.join("index.json")).unwrap()).unwrap();
+    let vocab = manifest
+        .as_object_mut()
+        .unwrap()
+        .remove("vocab")
+        .expect("a fresh index has a vocabulary");
+    for f in [&vocab["words_file"], &vocab["pairs_file"]] {
+        manifest["files"]
+            .as_object_mut()
+            .unwrap()
+            .remove(f.as_str().unwrap());
+    }
+    for entry in std::fs::read_dir(src).unwrap() {
+        let p = entry.unwrap().path();
+        let name = p.file_name().unwrap().to_str().unwrap().to_string();
+        if !name.starts_with("vocab-") && name != "index.json" {
+            std::fs::copy(&p, out.join(&name)).unwrap();
+        }
+    }
+    std::fs::write(out.join("index.json"), manifest.to_string()).unwrap();
+    out
+}
+
+#[test]
+fn index_vocab_and_repair_cli() {
+    let tmp = tempfile::tempdir().unwrap();
+    let old = index_without_vocab(tmp.path());
+    let old_s = old.to_str().unwrap();
+    let typo = common::root().join("data/default-corpus/queries.typo.tsv");
+    let typo_s = typo.to_str().unwrap();
+
+    // An old index: one clear line, exit 1.
+    let o = run_capot(&["repair", "--index", old_s, "--queries", typo_s], b"");
+    assert_eq!(o.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("no vocabulary") && err.contains("capot index vocab"),
+        "{err}"
+    );
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+
+    // `capot index vocab` adds it without touching the vectors; the index still loads.
+    let vectors_before = std::fs::read(old.join("vectors.f32")).unwrap();
+    let o = run_capot(&["index", "vocab", old_s], b"");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let info: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(info["words"].as_u64().unwrap() > 500, "{info}");
+    assert_eq!(
+        std::fs::read(old.join("vectors.f32")).unwrap(),
+        vectors_before
+    );
+    let shown = run_capot(&["index", "show", old_s], b"");
+    let shown: Value = serde_json::from_slice(&shown.stdout).unwrap();
+    assert_eq!(shown["vocab"]["words"], info["words"]);
+
+    // JSON lines: the edits and a confidence; the typo queries of the built-in corpus are
+    // mostly restored.
+    let o = run_capot(&["repair", "--index", old_s, "--queries", typo_s], b"");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let lines: Vec<Value> = String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let changed: Vec<&Value> = lines.iter().filter(|l| l["changed"] == true).collect();
+    assert!(
+        changed.len() * 2 > lines.len(),
+        "{} of {}",
+        changed.len(),
+        lines.len()
+    );
+    let q2 = lines.iter().find(|l| l["id"] == "q02").expect("q02");
+    assert_eq!(q2["repaired"], "symptoms of vitamin d deficiency", "{q2}");
+    assert_eq!(q2["edits"][0]["from"], "deficeincy");
+    assert_eq!(q2["edits"][0]["to"], "deficiency");
+    assert!(q2["confidence"].as_f64().unwrap() > 0.0);
+    let summary = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        summary.contains(&format!("changed {} of", changed.len())),
+        "{summary}"
+    );
+
+    // Clean queries stay as they are; TSV output from stdin.
+    let clean = "q1\twhat is the capital of australia\nq2\thow long do antibiotics take to work\n";
+    let o = run_capot(
+        &["repair", "--index", old_s, "--format", "tsv"],
+        clean.as_bytes(),
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(String::from_utf8_lossy(&o.stdout), clean);
+
+    // A lexicon that cannot be read is an error, not a silent fallback.
+    let o = run_capot(
+        &[
+            "repair",
+            "--index",
+            old_s,
+            "--lexicon",
+            "/nonexistent/words.txt",
+        ],
+        clean.as_bytes(),
+    );
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("/nonexistent/words.txt"));
+}
+
+#[test]
+fn search_repairs_reports_and_counts() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    let index = common::default_index().to_str().unwrap().to_string();
+    let bundle = common::minilm_bundle().to_str().unwrap().to_string();
+    let server = Server::start(&[
+        "--index",
+        &index,
+        "--encoder",
+        &bundle,
+        "--data-dir",
+        data.to_str().unwrap(),
+    ]);
+
+    let (code, info) = {
+        let (c, b) = common::http_get(server.addr, "/info").unwrap();
+        (c, serde_json::from_str::<Value>(&b).unwrap())
+    };
+    assert_eq!(code, 200);
+    assert_eq!(info["repair"]["status"], "ready", "{}", info["repair"]);
+    assert_eq!(info["repair"]["default_mode"], "auto");
+    assert_eq!(info["repair"]["default_fusion"], "max");
+    assert!(info["repair"]["lexicon"]["words"].as_u64().unwrap() > 80_000);
+
+    // The default (auto, max) repairs and says so.
+    let (code, v) = curl_post(
+        &server,
+        "/search",
+        &json!({ "query": "symptoms of vitamin d deficeincy", "k": 3 }),
+    );
+    assert_eq!(code, 200, "{v}");
+    assert_eq!(
+        v["repair"]["text"], "symptoms of vitamin d deficiency",
+        "{v}"
+    );
+    assert_eq!(v["repair"]["edits"][0]["from"], "deficeincy");
+    assert_eq!(v["repair"]["fusion"], "max");
+    assert!(v["timings_ms"]["repair"].as_f64().unwrap() >= 0.0);
+    // Repaired alone gives what the clean query gives.
+    let (_, repaired) = curl_post(
+        &server,
+        "/search",
+        &json!({ "query": "symptoms of vitamin d deficeincy", "k": 3, "repair_fusion": "repaired" }),
+    );
+    let (_, clean) = curl_post(
+        &server,
+        "/search",
+        &json!({ "query": "symptoms of vitamin d deficiency", "k": 3 }),
+    );
+    assert!(
+        clean.get("repair").is_none(),
+        "a clean query is not repaired: {clean}"
+    );
+    let ids = |v: &Value| -> Vec<String> {
+        v["results"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|h| h["id"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(ids(&repaired), ids(&clean));
+    // Off: searched as written.
+    let (_, off) = curl_post(
+        &server,
+        "/search",
+        &json!({ "query": "symptoms of vitamin d deficeincy", "repair": "off" }),
+    );
+    assert!(off.get("repair").is_none(), "{off}");
+
+    // Batches: one entry per query, null where nothing changed.
+    let (code, b) = curl_post(
+        &server,
+        "/search",
+        &json!({ "queries": ["what is the capital of austrlia", "how long to boil an egg"], "k": 2 }),
+    );
+    assert_eq!(code, 200, "{b}");
+    assert_eq!(
+        b["repairs"][0]["text"], "what is the capital of australia",
+        "{b}"
+    );
+    assert!(b["repairs"][1].is_null(), "{b}");
+
+    // Bad values: 422 naming the field.
+    for body in [
+        json!({ "query": "x", "repair": "sometimes" }),
+        json!({ "query": "x", "repair_fusion": "rrf" }),
+    ] {
+        let (code, e) = curl_post(&server, "/search", &body);
+        assert!(code == 422 || code == 400, "{code} {e}");
+        assert!(
+            e["error"]["message"].as_str().unwrap().contains("repair"),
+            "{e}"
+        );
+    }
+
+    // Metrics by outcome and encoder.
+    let (_, text) = common::http_get(server.addr, "/metrics").unwrap();
+    let value = |outcome: &str| -> f64 {
+        let want = format!("outcome=\"{outcome}\"");
+        text.lines()
+            .filter(|l| l.starts_with("capot_query_repairs_total{"))
+            .filter(|l| l.contains(&want) && l.contains("encoder=\"minilm\""))
+            .filter_map(|l| l.rsplit_once(' ').and_then(|(_, v)| v.parse::<f64>().ok()))
+            .sum()
+    };
+    assert!(value("changed") >= 3.0, "{text}");
+    assert!(value("unchanged") >= 2.0, "{text}");
+    assert!(text.contains("stage=\"repair\""), "no repair stage timing");
+
+    // A per-alias pipeline, swapped through the admin API and kept in the state file.
+    let admin = Admin::of(&server, &data);
+    let (code, r) = admin.call(
+        "PUT",
+        "/admin/aliases/strict",
+        Some(r#"{"encoder": "minilm", "repair": "off"}"#),
+    );
+    assert_eq!(code, 200, "{r}");
+    assert_eq!(r["pipeline"]["repair"], "off");
+    let (_, strict) = curl_post(
+        &server,
+        "/search",
+        &json!({ "query": "symptoms of vitamin d deficeincy", "encoder": "strict" }),
+    );
+    assert!(strict.get("repair").is_none(), "{strict}");
+    // The request still wins over its alias.
+    let (_, forced) = curl_post(
+        &server,
+        "/search",
+        &json!({ "query": "symptoms of vitamin d deficeincy", "encoder": "strict", "repair": "on" }),
+    );
+    assert!(forced["repair"].is_object(), "{forced}");
+    let state: Value =
+        serde_json::from_str(&std::fs::read_to_string(data.join("state.json")).unwrap()).unwrap();
+    assert_eq!(state["pipelines"]["strict"]["repair"], "off", "{state}");
+    let (code, r) = admin.call(
+        "PUT",
+        "/admin/aliases/strict",
+        Some(r#"{"encoder": "minilm", "repair": "never"}"#),
+    );
+    assert!(code == 422 || code == 400, "{code} {r}");
+}
