@@ -1249,6 +1249,64 @@ fn api_key_from_flag_file_and_environment() {
 // 6. Overload
 // ---------------------------------------------------------------------------------------------
 
+/// Requests whose client is gone before their turn (here: the request timeout fired while they
+/// waited in the queue) are dropped before inference and counted, and nothing else suffers.
+#[test]
+fn queued_requests_of_clients_that_left_are_not_encoded() {
+    let server = default_server(&["--request-timeout-ms", "300", "--max-batch", "64"]);
+    // Each request fills one inference (64 texts of ~40 tokens: ~0.1-0.2 s on 2 cores), so most
+    // of the 16 wait in the queue longer than their 300 ms.
+    let queries: Vec<String> = (0..64)
+        .map(|i| {
+            format!(
+                "question {i}: how long do antibiotics such as amoxicillin take to work for a \
+                 sore throat, an ear infection or a sinus infection, and when should you see a doctor"
+            )
+        })
+        .collect();
+    let body = json!({ "queries": queries, "k": 1, "repair": "off" }).to_string();
+    let n = 16;
+    let barrier = std::sync::Arc::new(std::sync::Barrier::new(n));
+    let handles: Vec<_> = (0..n)
+        .map(|_| {
+            let url = format!("{}/search", server.base);
+            let body = body.clone();
+            let barrier = barrier.clone();
+            std::thread::spawn(move || {
+                barrier.wait();
+                curl("POST", &url, &[JSON], Some(body.as_bytes()))
+            })
+        })
+        .collect();
+    let replies: Vec<Reply> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+    let timed_out = replies.iter().filter(|r| r.status == 503).count();
+    for r in replies.iter().filter(|r| r.status != 200) {
+        assert_error(r, 503, "timeout", "");
+    }
+    // Once the queue has drained, the abandoned requests are counted; they were not encoded.
+    std::thread::sleep(std::time::Duration::from_millis(3000));
+    let text = get(&server, "/metrics").text();
+    let abandoned = metric(
+        &text,
+        "capot_encode_abandoned_total",
+        &[("encoder", "minilm")],
+    )
+    .unwrap_or(0.0);
+    println!("{timed_out} of {n} requests timed out; {abandoned} dropped unencoded");
+    assert!(
+        timed_out >= 2,
+        "64-query batches on 2 cores must outlast a 40 ms budget"
+    );
+    assert!(abandoned >= 1.0, "{text}");
+    assert!(abandoned <= timed_out as f64);
+    let r = post(
+        &server,
+        "/search",
+        &json!({ "query": "boil an egg", "k": 1 }),
+    );
+    assert_eq!(r.status, 200, "{}", r.text());
+}
+
 #[test]
 fn overload_is_refused_at_once_with_429_and_the_service_recovers() {
     let server = default_server(&[

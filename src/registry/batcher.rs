@@ -4,6 +4,8 @@
 //! The worker takes everything queued (up to a size and a padded-token budget, optionally
 //! waiting a little for more), runs one inference and answers each request with its rows. The
 //! queue is bounded: when it is full a request is refused at once (HTTP 429), never parked.
+//! A request whose client has gone while it waited (timeout, disconnect: its answer can no
+//! longer be delivered) is dropped before inference rather than encoded for nobody.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -73,6 +75,10 @@ struct Job {
 pub trait BatchObserver: Send + Sync + 'static {
     fn batch_done(&self, encoder: &str, size: usize, seconds: f64);
     fn queue_depth(&self, encoder: &str, depth: usize);
+    /// `requests` queued requests were dropped unencoded: their clients had gone.
+    fn abandoned(&self, encoder: &str, requests: usize) {
+        let _ = (encoder, requests);
+    }
 }
 
 /// A handle to one encoder's batching worker. Cloning shares the worker; the worker thread ends
@@ -204,6 +210,13 @@ fn run_batch(
         .fetch_sub(jobs.len(), Ordering::Relaxed)
         .saturating_sub(jobs.len());
     observer.queue_depth(name, remaining);
+    let (jobs, gone): (Vec<Job>, Vec<Job>) = jobs.into_iter().partition(|j| !j.reply.is_closed());
+    if !gone.is_empty() {
+        observer.abandoned(name, gone.len());
+    }
+    if jobs.is_empty() {
+        return;
+    }
     let started = Instant::now();
     let parts: Vec<&TokenBatch> = jobs.iter().map(|j| &j.tokens).collect();
     let merged = if parts.len() == 1 {

@@ -39,6 +39,8 @@ pub struct Metrics {
     pub encoder_requests: IntCounterVec,
     /// Queries by what query repair did (unchanged, changed, skipped) and encoder.
     pub repairs: IntCounterVec,
+    /// Queued requests dropped before inference because their client had gone, by encoder.
+    pub abandoned: IntCounterVec,
 }
 
 impl Metrics {
@@ -111,6 +113,14 @@ impl Metrics {
         )?;
         registry.register(Box::new(encoder_requests.clone()))?;
         registry.register(Box::new(repairs.clone()))?;
+        let abandoned = IntCounterVec::new(
+            Opts::new(
+                "encode_abandoned_total",
+                "Queued requests dropped before inference because their client had gone (timeout, disconnect).",
+            ),
+            &["encoder"],
+        )?;
+        registry.register(Box::new(abandoned.clone()))?;
         let build_info = GaugeVec::new(
             Opts::new("build_info", "Version of the running capot (value 1)."),
             &["version"],
@@ -132,6 +142,7 @@ impl Metrics {
             encoder_info,
             encoder_requests,
             repairs,
+            abandoned,
         })
     }
 
@@ -174,6 +185,12 @@ impl BatchObserver for Metrics {
         self.queue_depth
             .with_label_values(&[encoder])
             .set(i64::try_from(depth).unwrap_or(i64::MAX));
+    }
+
+    fn abandoned(&self, encoder: &str, requests: usize) {
+        self.abandoned
+            .with_label_values(&[encoder])
+            .inc_by(requests as u64);
     }
 }
 
