@@ -39,8 +39,9 @@ RUN --mount=type=cache,id=capot-cargo-registry,target=/usr/local/cargo/registry 
  && install -D -m 0755 /cargo-target/release/capot /out/bin/capot \
  && install -D -m 0644 assets/onnxruntime/lib/libonnxruntime.so.1.31.1 /out/lib/libonnxruntime.so.1.31.1 \
  && ln -s libonnxruntime.so.1.31.1 /out/lib/libonnxruntime.so \
- && mkdir -p /out/encoders /out/indexes \
+ && mkdir -p /out/encoders /out/indexes /out/lexicon \
  && cp -a assets/encoders/minilm /out/encoders/minilm \
+ && cp -a assets/lexicon/. /out/lexicon/ \
  && /out/bin/capot index build --doc-encoder /out/encoders/minilm \
       --corpus data/default-corpus --out /out/indexes/default-corpus
 
@@ -72,7 +73,9 @@ COPY --from=cuda-builder /out-cuda/lib/ /opt/capot/lib/
 COPY --from=cuda-builder /out-cuda/bin/capot /usr/local/bin/capot
 COPY --from=builder /out/encoders/ /encoders/
 COPY --from=builder /out/indexes/ /indexes/
+COPY --from=builder /out/lexicon/ /opt/capot/lexicon/
 ENV ORT_DYLIB_PATH=/opt/capot/lib/libonnxruntime.so \
+    CAPOT_LEXICON=/opt/capot/lexicon/frequency_dictionary_en_82_765.txt \
     CAPOT_LOG=info \
     CAPOT_LOG_FORMAT=json
 USER 10001:10001
@@ -107,7 +110,9 @@ COPY --from=builder /out/lib/ /opt/capot/lib/
 COPY --from=builder /out/bin/capot /usr/local/bin/capot
 COPY --from=builder /out/encoders/ /encoders/
 COPY --from=builder /out/indexes/ /indexes/
+COPY --from=builder /out/lexicon/ /opt/capot/lexicon/
 ENV ORT_DYLIB_PATH=/opt/capot/lib/libonnxruntime.so \
+    CAPOT_LEXICON=/opt/capot/lexicon/frequency_dictionary_en_82_765.txt \
     CAPOT_LOG=info \
     CAPOT_LOG_FORMAT=json
 USER 10001:10001
