@@ -7,6 +7,8 @@
 //! - `ann`: hnsw_rs alone (the index's graph) on given query vectors: recall@k against exact
 //!   search and single-threaded queries/s per `ef`, for comparison with hnswlib and faiss on the
 //!   same vectors (bench/ann.py).
+//! - `repair`: query repair alone: the vocabulary's build time, size and memory for a corpus, and
+//!   the time `repair()` takes per query (bench/repair.sh).
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
@@ -29,6 +31,23 @@ pub enum BenchCommand {
     Search(SearchBenchArgs),
     /// hnsw_rs recall@k against exact search and single-threaded queries/s per `ef`.
     Ann(AnnBenchArgs),
+    /// Query repair: vocabulary build time, size and memory for a corpus; time per query.
+    Repair(RepairBenchArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct RepairBenchArgs {
+    /// BEIR dataset directory or corpus.jsonl whose vocabulary is built.
+    #[arg(long, value_name = "PATH")]
+    pub corpus: PathBuf,
+    /// Query files (TSV or queries.jsonl) to repair, each timed on its own; repeat.
+    #[arg(long = "queries", value_name = "FILE")]
+    pub queries: Vec<PathBuf>,
+    /// Passes over each query file (the first warms the caches and is not timed).
+    #[arg(long, default_value_t = 3)]
+    pub passes: usize,
+    #[command(flatten)]
+    pub lexicon: super::LexiconArgs,
 }
 
 #[derive(Debug, Args)]
@@ -104,7 +123,90 @@ pub fn run(cmd: BenchCommand, global: &GlobalArgs) -> anyhow::Result<()> {
         BenchCommand::Encode(args) => encode(args, global),
         BenchCommand::Search(args) => search(args, global),
         BenchCommand::Ann(args) => ann(args),
+        BenchCommand::Repair(args) => repair(args),
     }
+}
+
+/// Resident and peak resident memory of this process, in bytes (Linux; 0 elsewhere).
+fn rss_bytes() -> (u64, u64) {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.split_whitespace().next())
+            .and_then(|v| v.parse::<u64>().ok())
+            .map_or(0, |kb| kb * 1024)
+    };
+    (field("VmRSS:"), field("VmHWM:"))
+}
+
+fn repair(args: RepairBenchArgs) -> anyhow::Result<()> {
+    use capot::index::vocab::Vocabulary;
+    use capot::repair::Repairer;
+    use std::sync::Arc;
+    let read_started = Instant::now();
+    let (corpus, _) = dataset::read_corpus(&args.corpus, ReadMode::Lenient)?;
+    let read_seconds = read_started.elapsed().as_secs_f64();
+    let (rss_before, _) = rss_bytes();
+    let started = Instant::now();
+    let documents = corpus.docs().len();
+    let vocab = Vocabulary::build(
+        corpus
+            .docs()
+            .iter()
+            .map(|d| (d.title.as_str(), d.text.as_str())),
+    );
+    let build_seconds = started.elapsed().as_secs_f64();
+    let (rss_after, peak) = rss_bytes();
+    let (words_bytes, pairs_bytes) = vocab.file_bytes();
+    let info = vocab.info().clone();
+    let heap = vocab.heap_bytes();
+    drop(corpus);
+    let lexicon = args.lexicon.load()?.map(Arc::new);
+    let repairer = Repairer::new(Arc::new(vocab), lexicon);
+    let mut timings = Vec::new();
+    for path in &args.queries {
+        let (queries, _) = dataset::read_queries(path, ReadMode::Strict)?;
+        let texts: Vec<&str> = queries.queries().iter().map(|q| q.text.as_str()).collect();
+        let mut samples = Vec::with_capacity(texts.len() * args.passes);
+        let mut changed = 0usize;
+        for pass in 0..args.passes.max(2) {
+            for t in &texts {
+                let s = Instant::now();
+                let r = repairer.repair(t);
+                let us = s.elapsed().as_secs_f64() * 1e6;
+                if pass > 0 {
+                    samples.push(us);
+                } else {
+                    changed += usize::from(r.changed());
+                }
+            }
+        }
+        samples.sort_by(f64::total_cmp);
+        timings.push(serde_json::json!({
+            "queries": path,
+            "count": texts.len(),
+            "changed": changed,
+            "p50_us": percentile(&samples, 50.0),
+            "p99_us": percentile(&samples, 99.0),
+            "mean_us": samples.iter().sum::<f64>() / samples.len().max(1) as f64,
+        }));
+    }
+    let out = serde_json::json!({
+        "corpus": args.corpus,
+        "documents": documents,
+        "read_seconds": read_seconds,
+        "vocab": info,
+        "build_seconds": build_seconds,
+        "file_bytes": { "words": words_bytes, "pairs": pairs_bytes },
+        "heap_bytes": heap,
+        "rss_growth_bytes": rss_after.saturating_sub(rss_before),
+        "peak_rss_bytes": peak,
+        "repair": timings,
+    });
+    println!("{}", serde_json::to_string_pretty(&out)?);
+    Ok(())
 }
 
 /// Percentile of sorted samples (nearest rank).
