@@ -144,6 +144,10 @@ pub struct EvalSpec {
     pub noise: Option<NoiseList>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub seeds: Option<u64>,
+    /// Query repair in front of both encoders (`capot eval --repair`), so the gate judges the
+    /// new encoder as the service would run it; unset: none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repair: Option<crate::repair::RepairMode>,
 }
 
 /// Promotion behind an alias, when the gate passes.
@@ -491,6 +495,9 @@ impl JobSpec {
         if let Some(s) = e.seeds {
             flag("seeds", s.to_string());
         }
+        if let Some(m) = e.repair {
+            flag("repair", m.to_string());
+        }
         if let Some(t) = self.threads {
             flag("threads", t.to_string());
         }
@@ -579,6 +586,7 @@ mod tests {
             variants: vec![],
             noise: Some(NoiseList::Text("typo".into())),
             seeds: None,
+            repair: None,
         });
         s.validate().unwrap();
         s.promote.as_mut().unwrap().require.max_clean_drop = -0.5;
@@ -648,6 +656,7 @@ mod tests {
             variants: vec![PathBuf::from("/v1")],
             noise: None,
             seeds: Some(2),
+            repair: Some(crate::repair::RepairMode::On),
         });
         let e = s
             .eval_args(
@@ -660,7 +669,7 @@ mod tests {
             .join(" ");
         assert_eq!(
             e,
-            "eval --dataset /d --index /i --encoder /b --encoder /c --variants /v1 --seeds 2 --out /o"
+            "eval --dataset /d --index /i --encoder /b --encoder /c --variants /v1 --seeds 2 --repair on --out /o"
         );
     }
 }
