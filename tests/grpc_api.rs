@@ -220,8 +220,28 @@ fn grpc_search_stream_embed_info_health_reflection_and_errors() {
         serde_json::json!(["Search", "SearchStream", "Embed", "Info"])
     );
 
+    // Query repair, as over HTTP.
+    let r = &out["repair"];
+    assert_eq!(r["repairs"][0]["changed"], true, "{r}");
+    assert_eq!(r["repairs"][0]["text"], "symptoms of vitamin d deficiency");
+    assert_eq!(r["repairs"][0]["fusion"], "max");
+    assert_eq!(r["repairs"][0]["edits"][0]["from"], "deficeincy");
+    assert_eq!(r["repairs"][1]["changed"], false, "{r}");
+    assert!(r["repair_ms"].as_f64().unwrap() >= 0.0);
+    assert_eq!(out["repair_off_changed"], serde_json::json!([false]));
+    assert_eq!(
+        out["repair_stream"],
+        serde_json::json!(["what is the capital of australia"])
+    );
+
     // Errors keep the HTTP API's semantics.
     let e = &out["errors"];
+    assert_error(
+        &e["repair_unknown"],
+        "INVALID_ARGUMENT",
+        "invalid_request",
+        "unknown repair mode",
+    );
     assert_error(
         &e["empty_query"],
         "INVALID_ARGUMENT",

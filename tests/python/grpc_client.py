@@ -97,6 +97,31 @@ def main_mode(channel, pb, pb_grpc, health_pb, health_grpc, refl_pb, refl_grpc):
     )
     out["batch"] = [hits_view(q) for q in r.results]
 
+    # Query repair: a misspelt query is repaired (the default, auto), and says so; off leaves it.
+    r = stub.Search(
+        pb.SearchRequest(queries=["symptoms of vitamin d deficeincy", "boil an egg"], k=3), timeout=DEADLINE
+    )
+    out["repair"] = {
+        "repairs": [
+            {
+                "changed": q.changed,
+                "text": q.text,
+                "fusion": q.fusion,
+                "edits": [{"from": getattr(e, "from"), "to": e.to} for e in q.edits],
+            }
+            for q in r.repairs
+        ],
+        "repair_ms": r.timings.repair_ms,
+    }
+    r = stub.Search(
+        pb.SearchRequest(queries=["symptoms of vitamin d deficeincy"], k=3, repair="off"), timeout=DEADLINE
+    )
+    out["repair_off_changed"] = [q.changed for q in r.repairs]
+    stream = stub.SearchStream(
+        iter([pb.SearchRequest(queries=["what is the capital of austrlia"], k=1, repair="on")]), timeout=DEADLINE
+    )
+    out["repair_stream"] = [resp.repairs[0].text for resp in stream]
+
     # Bidirectional stream: three requests, answered in order.
     stream_queries = [
         "how long do antibiotics take to work",
@@ -170,6 +195,9 @@ def main_mode(channel, pb, pb_grpc, health_pb, health_grpc, refl_pb, refl_grpc):
         "k_zero": error_of(lambda: stub.Search(pb.SearchRequest(queries=["eggs"], k=0), timeout=DEADLINE)),
         "k_too_large": error_of(lambda: stub.Search(pb.SearchRequest(queries=["eggs"], k=1_000_000), timeout=DEADLINE)),
         "ef_zero": error_of(lambda: stub.Search(pb.SearchRequest(queries=["eggs"], k=3, ef=0), timeout=DEADLINE)),
+        "repair_unknown": error_of(
+            lambda: stub.Search(pb.SearchRequest(queries=["eggs"], k=3, repair="often"), timeout=DEADLINE)
+        ),
         "embed_empty": error_of(lambda: stub.Embed(pb.EmbedRequest(texts=["  "]), timeout=DEADLINE)),
         "embed_wrong_dimensions": error_of(
             lambda: stub.Embed(pb.EmbedRequest(texts=["eggs"], dimensions=128), timeout=DEADLINE)
