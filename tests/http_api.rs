@@ -1249,6 +1249,67 @@ fn api_key_from_flag_file_and_environment() {
 // 6. Overload
 // ---------------------------------------------------------------------------------------------
 
+/// A worker pool: two inference sessions of one thread each behind one queue serve concurrent
+/// searches with the same results as one session; /info says how many; a bad count is refused.
+#[test]
+fn encoder_worker_pools_serve_the_same_results() {
+    let single = default_server(&[]);
+    let pooled = default_server(&["--encoder-workers", "2", "--threads", "1"]);
+    let info = get(&pooled, "/info").json();
+    assert_eq!(info["encoders"][0]["workers"], 2, "{info}");
+    assert_eq!(get(&single, "/info").json()["encoders"][0]["workers"], 1);
+    let queries = [
+        "how long do antibiotics take to work",
+        "symptoms of vitamin d deficiency",
+        "what is the capital of australia",
+        "how long to boil an egg",
+    ];
+    let handles: Vec<_> = (0..8)
+        .map(|i| {
+            let url = format!("{}/search", pooled.base);
+            let body = json!({ "query": queries[i % 4], "k": 3, "repair": "off" }).to_string();
+            std::thread::spawn(move || curl("POST", &url, &[JSON], Some(body.as_bytes())))
+        })
+        .collect();
+    for (i, h) in handles.into_iter().enumerate() {
+        let r = h.join().unwrap();
+        assert_eq!(r.status, 200, "{}", r.text());
+        let want = post(
+            &single,
+            "/search",
+            &json!({ "query": queries[i % 4], "k": 3, "repair": "off" }),
+        );
+        let ids = |v: &Value| -> Vec<String> {
+            v["results"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|h| h["id"].as_str().unwrap().to_string())
+                .collect()
+        };
+        assert_eq!(ids(&r.json()), ids(&want.json()));
+    }
+    let index = default_index().to_str().unwrap().to_string();
+    let bundle = minilm_bundle().to_str().unwrap().to_string();
+    for bad in ["0", "many"] {
+        let o = run_capot(
+            &[
+                "serve",
+                "--index",
+                &index,
+                "--encoder",
+                &bundle,
+                "--encoder-workers",
+                bad,
+            ],
+            b"",
+        );
+        assert_eq!(o.status.code(), Some(1), "--encoder-workers {bad}");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.contains("--encoder-workers"), "{err}");
+    }
+}
+
 /// Requests whose client is gone before their turn (here: the request timeout fired while they
 /// waited in the queue) are dropped before inference and counted, and nothing else suffers.
 #[test]

@@ -53,6 +53,12 @@ pub struct ServeArgs {
     /// Most padded tokens per inference [default: 4096].
     #[arg(long, env = "CAPOT_MAX_BATCH_TOKENS")]
     pub max_batch_tokens: Option<usize>,
+    /// Inference sessions per encoder, each with --threads threads, fed by one batching queue:
+    /// a number, or `auto` (one single-threaded session per core, at most 16; --threads then
+    /// defaults to the cores divided among them): more throughput at saturation, a little more
+    /// latency for a lone request (docs/benchmarks.md) [default: 1].
+    #[arg(long, env = "CAPOT_ENCODER_WORKERS", value_name = "N|auto")]
+    pub encoder_workers: Option<String>,
     /// Milliseconds a batch waits for more requests [default: 0, never waits].
     #[arg(long, env = "CAPOT_MAX_WAIT_MS")]
     pub max_wait_ms: Option<u64>,
@@ -99,6 +105,8 @@ struct ServeFile {
     api_key_file: Option<PathBuf>,
     max_batch: Option<usize>,
     max_batch_tokens: Option<usize>,
+    /// A number or "auto".
+    encoder_workers: Option<toml::Value>,
     max_wait_ms: Option<u64>,
     queue_capacity: Option<usize>,
     max_in_flight: Option<usize>,
@@ -238,6 +246,31 @@ pub fn options(args: ServeArgs, global: &GlobalArgs) -> anyhow::Result<ServeOpti
         device.device = d;
     }
     device.threads = device.threads.or(file.threads);
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let file_workers = file.encoder_workers.map(|v| match v {
+        toml::Value::String(s) => s,
+        other => other.to_string(),
+    });
+    let workers = match args.encoder_workers.or(file_workers).as_deref() {
+        None => 1,
+        Some("auto") => {
+            let w = cores.clamp(1, 16);
+            if device.threads.is_none() {
+                device.threads = Some((cores / w).max(1));
+            }
+            tracing::info!(
+                cores,
+                workers = w,
+                threads = device.threads,
+                "--encoder-workers auto: one session per core"
+            );
+            w
+        }
+        Some(n) => match n.parse::<usize>() {
+            Ok(w) if (1..=64).contains(&w) => w,
+            _ => bail!("--encoder-workers must be `auto` or a number in 1..=64, got {n:?}"),
+        },
+    };
     let runtime = device.runtime(global)?;
     let defaults = Limits::default();
     let batch_defaults = BatchConfig::default();
@@ -293,6 +326,7 @@ pub fn options(args: ServeArgs, global: &GlobalArgs) -> anyhow::Result<ServeOpti
         )?,
         max_wait: Duration::from_millis(args.max_wait_ms.or(file.max_wait_ms).unwrap_or(0)),
         queue_capacity,
+        workers,
     };
     let admin = super::serve_admin::options(
         args.admin,
@@ -388,5 +422,13 @@ mod grpc_addr_tests {
         let file: ServeFile = toml::from_str("").unwrap();
         assert_eq!(file.grpc_addr, None);
         assert!(toml::from_str::<ServeFile>("grpc_addr = \"nowhere\"").is_err());
+    }
+
+    #[test]
+    fn encoder_workers_in_the_file_may_be_a_number_or_auto() {
+        let f: ServeFile = toml::from_str("encoder_workers = 2").unwrap();
+        assert_eq!(f.encoder_workers, Some(toml::Value::Integer(2)));
+        let f: ServeFile = toml::from_str("encoder_workers = \"auto\"").unwrap();
+        assert_eq!(f.encoder_workers, Some(toml::Value::String("auto".into())));
     }
 }

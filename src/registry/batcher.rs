@@ -27,6 +27,9 @@ pub struct BatchConfig {
     pub max_wait: Duration,
     /// Requests that may wait in the queue; beyond it requests are refused.
     pub queue_capacity: usize,
+    /// Inference sessions fed by the queue, each on its own thread (a worker pool): small
+    /// models on short inputs do not scale one session over many cores, several sessions do.
+    pub workers: usize,
 }
 
 impl Default for BatchConfig {
@@ -36,6 +39,7 @@ impl Default for BatchConfig {
             max_tokens: 64 * 64,
             max_wait: Duration::ZERO,
             queue_capacity: 256,
+            workers: 1,
         }
     }
 }
@@ -89,29 +93,43 @@ pub struct Batcher {
     depth: Arc<AtomicUsize>,
     encoder: Arc<Encoder>,
     capacity: usize,
+    workers: usize,
 }
 
 impl Batcher {
-    /// Starts the worker thread for `encoder`.
+    /// Starts one worker thread per session in `sessions` (sessions of one bundle), all taking
+    /// from the same queue.
     pub fn start(
-        encoder: Arc<Encoder>,
+        sessions: Vec<Arc<Encoder>>,
         config: BatchConfig,
         observer: Arc<dyn BatchObserver>,
     ) -> Result<Self, std::io::Error> {
+        let encoder = sessions.first().cloned().ok_or_else(|| {
+            std::io::Error::new(std::io::ErrorKind::InvalidInput, "no encoder session")
+        })?;
         let (tx, rx) = crossbeam_channel::bounded::<Job>(config.queue_capacity.max(1));
         let depth = Arc::new(AtomicUsize::new(0));
-        let worker_encoder = encoder.clone();
-        let worker_depth = depth.clone();
         let capacity = config.queue_capacity.max(1);
-        std::thread::Builder::new()
-            .name(format!("encode-{}", encoder.manifest().name))
-            .spawn(move || worker(worker_encoder, rx, config, worker_depth, observer))?;
+        let workers = sessions.len();
+        for (i, session) in sessions.into_iter().enumerate() {
+            let (rx, config, depth, observer) =
+                (rx.clone(), config.clone(), depth.clone(), observer.clone());
+            std::thread::Builder::new()
+                .name(format!("encode-{}-{i}", encoder.manifest().name))
+                .spawn(move || worker(session, rx, config, depth, observer))?;
+        }
         Ok(Batcher {
             tx,
             depth,
             encoder,
             capacity,
+            workers,
         })
+    }
+
+    /// Inference sessions serving the queue.
+    pub fn workers(&self) -> usize {
+        self.workers
     }
 
     pub fn encoder(&self) -> &Arc<Encoder> {

@@ -171,6 +171,8 @@ struct EncoderView {
     execution_provider: String,
     loaded_at: String,
     load_seconds: f64,
+    /// Inference sessions (batch workers) serving this encoder's queue.
+    workers: usize,
     #[serde(skip_serializing_if = "Option::is_none")]
     compatibility_override: Option<String>,
 }
@@ -192,6 +194,7 @@ pub(crate) fn encoder_view(e: &LoadedEncoder) -> serde_json::Value {
         execution_provider: e.encoder().provider().to_string(),
         loaded_at: crate::clock::rfc3339_from_unix(secs),
         load_seconds: e.load_seconds,
+        workers: e.batcher.workers(),
         compatibility_override: e.compatibility_override.clone(),
     })
     .unwrap_or_default()

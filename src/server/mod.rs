@@ -91,7 +91,7 @@ pub fn check_compatible(encoder: &EncoderManifest, index: &IndexManifest) -> Res
     Ok(())
 }
 
-/// Loads a bundle, warms it up and starts its batching worker.
+/// Loads a bundle (one session per batch worker), warms it up and starts its batching workers.
 pub fn load_encoder(
     path: &std::path::Path,
     runtime: &RuntimeOptions,
@@ -99,8 +99,16 @@ pub fn load_encoder(
     metrics: &Arc<Metrics>,
 ) -> Result<LoadedEncoder, String> {
     let started = Instant::now();
-    let encoder = Encoder::load(path, runtime).map_err(|e| format!("{}: {e}", path.display()))?;
-    let encoder = Arc::new(encoder);
+    let load = || {
+        Encoder::load(path, runtime)
+            .map(Arc::new)
+            .map_err(|e| format!("{}: {e}", path.display()))
+    };
+    let encoder = load()?;
+    let mut sessions = vec![encoder.clone()];
+    for _ in 1..batch.workers.max(1) {
+        sessions.push(load()?);
+    }
     let m = encoder.manifest();
     metrics
         .encoder_info
@@ -112,7 +120,7 @@ pub fn load_encoder(
         ])
         .set(1.0);
     let observer: Arc<dyn batcher::BatchObserver> = metrics.clone();
-    let batcher = Batcher::start(encoder, batch.clone(), observer).map_err(|e| e.to_string())?;
+    let batcher = Batcher::start(sessions, batch.clone(), observer).map_err(|e| e.to_string())?;
     Ok(LoadedEncoder {
         batcher,
         loaded_at: SystemTime::now(),
