@@ -1605,6 +1605,10 @@ fn sigterm_drains_in_flight_requests_then_exits_zero() {
         );
         std::thread::sleep(Duration::from_millis(5));
     }
+    // The gauge counts a request from the HTTP layer on; it is admitted (past the readiness
+    // check that refuses requests arriving during the drain) a moment later. Give both requests
+    // that moment (each takes about a second) so the signal finds them admitted, not arriving.
+    std::thread::sleep(Duration::from_millis(200));
     let _ = Command::new("kill")
         .args(["-TERM", &server.child.id().to_string()])
         .status();

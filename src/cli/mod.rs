@@ -48,6 +48,25 @@ pub enum LogFormat {
     Json,
 }
 
+/// Queries from `--queries FILE`, or from standard input without one (TSV `qid<TAB>text` or
+/// JSON lines); an empty set is an error.
+pub fn read_queries_arg(path: Option<&std::path::Path>) -> anyhow::Result<capot::dataset::Queries> {
+    use capot::dataset::{self, QueryFormat, ReadMode};
+    let (queries, report) = match path {
+        Some(p) => dataset::read_queries(p, ReadMode::Strict)?,
+        None => dataset::read_queries_from(
+            std::io::stdin().lock(),
+            std::path::Path::new("<stdin>"),
+            QueryFormat::Auto,
+            ReadMode::Strict,
+        )?,
+    };
+    if queries.is_empty() {
+        anyhow::bail!("no queries in {}", report.path.display());
+    }
+    Ok(queries)
+}
+
 /// The language prior of query repair, shared by `serve`, `repair` and `eval`.
 #[derive(Debug, Args, Clone, Default)]
 pub struct LexiconArgs {

@@ -1,12 +1,11 @@
 //! `capot noise`: seeded noisy variants of queries.
 
 use std::io::{BufWriter, Write};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use anyhow::Context;
 use clap::Args;
 
-use capot::dataset::{self, QueryFormat, ReadMode};
 use capot::noise::{self, NoiseKind};
 
 #[derive(Debug, Args)]
@@ -38,18 +37,7 @@ pub fn run(args: NoiseArgs) -> anyhow::Result<()> {
     if kinds.iter().any(|k| k.needs_wordnet()) {
         noise::check_wordnet()?;
     }
-    let (queries, report) = match &args.queries {
-        Some(p) => dataset::read_queries(p, ReadMode::Strict)?,
-        None => dataset::read_queries_from(
-            std::io::stdin().lock(),
-            Path::new("<stdin>"),
-            QueryFormat::Auto,
-            ReadMode::Strict,
-        )?,
-    };
-    if queries.is_empty() {
-        anyhow::bail!("no queries in {}", report.path.display());
-    }
+    let queries = super::read_queries_arg(args.queries.as_deref())?;
     let stdout = std::io::stdout().lock();
     let mut out = BufWriter::new(stdout);
     writeln!(out, "{HEADER}")?;

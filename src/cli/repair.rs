@@ -1,14 +1,13 @@
 //! `capot repair`: spelling correction of queries from an index's vocabulary, on its own.
 
 use std::io::{BufWriter, Write};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::Context;
 use clap::{Args, ValueEnum};
 use serde_json::json;
 
-use capot::dataset::{self, QueryFormat, ReadMode};
 use capot::index::Index;
 use capot::repair::Repairer;
 
@@ -48,18 +47,7 @@ pub fn run(args: RepairArgs) -> anyhow::Result<()> {
         })?;
     let lexicon = args.lexicon.load()?;
     let repairer = Repairer::new(Arc::new(vocab), lexicon.map(Arc::new));
-    let (queries, report) = match &args.queries {
-        Some(p) => dataset::read_queries(p, ReadMode::Strict)?,
-        None => dataset::read_queries_from(
-            std::io::stdin().lock(),
-            Path::new("<stdin>"),
-            QueryFormat::Auto,
-            ReadMode::Strict,
-        )?,
-    };
-    if queries.is_empty() {
-        anyhow::bail!("no queries in {}", report.path.display());
-    }
+    let queries = super::read_queries_arg(args.queries.as_deref())?;
     let mut out = BufWriter::new(std::io::stdout().lock());
     let mut changed = 0usize;
     for q in queries.queries() {
