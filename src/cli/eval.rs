@@ -359,13 +359,9 @@ pub fn run(args: EvalArgs, global: &GlobalArgs) -> anyhow::Result<()> {
                     .map_err(|r| anyhow::anyhow!("{e}: {r}"))?;
                 let encoder = Arc::new(encoder);
                 for &mode in &args.repair {
-                    let repair = match (&repairer, mode) {
-                        (Some(r), RepairMode::On) => Some((mode, r.clone(), args.repair_fusion)),
-                        (Some(r), RepairMode::Auto) if r.lexicon().is_some() => {
-                            Some((mode, r.clone(), args.repair_fusion))
-                        }
-                        _ => None,
-                    };
+                    let repair = mode
+                        .repairer(repairer.as_ref())?
+                        .map(|r| (mode, r, args.repair_fusion));
                     out.push(Box::new(LocalRetriever {
                         encoder: encoder.clone(),
                         index: index.clone(),

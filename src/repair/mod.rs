@@ -95,6 +95,29 @@ macro_rules! names {
     };
 }
 names!(RepairMode, "repair mode", Off => "off", On => "on", Auto => "auto");
+
+/// `on` was asked for, but the index has no vocabulary to repair from.
+#[derive(Debug, thiserror::Error)]
+#[error("the index has no vocabulary; add one with `capot index vocab <index>`")]
+pub struct NoVocabulary;
+
+impl RepairMode {
+    /// The repairer a query goes through under this mode, given the index's (`None` when it has
+    /// no vocabulary): `off` none; `on` the index's, an error without one; `auto` the index's
+    /// only when it also has a lexicon (the safe configuration), else none.
+    pub fn repairer(
+        self,
+        index: Option<&Arc<Repairer>>,
+    ) -> Result<Option<Arc<Repairer>>, NoVocabulary> {
+        match (self, index) {
+            (RepairMode::Off, _) => Ok(None),
+            (RepairMode::On, None) => Err(NoVocabulary),
+            (RepairMode::On, Some(r)) => Ok(Some(r.clone())),
+            (RepairMode::Auto, Some(r)) if r.lexicon().is_some() => Ok(Some(r.clone())),
+            (RepairMode::Auto, _) => Ok(None),
+        }
+    }
+}
 names!(RepairFusion, "repair fusion", Repaired => "repaired", Max => "max");
 
 /// One correction.

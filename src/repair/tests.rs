@@ -104,6 +104,18 @@ fn the_unknown_word_signal_marks_noisy_queries() {
 }
 
 #[test]
+fn each_mode_picks_its_repairer() {
+    let with = Arc::new(repairer(Some(&["the"])));
+    let without = Arc::new(repairer(None));
+    assert!(RepairMode::Off.repairer(Some(&with)).unwrap().is_none());
+    assert!(RepairMode::On.repairer(Some(&without)).unwrap().is_some());
+    assert!(RepairMode::On.repairer(None).is_err());
+    assert!(RepairMode::Auto.repairer(Some(&with)).unwrap().is_some());
+    assert!(RepairMode::Auto.repairer(Some(&without)).unwrap().is_none());
+    assert!(RepairMode::Auto.repairer(None).unwrap().is_none());
+}
+
+#[test]
 fn modes_and_fusions_parse_and_name_themselves() {
     for n in RepairMode::NAMES {
         assert_eq!(n.parse::<RepairMode>().unwrap().as_str(), *n);

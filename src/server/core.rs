@@ -136,17 +136,8 @@ fn resolve_with_pipeline(
 /// The repairer a search uses under `mode`: `None` to search the text as it is. `on` without a
 /// vocabulary is the client's error; `auto` without a vocabulary or a lexicon skips repair.
 fn repairer_for(state: &AppState, mode: RepairMode) -> Result<Option<Arc<Repairer>>, ApiError> {
-    let repairer = state.repairer.get().and_then(Option::as_ref);
-    match (mode, repairer) {
-        (RepairMode::Off, _) => Ok(None),
-        (RepairMode::On, None) => Err(ApiError::invalid(
-            "repair: the index has no vocabulary; add one with `capot index vocab <index>`",
-        )
-        .with_param("repair")),
-        (RepairMode::On, Some(r)) => Ok(Some(r.clone())),
-        (RepairMode::Auto, Some(r)) if r.lexicon().is_some() => Ok(Some(r.clone())),
-        (RepairMode::Auto, _) => Ok(None),
-    }
+    mode.repairer(state.repairer.get().and_then(Option::as_ref))
+        .map_err(|e| ApiError::invalid(format!("repair: {e}")).with_param("repair"))
 }
 
 /// Checks query texts against the limits.
