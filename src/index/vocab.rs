@@ -111,17 +111,34 @@ impl Vocabulary {
         let mut hll = HyperLogLog::new();
         let mut tokens = 0u64;
         let mut content = Vec::new();
+        // Pass 1: counts and the number of distinct pairs, from one split of each document.
         for (title, text) in texts.clone() {
+            content.clear();
             for w in corpus_words(title).chain(corpus_words(text)) {
                 tokens += 1;
-                *counts.entry(w).or_insert(0) += 1;
+                match counts.get_mut(w.as_str()) {
+                    Some(c) => *c += 1,
+                    None => {
+                        counts.insert(w.clone(), 1);
+                    }
+                }
+                if !is_stopword(&w) {
+                    content.push(w);
+                }
             }
-            for_each_pair(title, text, &mut content, |h| hll.add(h));
+            for_each_pair(&content, |h| hll.add(h));
         }
+        // Pass 2: the pairs into a filter sized by pass 1.
         let distinct_pairs = hll.estimate();
         let mut pairs = Bloom::with_capacity(distinct_pairs);
         for (title, text) in texts {
-            for_each_pair(title, text, &mut content, |h| pairs.insert(h));
+            content.clear();
+            content.extend(
+                corpus_words(title)
+                    .chain(corpus_words(text))
+                    .filter(|w| !is_stopword(w)),
+            );
+            for_each_pair(&content, |h| pairs.insert(h));
         }
         let mut words: Vec<(String, u64)> = counts.into_iter().collect();
         words.sort_unstable_by(|a, b| a.0.cmp(&b.0));
@@ -292,15 +309,9 @@ impl Vocabulary {
     }
 }
 
-/// Calls `f` with the hash of every pair of content words of one document that lie within
-/// [`PAIR_WINDOW`] content words of each other. `content` is scratch space.
-fn for_each_pair(title: &str, text: &str, content: &mut Vec<String>, mut f: impl FnMut(u64)) {
-    content.clear();
-    content.extend(
-        corpus_words(title)
-            .chain(corpus_words(text))
-            .filter(|w| !is_stopword(w)),
-    );
+/// Calls `f` with the hash of every pair of a document's content words (in order) that lie
+/// within [`PAIR_WINDOW`] content words of each other.
+fn for_each_pair(content: &[String], mut f: impl FnMut(u64)) {
     for (i, a) in content.iter().enumerate() {
         for b in content.iter().skip(i + 1).take(PAIR_WINDOW) {
             if a != b {
