@@ -150,6 +150,27 @@ fn get(server: &Server, path: &str) -> Reply {
 /// Asserts the documented error shape: status, `error.code` (= `error.type`), and a message
 /// that contains `says` (case-insensitive).
 #[track_caller]
+/// `n` clients POST `body` to `/search` at the same moment (a barrier), each on its own
+/// connection; their replies in client order.
+fn post_at_once(server: &Server, body: &str, n: usize) -> Vec<Reply> {
+    let barrier = std::sync::Arc::new(std::sync::Barrier::new(n));
+    let handles: Vec<_> = (0..n)
+        .map(|_| {
+            let url = format!("{}/search", server.base);
+            let body = body.to_string();
+            let barrier = barrier.clone();
+            std::thread::spawn(move || {
+                barrier.wait();
+                curl("POST", &url, &[JSON], Some(body.as_bytes()))
+            })
+        })
+        .collect();
+    handles
+        .into_iter()
+        .map(|h| h.join().expect("client thread"))
+        .collect()
+}
+
 fn assert_error(r: &Reply, status: u16, code: &str, says: &str) {
     assert_eq!(
         r.status,
@@ -1279,15 +1300,7 @@ fn encoder_worker_pools_serve_the_same_results() {
             "/search",
             &json!({ "query": queries[i % 4], "k": 3, "repair": "off" }),
         );
-        let ids = |v: &Value| -> Vec<String> {
-            v["results"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|h| h["id"].as_str().unwrap().to_string())
-                .collect()
-        };
-        assert_eq!(ids(&r.json()), ids(&want.json()));
+        assert_eq!(common::hit_ids(&r.json()), common::hit_ids(&want.json()));
     }
     let index = default_index().to_str().unwrap().to_string();
     let bundle = minilm_bundle().to_str().unwrap().to_string();
@@ -1327,19 +1340,7 @@ fn queued_requests_of_clients_that_left_are_not_encoded() {
         .collect();
     let body = json!({ "queries": queries, "k": 1, "repair": "off" }).to_string();
     let n = 16;
-    let barrier = std::sync::Arc::new(std::sync::Barrier::new(n));
-    let handles: Vec<_> = (0..n)
-        .map(|_| {
-            let url = format!("{}/search", server.base);
-            let body = body.clone();
-            let barrier = barrier.clone();
-            std::thread::spawn(move || {
-                barrier.wait();
-                curl("POST", &url, &[JSON], Some(body.as_bytes()))
-            })
-        })
-        .collect();
-    let replies: Vec<Reply> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+    let replies = post_at_once(&server, &body, n);
     let timed_out = replies.iter().filter(|r| r.status == 503).count();
     for r in replies.iter().filter(|r| r.status != 200) {
         assert_error(r, 503, "timeout", "");
@@ -1388,22 +1389,7 @@ fn overload_is_refused_at_once_with_429_and_the_service_recovers() {
         .collect();
     let body = json!({ "queries": queries, "k": 5 }).to_string();
     let n = 50;
-    let barrier = std::sync::Arc::new(std::sync::Barrier::new(n));
-    let handles: Vec<_> = (0..n)
-        .map(|_| {
-            let url = format!("{}/search", server.base);
-            let body = body.clone();
-            let barrier = barrier.clone();
-            std::thread::spawn(move || {
-                barrier.wait();
-                curl("POST", &url, &[JSON], Some(body.as_bytes()))
-            })
-        })
-        .collect();
-    let replies: Vec<Reply> = handles
-        .into_iter()
-        .map(|h| h.join().expect("client thread"))
-        .collect();
+    let replies = post_at_once(&server, &body, n);
     let ok = replies.iter().filter(|r| r.status == 200).count();
     let refused: Vec<&Reply> = replies.iter().filter(|r| r.status == 429).collect();
     let other: Vec<String> = replies

@@ -605,15 +605,7 @@ fn router_sends_noisy_queries_to_typo_and_fusion_merges_by_rrf() {
     assert_eq!(v["fusion"]["method"], "rrf");
     assert_eq!(v["fusion"]["encoders"][1]["name"], "minilm-b");
     let plain = search(json!({ "query": clean, "k": 5, "encoder": "minilm" }));
-    let ids = |v: &Value| -> Vec<String> {
-        v["results"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|h| h["id"].as_str().unwrap().to_string())
-            .collect()
-    };
-    assert_eq!(ids(&v), ids(&plain));
+    assert_eq!(common::hit_ids(&v), common::hit_ids(&plain));
     for bad in [
         json!({ "query": clean, "fusion": ["minilm"] }),
         json!({ "query": clean, "fusion": ["minilm", "minilm"] }),

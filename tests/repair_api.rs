@@ -192,15 +192,7 @@ fn search_repairs_reports_and_counts() {
         clean.get("repair").is_none(),
         "a clean query is not repaired: {clean}"
     );
-    let ids = |v: &Value| -> Vec<String> {
-        v["results"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|h| h["id"].as_str().unwrap().to_string())
-            .collect()
-    };
-    assert_eq!(ids(&repaired), ids(&clean));
+    assert_eq!(common::hit_ids(&repaired), common::hit_ids(&clean));
     // Off: searched as written.
     let (_, off) = curl_post(
         &server,

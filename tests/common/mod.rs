@@ -364,6 +364,16 @@ pub fn http_get(addr: std::net::SocketAddr, path: &str) -> std::io::Result<(u16,
     Ok((status, body))
 }
 
+/// The document ids of a single-query `/search` response, in rank order.
+pub fn hit_ids(response: &serde_json::Value) -> Vec<String> {
+    response["results"]
+        .as_array()
+        .expect("results")
+        .iter()
+        .map(|h| h["id"].as_str().expect("hit id").to_string())
+        .collect()
+}
+
 /// The built-in corpus indexed with the MiniLM bundle (see [`cached_index`]).
 pub fn default_index() -> &'static Path {
     static INDEX: OnceLock<PathBuf> = OnceLock::new();
