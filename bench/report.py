@@ -137,7 +137,15 @@ def long_label(w):
 
 def tables(out):
     floor = load(f"{out}/floor.json")
-    capot = {c: load(f) for c, f in ((int(f.split("-c")[-1].split(".")[0]), f) for f in glob.glob(f"{out}/wrk-capot-c*.json"))}
+    # capot services by configuration (SESSIONSxTHREADS[-int8]), from wrk-capot-<cfg>-c<c>.json.
+    capots = {}
+    for f in glob.glob(f"{out}/wrk-capot-*-c*.json"):
+        cfg, c = f.rsplit("/", 1)[1][len("wrk-capot-"):-len(".json")].rsplit("-c", 1)
+        capots.setdefault(cfg, {})[int(c)] = load(f)
+    def capot_label(cfg):
+        n, t = cfg.split("x")
+        prec = "int8" if t.endswith("-int8") else "float32"
+        return f"capot {n}×{t.removesuffix('-int8')} {prec}"
     fast = {}
     for f in glob.glob(f"{out}/wrk-fastapi-w*-c*.json"):
         w, c = f.rsplit("/", 1)[1][len("wrk-fastapi-w"):-len(".json")].rsplit("-c", 1)
@@ -164,9 +172,11 @@ def tables(out):
             r = f1c[0]
             rows.append((f"in-process, batch 1 × {r['concurrency']} threads (no batching)", None, None,
                          r["queries_per_second"], f"{r['concurrency']} threads", r["latency_ms_p99"]))
-    c, s = sat(capot)
-    rows.append(("capot serve `/search`", capot[1]["latency_ms_p50"], capot[1]["latency_ms_p99"],
-                 s["requests_per_second"], f"c={c}", s["latency_ms_p99"]))
+    for cfg in sorted(capots):
+        capot = capots[cfg]
+        c, s = sat(capot)
+        rows.append((f"capot serve `/search`, {capot_label(cfg)[6:]} (sessions × threads)", capot[1]["latency_ms_p50"],
+                     capot[1]["latency_ms_p99"], s["requests_per_second"], f"c={c}", s["latency_ms_p99"]))
     for w in sorted(fast):
         c, s = sat(fast[w])
         rows.append((f"FastAPI + onnxruntime + hnswlib, {long_label(w)}", fast[w][1]["latency_ms_p50"],
@@ -181,17 +191,19 @@ def tables(out):
     print("\n#### Ratios\n")
     print("| ratio | p50 (c=1) | p99 (c=1) | throughput |")
     print("|---|---|---|---|")
-    cap1, (cc, cs) = capot[1], sat(capot)
-    print(f"| capot / floor (latency: >1 = slower; throughput: <1 = fewer q/s) | {cap1['latency_ms_p50'] / f1['latency_ms_p50']:.2f} | "
-          f"{cap1['latency_ms_p99'] / f1['latency_ms_p99']:.2f} | {cs['requests_per_second'] / fbest['queries_per_second']:.2f} |")
-    for w in sorted(fast):
-        fc1, (fcc, fcs) = fast[w][1], sat(fast[w])
-        print(f"| capot / {short_label(w)} (latency: <1 = capot faster; throughput: >1 = capot more q/s) | "
-              f"{cap1['latency_ms_p50'] / fc1['latency_ms_p50']:.2f} | {cap1['latency_ms_p99'] / fc1['latency_ms_p99']:.2f} | "
-              f"{cs['requests_per_second'] / fcs['requests_per_second']:.2f} |")
+    for cfg in sorted(capots):
+        capot = capots[cfg]
+        cap1, (cc, cs) = capot[1], sat(capot)
+        print(f"| {capot_label(cfg)} / floor (latency: >1 = slower; throughput: <1 = fewer q/s) | {cap1['latency_ms_p50'] / f1['latency_ms_p50']:.2f} | "
+              f"{cap1['latency_ms_p99'] / f1['latency_ms_p99']:.2f} | {cs['requests_per_second'] / fbest['queries_per_second']:.2f} |")
+        for w in sorted(fast):
+            fc1, (fcc, fcs) = fast[w][1], sat(fast[w])
+            print(f"| {capot_label(cfg)} / {short_label(w)} (latency: <1 = capot faster; throughput: >1 = capot more q/s) | "
+                  f"{cap1['latency_ms_p50'] / fc1['latency_ms_p50']:.2f} | {cap1['latency_ms_p99'] / fc1['latency_ms_p99']:.2f} | "
+                  f"{cs['requests_per_second'] / fcs['requests_per_second']:.2f} |")
 
     print("\n#### Throughput and p99 per concurrency\n")
-    services = [("capot", capot)] + [(short_label(w), fast[w]) for w in sorted(fast)]
+    services = [(capot_label(cfg), capots[cfg]) for cfg in sorted(capots)] + [(short_label(w), fast[w]) for w in sorted(fast)]
     cs_all = sorted({c for _, runs in services for c in runs})
     print("| concurrency | " + " | ".join(f"{n} q/s | {n} p99 ms" for n, _ in services) + " |")
     print("|---|" + "---|---|" * len(services))
@@ -204,10 +216,11 @@ def tables(out):
         print(f"| {c} | " + " | ".join(cells) + " |" + (f" ({errs} errors)" if errs else ""))
 
     print("\n#### Where the time goes at concurrency 1 (mean ms per request, from the responses' timings_ms)\n")
-    tc = load(f"{out}/timings-capot.json")
+    first = sorted(capots)[0]
+    tc = load(f"{out}/timings-capot-{first}.json")
     tf = {w: load(f"{out}/timings-fastapi-w{w}.json") for w in sorted(fast)}
     stages = ["tokenize", "queue", "encode", "search", "total"]
-    head = ["capot /search"] + [short_label(w) for w in tf] + ["floor (in-process, batch 1)"]
+    head = [f"{capot_label(first)} /search"] + [short_label(w) for w in tf] + ["floor (in-process, batch 1)"]
     print("| stage | " + " | ".join(head) + " |")
     print("|---|" + "---|" * len(head))
     fst = {**f1["stage_ms_mean"], "total": f1["latency_ms_mean"]}
@@ -229,7 +242,8 @@ def tables(out):
           " pooling and normalisation in NumPy; `client round trip` is measured by the sampling client on the"
           " same requests, `outside` = round trip minus the service's own total)")
 
-    series = [("capot", hist(f"{out}/hist-capot-c1.txt"), "#1f77b4")]
+    series = [(capot_label(cfg), hist(f"{out}/hist-capot-{cfg}-c1.txt"), c)
+              for cfg, c in zip(sorted(capots), ["#1f77b4", "#2ca02c", "#9467bd", "#8c564b"])]
     series += [(short_label(w), hist(f"{out}/hist-fastapi-w{w}-c1.txt"), c)
                for w, c in zip([w for w in sorted(fast) if not w.endswith("nagle")], ["#d62728", "#ff7f0e"])]
     svg(series, f"{out}/latency-c1.svg",

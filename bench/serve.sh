@@ -8,7 +8,9 @@
 #
 #   bench/serve.sh                 (needs scripts/setup's assets: ONNX Runtime, MiniLM)
 #
-# Environment: SECONDS_PER_POINT (default 20), CONCURRENCIES (default "8 16 32"), WORKERS (FastAPI
+# Environment: SECONDS_PER_POINT (default 20), CONCURRENCIES (default "8 16 32"), CAPOT_CONFIGS (the
+# capot services to measure, each SESSIONSxTHREADS[-int8]: encoder worker sessions × ONNX Runtime
+# threads each, float32 or the `capot encoder quantize` int8 bundle; default "1x2"), WORKERS (FastAPI
 # uvicorn workers to measure, default "1 2 2nagle": 2nagle = 2 workers without the TCP_NODELAY
 # fix, see bench/baseline_fastapi.py), BENCH_WORK (bundle + index, default /tmp/bench),
 # CORPUS (default ../shared/data/dl19-sample), INDEX (default $BENCH_WORK/dl19-index), QUERIES (default MS MARCO dev queries), SKIP_ANN=1.
@@ -17,6 +19,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 S=${SECONDS_PER_POINT:-20}
 CONCURRENCIES=${CONCURRENCIES:-8 16 32}
+CAPOT_CONFIGS=${CAPOT_CONFIGS:-1x2}
 WORKERS=${WORKERS:-1 2 2nagle}
 WORK=${BENCH_WORK:-/tmp/bench}
 CORPUS=${CORPUS:-../shared/data/dl19-sample}
@@ -43,6 +46,9 @@ bundle=$WORK/minilm
 index=${INDEX:-$WORK/$(basename "$CORPUS" | sed 's/-sample$//')-index}
 [ -f "$bundle/encoder.json" ] || "$bin" encoder import assets/models/all-MiniLM-L6-v2 --out "$bundle" --name minilm >/dev/null
 [ -f "$index/index.json" ] || "$bin" index build --doc-encoder "$bundle" --corpus "$CORPUS" --out "$index"
+case " $CAPOT_CONFIGS " in *-int8*)
+  "$bin" encoder quantize "$bundle" --out "$WORK/minilm-int8" --force >/dev/null ;;
+esac
 "$py" bench/report.py bodies "$QUERIES" "$OUT/bodies.jsonl" 10
 
 loads=()
@@ -79,13 +85,18 @@ echo "serve.sh: in-process floor" >&2
 timeout $((7 * S + 120)) "$bin" bench search --index "$index" --encoder "$bundle" --queries "$QUERIES" \
   --batch-sizes 1,8,32 --concurrency 1,2 --seconds "$S" > "$OUT/floor.json"
 
-echo "serve.sh: capot serve on 127.0.0.1:$PORT_CAPOT" >&2
-"$bin" serve --index "$index" --encoder "$bundle" --addr "127.0.0.1:$PORT_CAPOT" --data-dir "$WORK/data" \
-  --log warn >"$OUT/capot-serve.log" 2>&1 &
-pid=$!
-wait_ready "http://127.0.0.1:$PORT_CAPOT/ready"
-load_runs capot "http://127.0.0.1:$PORT_CAPOT/search"
-stop
+for cfg in $CAPOT_CONFIGS; do
+  sessions=${cfg%%x*}; threads=${cfg#*x}; threads=${threads%-int8}
+  enc=$bundle; [ "${cfg%-int8}" = "$cfg" ] || enc=$WORK/minilm-int8
+  echo "serve.sh: capot serve ($sessions session(s) × $threads thread(s), $(basename "$enc")) on 127.0.0.1:$PORT_CAPOT" >&2
+  rm -rf "$WORK/data"
+  "$bin" serve --index "$index" --encoder "$enc" --addr "127.0.0.1:$PORT_CAPOT" --data-dir "$WORK/data" \
+    --encoder-workers "$sessions" --threads "$threads" --log warn >"$OUT/capot-serve-$cfg.log" 2>&1 &
+  pid=$!
+  wait_ready "http://127.0.0.1:$PORT_CAPOT/ready"
+  load_runs "capot-$cfg" "http://127.0.0.1:$PORT_CAPOT/search"
+  stop
+done
 
 for w in $WORKERS; do
   # "2" = 2 workers with the TCP_NODELAY fix; "2nagle" = 2 workers as uvicorn 0.54 comes.

@@ -334,3 +334,32 @@ fn cuda_device_without_cuda_support_is_an_error_and_auto_falls_back() {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert_eq!(parse_embeddings(&o.stdout).len(), 1);
 }
+
+#[test]
+fn quantize_refuses_bad_input_with_one_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let existing = dir.path().join("exists");
+    std::fs::create_dir(&existing).unwrap();
+    let missing = dir.path().join("missing");
+    let bundle = minilm_bundle().to_str().unwrap().to_string();
+    let never = dir.path().join("never");
+    let never = never.to_str().unwrap();
+    let cases: [(&[&str], &str); 3] = [
+        (&[missing.to_str().unwrap(), "--out", never], "encoder.json"),
+        (&[&bundle, "--out", existing.to_str().unwrap()], "--force"),
+        (
+            &[&bundle, "--out", never, "--name", "bad name"],
+            "invalid encoder name",
+        ),
+    ];
+    for (args, want) in cases {
+        let mut all = vec!["encoder", "quantize"];
+        all.extend_from_slice(args);
+        let o = run_capot(&all, b"");
+        assert_eq!(o.status.code(), Some(1), "{args:?}");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.contains(want), "{args:?}: {err}");
+        assert_eq!(err.trim().lines().count(), 1, "{err}");
+    }
+    assert!(!std::path::Path::new(never).exists());
+}

@@ -1323,6 +1323,103 @@ fn encoder_worker_pools_serve_the_same_results() {
     }
 }
 
+/// `capot encoder quantize` makes an int8 copy of MiniLM that the float32 index accepts; served
+/// beside the float32 encoder (pooled), it finds nearly the same documents for every default
+/// query.
+#[test]
+fn int8_encoder_serves_the_float32_index_with_nearly_the_same_results() {
+    let dir = tempfile::tempdir().unwrap();
+    let q = dir.path().join("minilm-int8");
+    let o = run_capot(
+        &[
+            "encoder",
+            "quantize",
+            minilm_bundle().to_str().unwrap(),
+            "--out",
+            q.to_str().unwrap(),
+        ],
+        b"",
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("int8") && err.contains("cosine"), "{err}");
+    let manifest: Value =
+        serde_json::from_str(&std::fs::read_to_string(q.join("encoder.json")).unwrap()).unwrap();
+    let source: Value = serde_json::from_str(
+        &std::fs::read_to_string(minilm_bundle().join("encoder.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(manifest["aligned_to"], source["aligned_to"]);
+    assert_eq!(manifest["provenance"]["quantization"]["precision"], "int8");
+    let min_cos = manifest["provenance"]["quantization"]["probe_cosine_min"]
+        .as_f64()
+        .unwrap();
+    assert!(min_cos > 0.97, "{manifest}");
+
+    let server = default_server(&[
+        "--encoder",
+        q.to_str().unwrap(),
+        "--encoder-workers",
+        "2",
+        "--threads",
+        "1",
+    ]);
+    let info = get(&server, "/info").json();
+    let names: Vec<&str> = info["encoders"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|e| e["name"].as_str())
+        .collect();
+    assert_eq!(names, ["minilm", "minilm-int8"], "{info}");
+    let texts: Vec<String> = queries(&root().join("data/default-corpus"))
+        .into_iter()
+        .map(|(_, t)| t)
+        .collect();
+    let lists = |encoder: &str| -> Vec<Vec<String>> {
+        let r = post(
+            &server,
+            "/search",
+            &json!({ "queries": texts, "k": 10, "encoder": encoder, "repair": "off" }),
+        );
+        assert_eq!(r.status, 200, "{}", r.text());
+        r.json()["results"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|l| {
+                l.as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|h| h["id"].as_str().unwrap().to_string())
+                    .collect()
+            })
+            .collect()
+    };
+    let (f32_lists, int8_lists) = (lists("minilm"), lists("minilm-int8"));
+    let same_top = f32_lists
+        .iter()
+        .zip(&int8_lists)
+        .filter(|(a, b)| a.first() == b.first())
+        .count();
+    let overlap: usize = f32_lists
+        .iter()
+        .zip(&int8_lists)
+        .map(|(a, b)| a.iter().filter(|id| b.contains(id)).count())
+        .sum();
+    let overlap = overlap as f64 / (10 * texts.len()) as f64;
+    eprintln!(
+        "int8 vs float32 on {} queries: same top hit {same_top}, top-10 overlap {overlap:.3}",
+        texts.len()
+    );
+    assert!(
+        same_top * 10 >= texts.len() * 9,
+        "{same_top}/{}",
+        texts.len()
+    );
+    assert!(overlap >= 0.85, "{overlap}");
+}
+
 /// Requests whose client is gone before their turn (here: the request timeout fired while they
 /// waited in the queue) are dropped before inference and counted, and nothing else suffers.
 #[test]

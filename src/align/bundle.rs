@@ -72,6 +72,7 @@ pub(crate) fn write(
             source: Some(format!("capot align of {}", o.base.display())),
             base_encoder: Some(format!("{} ({})", base.label(), base.fingerprint)),
             job: None,
+            quantization: None,
             objective: Some(o.objective.to_string()),
             noise: Some(noise.join(",")),
             hyper_parameters: prepared.hyper_parameters(),

@@ -18,6 +18,7 @@ use anyhow::Context;
 use clap::{Args, Subcommand};
 
 use capot::dataset::{self, ReadMode};
+use capot::encoder::pool::EncoderPool;
 use capot::encoder::Encoder;
 use capot::index::Index;
 
@@ -103,8 +104,10 @@ pub struct AnnBenchArgs {
 
 #[derive(Debug, Args)]
 pub struct EncodeBenchArgs {
-    #[arg(long, value_name = "DIR")]
-    pub encoder: PathBuf,
+    /// Encoder bundle; repeat to compare several (e.g. float32 and int8) in one run, measured in
+    /// alternation.
+    #[arg(long = "encoder", value_name = "DIR", required = true)]
+    pub encoders: Vec<PathBuf>,
     /// Queries to encode (TSV or queries.jsonl); cycled through.
     #[arg(long, value_name = "FILE")]
     pub queries: PathBuf,
@@ -114,6 +117,14 @@ pub struct EncodeBenchArgs {
     /// Seconds of measurement per batch size (after one second of warm-up).
     #[arg(long, default_value_t = 10.0)]
     pub seconds: f64,
+    /// Rounds over all encoders and batch sizes; each point reports its best round (the machine
+    /// may be shared).
+    #[arg(long, default_value_t = 1)]
+    pub rounds: usize,
+    /// Inference sessions calling at once, each with --threads threads and its own stream of
+    /// batches: a number, or `auto` (one single-threaded session per core) [default: 1].
+    #[arg(long, value_name = "N|auto")]
+    pub encoder_workers: Option<String>,
     #[command(flatten)]
     pub device: DeviceArgs,
 }
@@ -219,8 +230,9 @@ pub fn percentile(sorted: &[f64], p: f64) -> f64 {
 }
 
 fn encode(args: EncodeBenchArgs, global: &GlobalArgs) -> anyhow::Result<()> {
-    let runtime = args.device.runtime(global)?;
-    let encoder = Encoder::load(&args.encoder, &runtime).context("cannot load encoder")?;
+    let mut device = args.device.clone();
+    let workers = super::encoder_workers(args.encoder_workers.as_deref(), &mut device)?;
+    let runtime = device.runtime(global)?;
     let (queries, _) = dataset::read_queries(&args.queries, ReadMode::Strict)?;
     let texts: Vec<String> = queries.queries().iter().map(|q| q.text.clone()).collect();
     anyhow::ensure!(
@@ -228,10 +240,23 @@ fn encode(args: EncodeBenchArgs, global: &GlobalArgs) -> anyhow::Result<()> {
         "no queries in {}",
         args.queries.display()
     );
-    let mut results = Vec::new();
-    for &batch in &args.batch_sizes {
-        anyhow::ensure!(batch >= 1, "batch sizes must be at least 1");
-        let mut at = 0usize;
+    anyhow::ensure!(
+        args.batch_sizes.iter().all(|&b| b >= 1),
+        "batch sizes must be at least 1"
+    );
+    anyhow::ensure!(args.rounds >= 1, "--rounds must be at least 1");
+    let pools = args
+        .encoders
+        .iter()
+        .map(|dir| {
+            EncoderPool::load(dir, &runtime, workers)
+                .with_context(|| format!("cannot load encoder {}", dir.display()))
+        })
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    // One session's stream of calls: warm up for a second, then calls until the deadline;
+    // per-call latencies in ms.
+    let session = |encoder: &Encoder, batch: usize, first: usize, deadline: Instant| {
+        let mut at = first;
         let mut next_batch = || {
             let b: Vec<&str> = (0..batch)
                 .map(|i| texts[(at + i) % texts.len()].as_str())
@@ -244,31 +269,69 @@ fn encode(args: EncodeBenchArgs, global: &GlobalArgs) -> anyhow::Result<()> {
             encoder.encode(&next_batch())?;
         }
         let mut latencies = Vec::new();
-        let started = Instant::now();
-        let budget = Duration::from_secs_f64(args.seconds);
-        while started.elapsed() < budget {
+        while Instant::now() < deadline {
             let b = next_batch();
             let t = Instant::now();
             encoder.encode(&b)?;
             latencies.push(t.elapsed().as_secs_f64() * 1e3);
         }
-        let elapsed = started.elapsed().as_secs_f64();
-        let calls = latencies.len();
-        latencies.sort_by(f64::total_cmp);
-        results.push(serde_json::json!({
-            "batch_size": batch,
-            "calls": calls,
-            "texts_per_second": (calls * batch) as f64 / elapsed,
-            "latency_ms_p50": percentile(&latencies, 50.0),
-            "latency_ms_p99": percentile(&latencies, 99.0),
-        }));
+        anyhow::Ok(latencies)
+    };
+    // Best round per (encoder, batch size).
+    let mut best: Vec<Vec<Option<serde_json::Value>>> =
+        vec![vec![None; args.batch_sizes.len()]; pools.len()];
+    for _ in 0..args.rounds {
+        for (e, pool) in pools.iter().enumerate() {
+            for (b, &batch) in args.batch_sizes.iter().enumerate() {
+                let measure = Duration::from_secs_f64(args.seconds);
+                let deadline = Instant::now() + Duration::from_secs(1) + measure;
+                let mut latencies = std::thread::scope(|s| {
+                    let handles: Vec<_> = pool
+                        .sessions()
+                        .iter()
+                        .enumerate()
+                        .map(|(w, enc)| s.spawn(move || session(enc, batch, w * 997, deadline)))
+                        .collect();
+                    handles
+                        .into_iter()
+                        .map(|h| {
+                            h.join()
+                                .map_err(|_| anyhow::anyhow!("a benchmark thread panicked"))?
+                        })
+                        .collect::<anyhow::Result<Vec<_>>>()
+                })?
+                .concat();
+                let calls = latencies.len();
+                latencies.sort_by(f64::total_cmp);
+                let tps = (calls * batch) as f64 / measure.as_secs_f64();
+                let manifest = pool.encoder().manifest();
+                let point = serde_json::json!({
+                    "encoder": manifest.label(),
+                    "precision": manifest.provenance.quantization.as_ref()
+                        .map_or("float32", |q| q.precision.as_str()),
+                    "batch_size": batch,
+                    "calls": calls,
+                    "texts_per_second": tps,
+                    "latency_ms_p50": percentile(&latencies, 50.0),
+                    "latency_ms_p99": percentile(&latencies, 99.0),
+                });
+                let slot = &mut best[e][b];
+                let better = slot
+                    .as_ref()
+                    .is_none_or(|old| old["texts_per_second"].as_f64().unwrap_or(0.0) < tps);
+                if better {
+                    *slot = Some(point);
+                }
+            }
+        }
     }
     let out = serde_json::json!({
         "runtime": "capot",
-        "encoder": encoder.manifest().label(),
-        "provider": encoder.provider().to_string(),
-        "threads": args.device.threads,
-        "results": results,
+        "provider": pools[0].encoder().provider().to_string(),
+        "threads": device.threads,
+        "workers": workers,
+        "rounds": args.rounds,
+        "results": best.into_iter().flatten().flatten().collect::<Vec<_>>(),
     });
     println!("{}", serde_json::to_string_pretty(&out)?);
     Ok(())

@@ -1,4 +1,4 @@
-//! `capot encoder import|show`.
+//! `capot encoder import|quantize|show`.
 
 use std::path::PathBuf;
 
@@ -6,6 +6,7 @@ use anyhow::{bail, Context};
 use clap::{Args, Subcommand};
 
 use capot::encoder::import::{self, ImportOptions};
+use capot::encoder::quantize::{quantize_bundle, QuantizeOptions};
 use capot::encoder::{EncoderManifest, Pooling, Role};
 
 use super::{DeviceArgs, GlobalArgs};
@@ -14,6 +15,9 @@ use super::{DeviceArgs, GlobalArgs};
 pub enum EncoderCommand {
     /// Make a bundle from a Hugging Face encoder directory, or from an ONNX export (`--onnx`).
     Import(Box<ImportArgs>),
+    /// Write an int8 copy of a bundle (dynamic quantisation of its linear layers) that serves
+    /// the same index.
+    Quantize(QuantizeArgs),
     /// Print a bundle's manifest.
     Show {
         /// Encoder bundle directory.
@@ -74,6 +78,30 @@ pub struct ImportArgs {
     pub device: DeviceArgs,
 }
 
+#[derive(Debug, Args)]
+pub struct QuantizeArgs {
+    /// Float32 encoder bundle with weights (imported from Hugging Face, or aligned).
+    #[arg(value_name = "BUNDLE")]
+    pub bundle: PathBuf,
+    /// Bundle directory to write.
+    #[arg(long, value_name = "DIR")]
+    pub out: PathBuf,
+    /// Encoder name (default: `<source name>-int8`).
+    #[arg(long)]
+    pub name: Option<String>,
+    /// Encoder version recorded in the manifest (default: the source's).
+    #[arg(long, value_name = "VERSION")]
+    pub encoder_version: Option<String>,
+    /// 7-bit weights, for x86 CPUs without VNNI (AVX2-only), where full-range int8 can overflow.
+    #[arg(long)]
+    pub reduce_range: bool,
+    /// Replace an existing bundle at --out.
+    #[arg(long)]
+    pub force: bool,
+    #[command(flatten)]
+    pub device: DeviceArgs,
+}
+
 fn parse_role(s: &str) -> Result<Role, String> {
     match s {
         "query" => Ok(Role::Query),
@@ -88,6 +116,7 @@ fn parse_role(s: &str) -> Result<Role, String> {
 pub fn run(cmd: EncoderCommand, global: &GlobalArgs) -> anyhow::Result<()> {
     match cmd {
         EncoderCommand::Import(args) => import_cmd(*args, global),
+        EncoderCommand::Quantize(args) => quantize_cmd(args, global),
         EncoderCommand::Show { bundle } => {
             let m = EncoderManifest::read(&bundle)?;
             println!("{}", serde_json::to_string_pretty(&m)?);
@@ -135,6 +164,30 @@ fn import_cmd(args: ImportArgs, global: &GlobalArgs) -> anyhow::Result<()> {
     );
     for note in &report.notes {
         eprintln!("note: {note}");
+    }
+    println!("{}", m.fingerprint);
+    Ok(())
+}
+
+fn quantize_cmd(args: QuantizeArgs, global: &GlobalArgs) -> anyhow::Result<()> {
+    let runtime = args.device.runtime(global)?;
+    let options = QuantizeOptions {
+        name: args.name,
+        version: args.encoder_version,
+        reduce_range: args.reduce_range,
+        force: args.force,
+    };
+    let m = quantize_bundle(&args.bundle, &args.out, &options, &runtime)
+        .with_context(|| format!("cannot quantize {}", args.bundle.display()))?;
+    if let Some(q) = &m.provenance.quantization {
+        eprintln!(
+            "quantized {} → {} ({}; cosine to float32 on probe texts: mean {:.4}, min {:.4})",
+            m.provenance.base_encoder.as_deref().unwrap_or("?"),
+            args.out.display(),
+            q.precision,
+            q.probe_cosine_mean,
+            q.probe_cosine_min
+        );
     }
     println!("{}", m.fingerprint);
     Ok(())

@@ -144,6 +144,32 @@ impl DeviceArgs {
     }
 }
 
+/// Resolves `--encoder-workers N|auto` (absent: 1). `auto` is one session per core (at most
+/// 16) and, unless `--threads` was given, one thread each; it logs what it picked.
+pub fn encoder_workers(spec: Option<&str>, device: &mut DeviceArgs) -> anyhow::Result<usize> {
+    match spec {
+        None => Ok(1),
+        Some("auto") => {
+            let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+            let workers = cores.clamp(1, 16);
+            if device.threads.is_none() {
+                device.threads = Some((cores / workers).max(1));
+            }
+            tracing::info!(
+                cores,
+                workers,
+                threads = device.threads,
+                "--encoder-workers auto: one session per core"
+            );
+            Ok(workers)
+        }
+        Some(n) => match n.parse::<usize>() {
+            Ok(w) if (1..=64).contains(&w) => Ok(w),
+            _ => anyhow::bail!("--encoder-workers must be `auto` or a number in 1..=64, got {n:?}"),
+        },
+    }
+}
+
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Make and inspect encoder bundles.

@@ -246,31 +246,14 @@ pub fn options(args: ServeArgs, global: &GlobalArgs) -> anyhow::Result<ServeOpti
         device.device = d;
     }
     device.threads = device.threads.or(file.threads);
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let file_workers = file.encoder_workers.map(|v| match v {
         toml::Value::String(s) => s,
         other => other.to_string(),
     });
-    let workers = match args.encoder_workers.or(file_workers).as_deref() {
-        None => 1,
-        Some("auto") => {
-            let w = cores.clamp(1, 16);
-            if device.threads.is_none() {
-                device.threads = Some((cores / w).max(1));
-            }
-            tracing::info!(
-                cores,
-                workers = w,
-                threads = device.threads,
-                "--encoder-workers auto: one session per core"
-            );
-            w
-        }
-        Some(n) => match n.parse::<usize>() {
-            Ok(w) if (1..=64).contains(&w) => w,
-            _ => bail!("--encoder-workers must be `auto` or a number in 1..=64, got {n:?}"),
-        },
-    };
+    let workers = super::encoder_workers(
+        args.encoder_workers.or(file_workers).as_deref(),
+        &mut device,
+    )?;
     let runtime = device.runtime(global)?;
     let defaults = Limits::default();
     let batch_defaults = BatchConfig::default();

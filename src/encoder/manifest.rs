@@ -95,6 +95,10 @@ pub struct Provenance {
     /// (the full curve is in the bundle's `training.json`).
     #[serde(default, skip_serializing_if = "serde_json::Value::is_null")]
     pub training: serde_json::Value,
+    /// For quantised bundles (`capot encoder quantize`): precision, method, source and how close
+    /// its vectors stay to the source's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quantization: Option<super::quantize::Quantization>,
     /// Free-form notes, e.g. why weights could not be recovered from an imported ONNX.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,

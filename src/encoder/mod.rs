@@ -5,7 +5,9 @@
 
 pub mod import;
 pub mod manifest;
+pub mod pool;
 pub mod pooling;
+pub mod quantize;
 pub mod runtime;
 pub mod tokenize;
 

@@ -11,6 +11,12 @@
 //! (`encoder.layer.0.attention.self.query.bias`); linear weights are stored transposed to
 //! `[in, out]` for `MatMul` under `<canonical>.T` (`encoder.layer.0.attention.self.query.weight.T`);
 //! graph constants are named `const.*`. All tensors are little-endian f32/i64 `raw_data`.
+//!
+//! With [`LinearPrecision::Int8`] every linear layer's weight is stored as int8 with one scale
+//! per output column (`<canonical>.T.int8`, `.T.scale`, `.T.zero_point`) and multiplied by the
+//! dynamically quantised activations: `DynamicQuantizeLinear` → `MatMulInteger` → `Cast` → `Mul`,
+//! the pattern ONNX Runtime's dynamic quantisation writes and fuses into one int8 kernel.
+//! Embeddings, layer norms, attention scores and biases stay float32.
 
 use prost::Message;
 
@@ -36,11 +42,46 @@ pub const TRANSPOSED_SUFFIX: &str = ".T";
 /// (`torch.finfo(float32).min`), so padded keys get exactly zero probability.
 const MASK_NEGATIVE: f32 = f32::MIN;
 
-/// Serializes `weights` under `config` as an ONNX `ModelProto` (ir 8, opset 17, producer "capot").
+/// How the linear layers (attention projections, feed-forward) are stored and multiplied.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum LinearPrecision {
+    /// Float32 weights and `MatMul`, as trained.
+    #[default]
+    Float32,
+    /// Dynamic int8: weights symmetric int8 per output column, activations quantised to uint8
+    /// per call. `reduce_range` keeps weights in 7 bits (±63), which avoids the int16 overflow of
+    /// the uint8×int8 kernels of x86 CPUs without VNNI at a small cost in precision.
+    Int8 { reduce_range: bool },
+}
+
+impl LinearPrecision {
+    /// The name recorded in manifests and printed by the CLI (`float32`, `int8`, `int8-7bit`).
+    pub fn name(self) -> &'static str {
+        match self {
+            LinearPrecision::Float32 => "float32",
+            LinearPrecision::Int8 {
+                reduce_range: false,
+            } => "int8",
+            LinearPrecision::Int8 { reduce_range: true } => "int8-7bit",
+        }
+    }
+}
+
+/// Serializes `weights` under `config` as an ONNX `ModelProto` (ir 8, opset 17, producer "capot")
+/// with float32 linear layers.
 ///
 /// The weights are validated against `config` first, so a mismatch is an error here rather
 /// than a broken graph at load time.
 pub fn write_bert_onnx(config: &BertConfig, weights: &BertWeights) -> Result<Vec<u8>, ModelError> {
+    write_bert_onnx_with(config, weights, LinearPrecision::Float32)
+}
+
+/// As [`write_bert_onnx`], with the linear layers at `precision`.
+pub fn write_bert_onnx_with(
+    config: &BertConfig,
+    weights: &BertWeights,
+    precision: LinearPrecision,
+) -> Result<Vec<u8>, ModelError> {
     config.validate()?;
     weights.validate(config)?;
     for (name, t) in &weights.tensors {
@@ -52,7 +93,7 @@ pub fn write_bert_onnx(config: &BertConfig, weights: &BertWeights) -> Result<Vec
             )));
         }
     }
-    let graph = build_graph(config, weights)?;
+    let graph = build_graph(config, weights, precision)?;
     let meta = |k: &str, v: String| StringStringEntryProto {
         key: k.to_string(),
         value: v,
@@ -84,6 +125,7 @@ pub fn write_bert_onnx(config: &BertConfig, weights: &BertWeights) -> Result<Vec
             ),
             meta("capot.layer_norm_eps", config.layer_norm_eps.to_string()),
             meta("capot.output", OUTPUT_NAME.to_string()),
+            meta("capot.linear_precision", precision.name().to_string()),
         ],
         ..Default::default()
     };
@@ -94,6 +136,7 @@ pub fn write_bert_onnx(config: &BertConfig, weights: &BertWeights) -> Result<Vec
 struct GraphBuilder {
     nodes: Vec<NodeProto>,
     initializers: Vec<TensorProto>,
+    precision: LinearPrecision,
 }
 
 fn attr_int(name: &str, v: i64) -> AttributeProto {
@@ -134,6 +177,43 @@ pub(crate) fn f32_tensor(name: &str, shape: &[usize], data: &[f32]) -> TensorPro
     }
 }
 
+/// An int8 tensor as `raw_data`.
+fn i8_tensor(name: &str, shape: &[usize], data: &[i8]) -> TensorProto {
+    TensorProto {
+        name: name.into(),
+        dims: shape.iter().map(|&d| d as i64).collect(),
+        data_type: DataType::Int8 as i32,
+        raw_data: data.iter().map(|&v| v as u8).collect(),
+        ..Default::default()
+    }
+}
+
+/// Symmetric per-column int8 quantisation of a row-major `[rows, cols]` matrix: `q[r][c] =
+/// round(w[r][c] / scale[c])` clamped to ±`max_q`, with `scale[c] = max_r |w[r][c]| / max_q`
+/// (1 for an all-zero column, so that dequantisation stays exact).
+pub(crate) fn quantize_columns(w: &WeightTensor, max_q: i8) -> (Vec<i8>, Vec<f32>) {
+    let cols = w.shape.get(1).copied().unwrap_or(1).max(1);
+    let mut scale = vec![0f32; cols];
+    for row in w.data.chunks(cols) {
+        for (s, v) in scale.iter_mut().zip(row) {
+            *s = s.max(v.abs());
+        }
+    }
+    for s in &mut scale {
+        *s = if *s > 0.0 { *s / f32::from(max_q) } else { 1.0 };
+    }
+    let q = w
+        .data
+        .chunks(cols)
+        .flat_map(|row| {
+            row.iter()
+                .zip(&scale)
+                .map(|(v, s)| (v / s).round().clamp(-f32::from(max_q), f32::from(max_q)) as i8)
+        })
+        .collect();
+    (q, scale)
+}
+
 /// An i64 tensor as little-endian `raw_data`.
 pub(crate) fn i64_tensor(name: &str, shape: &[usize], data: &[i64]) -> TensorProto {
     TensorProto {
@@ -172,15 +252,26 @@ fn tensor_value_info(name: &str, elem: DataType, dims: &[Result<i64, &str>]) -> 
 impl GraphBuilder {
     /// Adds a node whose single output is named `out`; returns `out`.
     fn node(&mut self, op: &str, inputs: &[&str], out: &str, attrs: Vec<AttributeProto>) -> String {
+        self.node_outputs(op, inputs, &[out], attrs);
+        out.to_string()
+    }
+
+    /// Adds a node with several outputs.
+    fn node_outputs(
+        &mut self,
+        op: &str,
+        inputs: &[&str],
+        outs: &[&str],
+        attrs: Vec<AttributeProto>,
+    ) {
         self.nodes.push(NodeProto {
             input: inputs.iter().map(|s| s.to_string()).collect(),
-            output: vec![out.to_string()],
-            name: format!("{out}/{op}"),
+            output: outs.iter().map(|s| s.to_string()).collect(),
+            name: format!("{}/{op}", outs[0]),
             op_type: op.into(),
             attribute: attrs,
             ..Default::default()
         });
-        out.to_string()
     }
 
     fn init(&mut self, t: TensorProto) -> String {
@@ -204,9 +295,45 @@ impl GraphBuilder {
     ) -> Result<String, ModelError> {
         let w: WeightTensor = weights.get(&format!("{prefix}.weight"))?.transposed()?;
         let w_name = format!("{prefix}.weight{TRANSPOSED_SUFFIX}");
-        self.init(f32_tensor(&w_name, &w.shape, &w.data));
         let b_name = self.weight(weights, &format!("{prefix}.bias"))?;
-        let mm = self.node("MatMul", &[x, &w_name], &format!("{prefix}/matmul"), vec![]);
+        let mm = match self.precision {
+            LinearPrecision::Float32 => {
+                self.init(f32_tensor(&w_name, &w.shape, &w.data));
+                self.node("MatMul", &[x, &w_name], &format!("{prefix}/matmul"), vec![])
+            }
+            LinearPrecision::Int8 { reduce_range } => {
+                let (q, scale) = quantize_columns(&w, if reduce_range { 63 } else { 127 });
+                let q_name = self.init(i8_tensor(&format!("{w_name}.int8"), &w.shape, &q));
+                let s_name = self.init(f32_tensor(
+                    &format!("{w_name}.scale"),
+                    &[scale.len()],
+                    &scale,
+                ));
+                let zeros = vec![0i8; scale.len()];
+                let z_name = self.init(i8_tensor(
+                    &format!("{w_name}.zero_point"),
+                    &[zeros.len()],
+                    &zeros,
+                ));
+                let [xq, xs, xz] = ["quantized", "scale", "zero_point"]
+                    .map(|part| format!("{prefix}/input_{part}"));
+                self.node_outputs("DynamicQuantizeLinear", &[x], &[&xq, &xs, &xz], vec![]);
+                let scale = self.node("Mul", &[&xs, &s_name], &format!("{prefix}/scale"), vec![]);
+                let acc = self.node(
+                    "MatMulInteger",
+                    &[&xq, &q_name, &xz, &z_name],
+                    &format!("{prefix}/matmul_integer"),
+                    vec![],
+                );
+                let acc = self.node(
+                    "Cast",
+                    &[&acc],
+                    &format!("{prefix}/matmul_float"),
+                    vec![attr_int("to", DataType::Float as i64)],
+                );
+                self.node("Mul", &[&acc, &scale], &format!("{prefix}/matmul"), vec![])
+            }
+        };
         Ok(self.node("Add", &[&mm, &b_name], &format!("{prefix}/out"), vec![]))
     }
 
@@ -230,7 +357,11 @@ impl GraphBuilder {
     }
 }
 
-fn build_graph(config: &BertConfig, weights: &BertWeights) -> Result<GraphProto, ModelError> {
+fn build_graph(
+    config: &BertConfig,
+    weights: &BertWeights,
+    precision: LinearPrecision,
+) -> Result<GraphProto, ModelError> {
     let hidden = config.hidden_size;
     let heads = config.num_attention_heads;
     let head_dim = config.head_dim();
@@ -238,6 +369,7 @@ fn build_graph(config: &BertConfig, weights: &BertWeights) -> Result<GraphProto,
     let mut g = GraphBuilder {
         nodes: Vec::new(),
         initializers: Vec::new(),
+        precision,
     };
     let [ids, mask, types] = INPUT_NAMES;
 
@@ -446,6 +578,59 @@ mod tests {
             .metadata_props
             .iter()
             .any(|p| p.key == "capot.num_attention_heads" && p.value == "4"));
+    }
+
+    #[test]
+    fn columns_quantize_within_half_a_step() {
+        let w = WeightTensor::new(
+            vec![3, 3],
+            vec![0.5, -2.0, 0.0, -1.0, 1.0, 0.0, 0.25, 0.1, 0.0],
+        );
+        let (q, scale) = quantize_columns(&w, 127);
+        assert_eq!(scale, vec![1.0 / 127.0, 2.0 / 127.0, 1.0]);
+        // The largest magnitude of each column maps to ±127; an all-zero column stays zero.
+        assert_eq!((q[3], q[1], q[2]), (-127, -127, 0));
+        for (i, (&v, &qi)) in w.data.iter().zip(&q).enumerate() {
+            let s = scale[i % 3];
+            assert!((v - f32::from(qi) * s).abs() <= s / 2.0 + 1e-7, "{i}");
+        }
+        let (q7, _) = quantize_columns(&w, 63);
+        assert!(q7.iter().all(|v| (-63..=63).contains(v)));
+    }
+
+    #[test]
+    fn int8_graph_is_well_formed() {
+        let config = BertConfig::tiny();
+        let weights = BertWeights::random(&config, 3);
+        let precision = LinearPrecision::Int8 {
+            reduce_range: false,
+        };
+        let bytes = write_bert_onnx_with(&config, &weights, precision).unwrap();
+        let model = ModelProto::decode(bytes.as_slice()).unwrap();
+        assert!(model
+            .metadata_props
+            .iter()
+            .any(|p| p.key == "capot.linear_precision" && p.value == "int8"));
+        let graph = model.graph.unwrap();
+        let mut known: std::collections::HashSet<String> = graph
+            .initializer
+            .iter()
+            .map(|t| t.name.clone())
+            .chain(graph.input.iter().map(|i| i.name.clone()))
+            .collect();
+        for n in &graph.node {
+            for i in &n.input {
+                assert!(known.contains(i), "{} uses undefined {i}", n.name);
+            }
+            known.extend(n.output.iter().cloned());
+        }
+        let q = graph
+            .initializer
+            .iter()
+            .find(|t| t.name == "encoder.layer.0.attention.self.query.weight.T.int8")
+            .unwrap();
+        assert_eq!(q.data_type, DataType::Int8 as i32);
+        assert_eq!((q.dims.clone(), q.raw_data.len()), (vec![32, 32], 32 * 32));
     }
 
     #[test]
