@@ -8,8 +8,11 @@ use clap::{Args, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
 
 use capot::dataset::{self, document_text, ReadMode};
-use capot::encoder::{Encoder, Role};
-use capot::index::{BuildStage, Document, HnswParams, IndexBuilder, IndexManifest, ManifestFields};
+use capot::encoder::pool::EncoderPool;
+use capot::encoder::Role;
+use capot::index::{
+    npy, BuildStage, Document, HnswParams, IndexBuilder, IndexManifest, ManifestFields,
+};
 
 use super::{DeviceArgs, GlobalArgs};
 
@@ -53,6 +56,18 @@ pub struct BuildArgs {
     /// Documents per inference call.
     #[arg(long, default_value_t = 32)]
     pub batch_size: usize,
+    /// Inference sessions encoding at once, each with --threads threads: a number, or `auto`
+    /// (one single-threaded session per core) [default: 1].
+    #[arg(long, value_name = "N|auto")]
+    pub encoder_workers: Option<String>,
+    /// Precomputed document vectors: a float32 `.npy` matrix with one row per corpus document, in
+    /// corpus order, made by --doc-encoder. Nothing is encoded but the --check-vectors sample.
+    #[arg(long, value_name = "FILE.npy")]
+    pub vectors: Option<PathBuf>,
+    /// Documents re-encoded to check that --vectors came from --doc-encoder in corpus order
+    /// (cosine ≥ 0.99 each); 0 skips the check (vectors derived from real ones, benchmarks).
+    #[arg(long, value_name = "N", default_value_t = 16)]
+    pub check_vectors: usize,
     /// Fail at the first bad corpus line instead of skipping it.
     #[arg(long)]
     pub strict: bool,
@@ -80,6 +95,80 @@ pub fn run(cmd: IndexCommand, global: &GlobalArgs) -> anyhow::Result<()> {
     }
 }
 
+/// Encodes every document with the pool, in order of length so each batch pads little; the
+/// vectors come back in corpus order, row-major.
+fn encode_corpus(
+    pool: &EncoderPool,
+    docs: &[dataset::Document],
+    batch_size: usize,
+) -> anyhow::Result<Vec<f32>> {
+    let texts: Vec<String> = docs
+        .iter()
+        .map(|d| document_text(&d.title, &d.text))
+        .collect();
+    let mut order: Vec<usize> = (0..texts.len()).collect();
+    order.sort_by_key(|&i| texts[i].len());
+    let dim = pool.encoder().dimension();
+    let mut vectors = vec![0f32; texts.len() * dim];
+    let pb = bar(
+        texts.len() as u64,
+        "encoding [{bar:30}] {pos}/{len} docs · {per_sec} · ETA {eta}",
+    );
+    let chunks: Vec<&[usize]> = order.chunks(batch_size).collect();
+    let batches: Vec<Vec<&str>> = chunks
+        .iter()
+        .map(|chunk| chunk.iter().map(|&i| texts[i].as_str()).collect())
+        .collect();
+    let encoded = pool
+        .encode_batches(&batches, &|n| pb.inc(n as u64))
+        .context("encoding documents")?;
+    for (chunk, batch) in chunks.iter().zip(encoded) {
+        for (&i, v) in chunk.iter().zip(batch) {
+            vectors[i * dim..(i + 1) * dim].copy_from_slice(&v);
+        }
+    }
+    pb.finish_and_clear();
+    Ok(vectors)
+}
+
+/// Re-encodes `sample` documents spread over the corpus and requires each given row to point the
+/// same way (cosine ≥ 0.99): catches vectors of another encoder, another corpus or another order.
+fn check_vectors(
+    pool: &EncoderPool,
+    docs: &[dataset::Document],
+    vectors: &[f32],
+    dim: usize,
+    sample: usize,
+    path: &std::path::Path,
+) -> anyhow::Result<()> {
+    let n = docs.len();
+    let picks: Vec<usize> = (0..sample.min(n)).map(|k| k * n / sample.min(n)).collect();
+    let texts: Vec<String> = picks
+        .iter()
+        .map(|&i| document_text(&docs[i].title, &docs[i].text))
+        .collect();
+    let batches: Vec<Vec<&str>> = texts.iter().map(|t| vec![t.as_str()]).collect();
+    let encoded = pool.encode_batches(&batches, &|_| ())?;
+    for (&i, e) in picks.iter().zip(encoded) {
+        let row = &vectors[i * dim..(i + 1) * dim];
+        let norm = row.iter().map(|x| x * x).sum::<f32>().sqrt();
+        let cos = if norm > 0.0 {
+            row.iter().zip(&e[0]).map(|(a, b)| a * b).sum::<f32>() / norm
+        } else {
+            0.0
+        };
+        if cos.is_nan() || cos < 0.99 {
+            bail!(
+                "{}: row {i} has cosine {cos:.3} to {}'s vector of document {:?}: the vectors are not this encoder's, or not in corpus order (--check-vectors 0 skips this check)",
+                path.display(),
+                pool.encoder().manifest().label(),
+                docs[i].id
+            );
+        }
+    }
+    Ok(())
+}
+
 fn bar(len: u64, template: &str) -> ProgressBar {
     ProgressBar::new(len).with_style(
         ProgressStyle::with_template(template)
@@ -104,10 +193,12 @@ fn build(args: BuildArgs, global: &GlobalArgs) -> anyhow::Result<()> {
             args.out.display()
         );
     }
-    let runtime = args.device.runtime(global)?;
-    let encoder = Encoder::load(&args.doc_encoder, &runtime)
+    let mut device = args.device.clone();
+    let workers = super::encoder_workers(args.encoder_workers.as_deref(), &mut device)?;
+    let runtime = device.runtime(global)?;
+    let pool = EncoderPool::load(&args.doc_encoder, &runtime, workers)
         .with_context(|| format!("cannot load encoder {}", args.doc_encoder.display()))?;
-    let manifest = encoder.manifest().clone();
+    let manifest = pool.encoder().manifest().clone();
     if manifest.role == Role::Query {
         bail!(
             "{} is a query encoder; build the index with its document encoder",
@@ -133,32 +224,35 @@ fn build(args: BuildArgs, global: &GlobalArgs) -> anyhow::Result<()> {
         bail!("{} has no documents", report.path.display());
     }
 
-    // Encode in order of length so each batch pads little, then restore corpus order.
     let docs = corpus.docs();
-    let texts: Vec<String> = docs
-        .iter()
-        .map(|d| document_text(&d.title, &d.text))
-        .collect();
-    let mut order: Vec<usize> = (0..texts.len()).collect();
-    order.sort_by_key(|&i| texts[i].len());
     let dim = manifest.dimension;
-    let mut vectors = vec![0f32; texts.len() * dim];
     let started = Instant::now();
-    let pb = bar(
-        texts.len() as u64,
-        "encoding [{bar:30}] {pos}/{len} docs · {per_sec} · ETA {eta}",
-    );
-    for chunk in order.chunks(args.batch_size) {
-        let batch: Vec<&str> = chunk.iter().map(|&i| texts[i].as_str()).collect();
-        let encoded = encoder.encode(&batch).context("encoding documents")?;
-        for (&i, v) in chunk.iter().zip(encoded) {
-            vectors[i * dim..(i + 1) * dim].copy_from_slice(&v);
+    let vectors = match &args.vectors {
+        Some(path) => {
+            if !report.skipped.is_empty() {
+                bail!(
+                    "the corpus has bad lines, so the rows of {} cannot be matched to its documents; fix them (or use --strict to find them)",
+                    path.display()
+                );
+            }
+            let m = npy::read_f32_matrix(path)?;
+            if m.rows != docs.len() || m.cols != dim {
+                bail!(
+                    "{} holds {} × {} vectors; the corpus has {} documents and {} makes {dim}-dimensional vectors",
+                    path.display(),
+                    m.rows,
+                    m.cols,
+                    docs.len(),
+                    manifest.label()
+                );
+            }
+            check_vectors(&pool, docs, &m.data, dim, args.check_vectors, path)?;
+            m.data
         }
-        pb.inc(chunk.len() as u64);
-    }
-    pb.finish_and_clear();
+        None => encode_corpus(&pool, docs, args.batch_size)?,
+    };
     let encode_seconds = started.elapsed().as_secs_f64();
-    drop(encoder);
+    drop(pool);
 
     let documents: Vec<Document> = docs
         .iter()
@@ -195,14 +289,20 @@ fn build(args: BuildArgs, global: &GlobalArgs) -> anyhow::Result<()> {
         .build(documents, vectors, &mut progress)?;
     pb.finish_and_clear();
     let m = index.manifest();
+    let source = if args.vectors.is_some() {
+        format!("vectors read and checked {encode_seconds:.1}s")
+    } else {
+        format!(
+            "encoding {encode_seconds:.1}s ({:.0} docs/s)",
+            m.count as f64 / encode_seconds
+        )
+    };
     eprintln!(
-        "indexed {} documents ({}-d, {}) into {} — encoding {:.1}s ({:.0} docs/s), graph {:.1}s",
+        "indexed {} documents ({}-d, {}) into {} — {source}, graph {:.1}s",
         m.count,
         m.dimension,
         manifest.label(),
         args.out.display(),
-        encode_seconds,
-        m.count as f64 / encode_seconds,
         m.build_seconds
     );
     Ok(())

@@ -20,6 +20,7 @@ mod exact;
 mod fileio;
 mod hnsw;
 mod manifest;
+pub mod npy;
 mod store;
 mod vectors;
 pub mod vocab;
