@@ -135,11 +135,13 @@ fn a_job_trains_evaluates_registers_and_the_gate_decides_the_alias() {
         "{found}"
     );
 
-    // A gate nothing passes (+1000% on noisy queries): registered, not promoted.
+    // A gate nothing passes (+1000% on noisy queries): registered, not promoted. This job also
+    // asks for an int8 output: that is the bundle evaluated and registered.
     let body = job_body(
         "tiny-typo-2",
         2,
         json!({
+            "quantize": "int8",
             "eval": eval_body(),
             "promote": {"alias": "typo", "require": {"min_noisy_gain": 10.0}},
         }),
@@ -155,6 +157,21 @@ fn a_job_trains_evaluates_registers_and_the_gate_decides_the_alias() {
     );
     assert_eq!(job2["encoder"]["registered"], true);
     assert_eq!(admin.get("/admin/aliases")["aliases"]["typo"], "tiny-typo");
+    let manifest: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(data.path().join("encoders/tiny-typo-2/encoder.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(manifest["provenance"]["quantization"]["precision"], "int8");
+    assert_eq!(manifest["name"], "tiny-typo-2");
+    assert_eq!(manifest["aligned_to"], base["fingerprint"], "{manifest}");
+    let stages: Vec<serde_json::Value> = admin.get(&format!("/admin/jobs/{id2}/events"))["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["kind"] == "stage")
+        .map(|e| e["data"]["stage"].clone())
+        .collect();
+    assert_eq!(stages, [json!("quantize"), json!("eval")]);
 
     // Listing: newest first, paginated, totals; metrics count the jobs.
     let page = admin.get("/admin/jobs?limit=1");

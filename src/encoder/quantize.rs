@@ -130,6 +130,9 @@ pub fn quantize_bundle(
                 base.aligned_to
             )],
             quantization: None,
+            // The source's evaluation does not describe this bundle; objective, noise and
+            // training do (they say what the weights were aligned for).
+            evaluation: serde_json::Value::Null,
             ..base.provenance.clone()
         },
         ..base.clone()

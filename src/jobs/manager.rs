@@ -502,6 +502,24 @@ impl JobManager {
             return Err(Ended::Cancelled);
         }
 
+        // The int8 bundle, when asked for, is what gets evaluated, registered and promoted.
+        let aligned = staging.clone();
+        let staging = match job
+            .spec
+            .quantize_args(&aligned, &job.workdir.join("bundle-int8"))
+        {
+            Some(args) => {
+                job.stage = Some(Stage::Quantize);
+                self.record(job, "stage", json!({ "stage": "quantize" }))?;
+                let mut argv = vec![self.config.binary.display().to_string()];
+                argv.extend(args);
+                let followed = self.run_command(job, "quantize", argv, started)?;
+                check(followed.exit, followed.last_error)?;
+                job.workdir.join("bundle-int8")
+            }
+            None => aligned,
+        };
+
         let mut eval_time = Duration::ZERO;
         if job.spec.eval.is_some() {
             job.stage = Some(Stage::Eval);

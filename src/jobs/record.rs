@@ -67,6 +67,8 @@ impl std::str::FromStr for JobStatus {
 pub enum Stage {
     /// Training (`capot align`), anchor vectors first.
     Align,
+    /// Quantising the aligned encoder (`capot encoder quantize`), when the spec asks for it.
+    Quantize,
     /// Evaluating base against new (`capot eval`).
     Eval,
     /// Loading the new encoder into the registry.

@@ -120,6 +120,11 @@ pub struct JobSpec {
     /// Version of the new bundle.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub version: Option<String>,
+    /// Quantise the aligned encoder (`capot encoder quantize`): `int8` or `int8-7bit`. The int8
+    /// bundle is what is evaluated, registered and promoted; the float32 one stays in the job's
+    /// work directory.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quantize: Option<String>,
     /// Evaluate the new encoder against the base before registering it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub eval: Option<EvalSpec>,
@@ -315,6 +320,14 @@ impl JobSpec {
                 return Err(FieldError::new("version", "must be 1-64 characters"));
             }
         }
+        if let Some(q) = &self.quantize {
+            if !matches!(q.as_str(), "int8" | "int8-7bit") {
+                return Err(FieldError::new(
+                    "quantize",
+                    format!("{q:?} is not a precision: expected \"int8\" or \"int8-7bit\""),
+                ));
+            }
+        }
         if let Some(e) = &self.eval {
             existing("eval.dataset", &e.dataset, "the evaluation dataset")?;
             if !e.dataset.is_dir() {
@@ -467,6 +480,31 @@ impl JobSpec {
         a
     }
 
+    /// The `capot encoder quantize` arguments turning the aligned bundle at `aligned` into the
+    /// job's int8 bundle at `out` (same name); `None` without `quantize`.
+    pub fn quantize_args(&self, aligned: &Path, out: &Path) -> Option<Vec<String>> {
+        let precision = self.quantize.as_deref()?;
+        let mut a: Vec<String> = [
+            "encoder",
+            "quantize",
+            &aligned.display().to_string(),
+            "--out",
+            &out.display().to_string(),
+            "--name",
+            &self.name,
+            "--force",
+        ]
+        .map(String::from)
+        .to_vec();
+        if precision == "int8-7bit" {
+            a.push("--reduce-range".into());
+        }
+        if let Some(t) = self.threads {
+            a.extend(["--threads".into(), t.to_string()]);
+        }
+        Some(a)
+    }
+
     /// The `capot eval` arguments comparing `base_bundle` with `candidate` on the served index;
     /// the report goes to `out` (report.json, report.md, report.svg).
     pub fn eval_args(
@@ -509,6 +547,36 @@ impl JobSpec {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn quantize_is_validated_and_becomes_a_quantize_command() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = spec(dir.path());
+        assert_eq!(s.quantize_args(Path::new("a"), Path::new("b")), None);
+        s.quantize = Some("int8-7bit".into());
+        s.threads = Some(2);
+        s.validate().unwrap();
+        let args = s.quantize_args(Path::new("a"), Path::new("b")).unwrap();
+        assert_eq!(
+            args,
+            [
+                "encoder",
+                "quantize",
+                "a",
+                "--out",
+                "b",
+                "--name",
+                "minilm-typo",
+                "--force",
+                "--reduce-range",
+                "--threads",
+                "2"
+            ]
+        );
+        s.quantize = Some("fp16".into());
+        let e = s.validate().unwrap_err();
+        assert_eq!(e.field, "quantize");
+    }
 
     fn spec(dir: &Path) -> JobSpec {
         let q = dir.join("q.tsv");
