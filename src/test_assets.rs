@@ -36,3 +36,42 @@ pub fn golden() -> serde_json::Value {
     });
     serde_json::from_str(&text).expect("golden file is JSON")
 }
+
+/// A tiny randomly initialised BERT bundle (MiniLM's tokenizer, 64 tokens) imported into
+/// `dir/<name>`: for tests that need a real ONNX Runtime session but not a real model.
+pub fn tiny_bundle(dir: &std::path::Path, name: &str, seed: u64) -> PathBuf {
+    use crate::encoder::import::{import_hf, ImportOptions};
+    use crate::model::{BertConfig, BertWeights};
+    let hf = dir.join(format!("{name}-hf"));
+    std::fs::create_dir_all(&hf).expect("create the Hugging Face directory");
+    let config = BertConfig {
+        vocab_size: 30522, // MiniLM's tokenizer
+        ..BertConfig::tiny()
+    };
+    std::fs::write(
+        hf.join("config.json"),
+        serde_json::to_string(&config).expect("config JSON"),
+    )
+    .expect("write config.json");
+    BertWeights::random(&config, seed)
+        .save_safetensors(&hf.join("model.safetensors"))
+        .expect("write weights");
+    std::fs::copy(
+        minilm_hf_dir().join("tokenizer.json"),
+        hf.join("tokenizer.json"),
+    )
+    .expect("copy the tokenizer");
+    let bundle = dir.join(name);
+    import_hf(
+        &hf,
+        &bundle,
+        &ImportOptions {
+            name: Some(name.into()),
+            max_length: Some(64),
+            ..Default::default()
+        },
+        &Default::default(),
+    )
+    .expect("import the tiny bundle");
+    bundle
+}

@@ -6,7 +6,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use candle_core::{Device, Tensor};
 
 use super::*;
-use crate::encoder::import::{import_hf, ImportOptions};
 use crate::encoder::{Encoder, EncoderManifest, TextTokenizer};
 use crate::index::{Document, HnswParams, IndexBuilder, ManifestFields};
 use crate::model::bert::{l2_normalize, mean_pool, trainable_vars};
@@ -60,34 +59,7 @@ fn query_text(i: usize) -> String {
 /// with the base encoder.
 pub(crate) fn fixture() -> Fixture {
     let dir = tempfile::tempdir().unwrap();
-    let hf = dir.path().join("hf");
-    std::fs::create_dir(&hf).unwrap();
-    let config = tiny_config();
-    std::fs::write(
-        hf.join("config.json"),
-        serde_json::to_string(&config).unwrap(),
-    )
-    .unwrap();
-    BertWeights::random(&config, 7)
-        .save_safetensors(&hf.join("model.safetensors"))
-        .unwrap();
-    std::fs::copy(
-        test_assets::minilm_hf_dir().join("tokenizer.json"),
-        hf.join("tokenizer.json"),
-    )
-    .unwrap();
-    let base = dir.path().join("base");
-    import_hf(
-        &hf,
-        &base,
-        &ImportOptions {
-            name: Some("tiny".into()),
-            max_length: Some(64),
-            ..Default::default()
-        },
-        &RuntimeOptions::default(),
-    )
-    .unwrap();
+    let base = test_assets::tiny_bundle(dir.path(), "tiny", 7);
 
     let queries = dir.path().join("queries.tsv");
     let lines: String = (0..24)

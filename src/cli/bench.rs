@@ -292,13 +292,7 @@ fn encode(args: EncodeBenchArgs, global: &GlobalArgs) -> anyhow::Result<()> {
                         .enumerate()
                         .map(|(w, enc)| s.spawn(move || session(enc, batch, w * 997, deadline)))
                         .collect();
-                    handles
-                        .into_iter()
-                        .map(|h| {
-                            h.join()
-                                .map_err(|_| anyhow::anyhow!("a benchmark thread panicked"))?
-                        })
-                        .collect::<anyhow::Result<Vec<_>>>()
+                    join_all(handles)
                 })?
                 .concat();
                 let calls = latencies.len();
@@ -335,6 +329,19 @@ fn encode(args: EncodeBenchArgs, global: &GlobalArgs) -> anyhow::Result<()> {
     });
     println!("{}", serde_json::to_string_pretty(&out)?);
     Ok(())
+}
+
+/// Joins benchmark threads in order; a panicked thread is an error.
+fn join_all<T>(
+    handles: Vec<std::thread::ScopedJoinHandle<'_, anyhow::Result<T>>>,
+) -> anyhow::Result<Vec<T>> {
+    handles
+        .into_iter()
+        .map(|h| {
+            h.join()
+                .map_err(|_| anyhow::anyhow!("a benchmark thread panicked"))?
+        })
+        .collect()
 }
 
 fn mean(v: &[f64]) -> f64 {
@@ -456,13 +463,7 @@ fn search(args: SearchBenchArgs, global: &GlobalArgs) -> anyhow::Result<()> {
                 let handles: Vec<_> = (0..concurrency)
                     .map(|w| s.spawn(move || worker(batch, w * 997, deadline)))
                     .collect();
-                handles
-                    .into_iter()
-                    .map(|h| {
-                        h.join()
-                            .map_err(|_| anyhow::anyhow!("a benchmark thread panicked"))?
-                    })
-                    .collect::<anyhow::Result<Vec<_>>>()
+                join_all(handles)
             })?;
             let mut latencies = Vec::new();
             let mut stages = [0f64; 3];

@@ -101,37 +101,15 @@ impl EncoderPool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::encoder::import::{import_hf, ImportOptions};
-    use crate::model::{BertConfig, BertWeights};
 
     #[test]
     fn pooled_batches_equal_one_session_in_input_order() {
         let dir = tempfile::tempdir().unwrap();
-        let hf = dir.path().join("hf");
-        std::fs::create_dir(&hf).unwrap();
-        let config = BertConfig {
-            vocab_size: 30522,
-            ..BertConfig::tiny()
-        };
-        std::fs::write(
-            hf.join("config.json"),
-            serde_json::to_string(&config).unwrap(),
-        )
-        .unwrap();
-        BertWeights::random(&config, 5)
-            .save_safetensors(&hf.join("model.safetensors"))
-            .unwrap();
-        std::fs::copy(
-            crate::test_assets::minilm_hf_dir().join("tokenizer.json"),
-            hf.join("tokenizer.json"),
-        )
-        .unwrap();
-        let bundle = dir.path().join("b");
+        let bundle = crate::test_assets::tiny_bundle(dir.path(), "tiny", 5);
         let options = RuntimeOptions {
             intra_threads: Some(1),
             ..Default::default()
         };
-        import_hf(&hf, &bundle, &ImportOptions::default(), &options).unwrap();
         let pool = EncoderPool::load(&bundle, &options, 3).unwrap();
         assert_eq!(pool.sessions().len(), 3);
         let texts: Vec<String> = (0..50)

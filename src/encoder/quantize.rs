@@ -193,41 +193,9 @@ fn quantized_name(source: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::encoder::import::{import_hf, ImportOptions};
 
     fn tiny_bundle(dir: &Path) -> std::path::PathBuf {
-        let hf = dir.join("hf");
-        std::fs::create_dir(&hf).unwrap();
-        let config = BertConfig {
-            vocab_size: 30522, // MiniLM's tokenizer
-            ..BertConfig::tiny()
-        };
-        std::fs::write(
-            hf.join("config.json"),
-            serde_json::to_string(&config).unwrap(),
-        )
-        .unwrap();
-        BertWeights::random(&config, 11)
-            .save_safetensors(&hf.join("model.safetensors"))
-            .unwrap();
-        std::fs::copy(
-            crate::test_assets::minilm_hf_dir().join("tokenizer.json"),
-            hf.join("tokenizer.json"),
-        )
-        .unwrap();
-        let base = dir.join("base");
-        import_hf(
-            &hf,
-            &base,
-            &ImportOptions {
-                name: Some("tiny".into()),
-                max_length: Some(64),
-                ..Default::default()
-            },
-            &RuntimeOptions::default(),
-        )
-        .unwrap();
-        base
+        crate::test_assets::tiny_bundle(dir, "tiny", 11)
     }
 
     #[test]

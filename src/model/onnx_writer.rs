@@ -535,20 +535,9 @@ mod tests {
     use super::*;
     use crate::model::onnx_proto::ModelProto;
 
-    #[test]
-    fn tiny_model_writes_and_decodes() {
-        let config = BertConfig::tiny();
-        let weights = BertWeights::random(&config, 3);
-        let bytes = write_bert_onnx(&config, &weights).unwrap();
-        let model = ModelProto::decode(bytes.as_slice()).unwrap();
-        assert_eq!(model.ir_version, IR_VERSION);
-        assert_eq!(model.opset_import[0].version, OPSET);
-        assert_eq!(model.producer_name, "capot");
-        let graph = model.graph.unwrap();
-        let inputs: Vec<_> = graph.input.iter().map(|i| i.name.as_str()).collect();
-        assert_eq!(inputs, INPUT_NAMES);
-        assert_eq!(graph.output[0].name, OUTPUT_NAME);
-        // Every node input is a graph input, an initializer or an earlier node's output.
+    /// Every node input is a graph input, an initializer or an earlier node's output, and the
+    /// graph output is produced.
+    fn assert_well_formed(graph: &GraphProto) {
         let mut known: std::collections::HashSet<String> = graph
             .initializer
             .iter()
@@ -562,6 +551,22 @@ mod tests {
             known.extend(n.output.iter().cloned());
         }
         assert!(known.contains(OUTPUT_NAME));
+    }
+
+    #[test]
+    fn tiny_model_writes_and_decodes() {
+        let config = BertConfig::tiny();
+        let weights = BertWeights::random(&config, 3);
+        let bytes = write_bert_onnx(&config, &weights).unwrap();
+        let model = ModelProto::decode(bytes.as_slice()).unwrap();
+        assert_eq!(model.ir_version, IR_VERSION);
+        assert_eq!(model.opset_import[0].version, OPSET);
+        assert_eq!(model.producer_name, "capot");
+        let graph = model.graph.unwrap();
+        let inputs: Vec<_> = graph.input.iter().map(|i| i.name.as_str()).collect();
+        assert_eq!(inputs, INPUT_NAMES);
+        assert_eq!(graph.output[0].name, OUTPUT_NAME);
+        assert_well_formed(&graph);
         let q = graph
             .initializer
             .iter()
@@ -612,18 +617,7 @@ mod tests {
             .iter()
             .any(|p| p.key == "capot.linear_precision" && p.value == "int8"));
         let graph = model.graph.unwrap();
-        let mut known: std::collections::HashSet<String> = graph
-            .initializer
-            .iter()
-            .map(|t| t.name.clone())
-            .chain(graph.input.iter().map(|i| i.name.clone()))
-            .collect();
-        for n in &graph.node {
-            for i in &n.input {
-                assert!(known.contains(i), "{} uses undefined {i}", n.name);
-            }
-            known.extend(n.output.iter().cloned());
-        }
+        assert_well_formed(&graph);
         let q = graph
             .initializer
             .iter()
