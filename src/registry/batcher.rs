@@ -116,7 +116,7 @@ impl Batcher {
                 (rx.clone(), config.clone(), depth.clone(), observer.clone());
             std::thread::Builder::new()
                 .name(format!("encode-{}-{i}", encoder.manifest().name))
-                .spawn(move || worker(session, rx, config, depth, observer))?;
+                .spawn(move || worker(session, rx, config, depth, observer, workers))?;
         }
         Ok(Batcher {
             tx,
@@ -173,15 +173,19 @@ fn worker(
     config: BatchConfig,
     depth: Arc<AtomicUsize>,
     observer: Arc<dyn BatchObserver>,
+    workers: usize,
 ) {
     let name = encoder.manifest().name.clone();
     let pad_id = encoder.tokenizer().pad_id();
     while let Ok(first) = rx.recv() {
+        // Take this worker's share of what is queued, so that the pool's other sessions get the
+        // rest instead of idling while one session runs everything as one padded batch.
+        let share = (rx.len() + 1).div_ceil(workers.max(1));
         let mut jobs = vec![first];
         let mut texts = jobs[0].tokens.batch;
         let mut longest = jobs[0].tokens.sequence;
         let deadline = Instant::now() + config.max_wait;
-        loop {
+        while jobs.len() < share || !config.max_wait.is_zero() {
             let next = if config.max_wait.is_zero() {
                 rx.try_recv().ok()
             } else {
