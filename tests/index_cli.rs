@@ -24,9 +24,20 @@ fn max_abs_diff(a: &[f32], b: &[f32]) -> f32 {
         .fold(0f32, f32::max)
 }
 
-fn build(args: &[&str]) -> std::process::Output {
-    let mut all = vec!["index", "build"];
-    all.extend_from_slice(args);
+/// `capot index build` of the default corpus with MiniLM into `out`, plus `extra` flags.
+fn build(out: &Path, extra: &[&str]) -> std::process::Output {
+    let corpus = root().join("data/default-corpus");
+    let mut all = vec![
+        "index",
+        "build",
+        "--doc-encoder",
+        minilm_bundle().to_str().unwrap(),
+        "--corpus",
+        corpus.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ];
+    all.extend_from_slice(extra);
     run_capot(&all, b"")
 }
 
@@ -34,25 +45,11 @@ fn build(args: &[&str]) -> std::process::Output {
 fn pooled_build_and_build_from_vectors_give_the_same_index() {
     let reference = default_index();
     let want = read_vectors(reference);
-    let corpus = root().join("data/default-corpus");
-    let corpus = corpus.to_str().unwrap();
-    let bundle = minilm_bundle().to_str().unwrap();
     let dir = tempfile::tempdir().unwrap();
 
     // Two single-threaded sessions encode the corpus; corpus order is kept.
     let pooled = dir.path().join("pooled");
-    let o = build(&[
-        "--doc-encoder",
-        bundle,
-        "--corpus",
-        corpus,
-        "--out",
-        pooled.to_str().unwrap(),
-        "--encoder-workers",
-        "2",
-        "--threads",
-        "1",
-    ]);
+    let o = build(&pooled, &["--encoder-workers", "2", "--threads", "1"]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let d = max_abs_diff(&read_vectors(&pooled), &want);
     assert!(d < 1e-5, "pooled build differs by {d}");
@@ -63,16 +60,7 @@ fn pooled_build_and_build_from_vectors_give_the_same_index() {
     let npy_path = dir.path().join("vectors.npy");
     npy::write_f32_matrix(&npy_path, rows, dim, &want).unwrap();
     let from_npy = dir.path().join("from-npy");
-    let o = build(&[
-        "--doc-encoder",
-        bundle,
-        "--corpus",
-        corpus,
-        "--out",
-        from_npy.to_str().unwrap(),
-        "--vectors",
-        npy_path.to_str().unwrap(),
-    ]);
+    let o = build(&from_npy, &["--vectors", npy_path.to_str().unwrap()]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("vectors read and checked"), "{err}");
@@ -95,17 +83,8 @@ fn pooled_build_and_build_from_vectors_give_the_same_index() {
     shuffled.rotate_left(dim);
     npy::write_f32_matrix(&npy_path, rows, dim, &shuffled).unwrap();
     let out = dir.path().join("shuffled");
-    let args = [
-        "--doc-encoder",
-        bundle,
-        "--corpus",
-        corpus,
-        "--out",
-        out.to_str().unwrap(),
-        "--vectors",
-        npy_path.to_str().unwrap(),
-    ];
-    let o = build(&args);
+    let args = ["--vectors", npy_path.to_str().unwrap()];
+    let o = build(&out, &args);
     assert_eq!(o.status.code(), Some(1));
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("corpus order"), "{err}");
@@ -113,7 +92,7 @@ fn pooled_build_and_build_from_vectors_give_the_same_index() {
     assert!(!out.exists());
     let mut unchecked = args.to_vec();
     unchecked.extend(["--check-vectors", "0"]);
-    let o = build(&unchecked);
+    let o = build(&out, &unchecked);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
 
     // A matrix of the wrong shape, or not a .npy at all: one line, exit 1, nothing written.
@@ -122,16 +101,7 @@ fn pooled_build_and_build_from_vectors_give_the_same_index() {
     std::fs::write(&junk, b"not numpy").unwrap();
     for (file, want_msg) in [(&npy_path, "200 documents"), (&junk, "not a .npy file")] {
         let out = dir.path().join("bad");
-        let o = build(&[
-            "--doc-encoder",
-            bundle,
-            "--corpus",
-            corpus,
-            "--out",
-            out.to_str().unwrap(),
-            "--vectors",
-            file.to_str().unwrap(),
-        ]);
+        let o = build(&out, &["--vectors", file.to_str().unwrap()]);
         assert_eq!(o.status.code(), Some(1));
         let err = String::from_utf8_lossy(&o.stderr);
         assert!(err.contains(want_msg), "{err}");

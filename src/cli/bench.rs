@@ -256,14 +256,7 @@ fn encode(args: EncodeBenchArgs, global: &GlobalArgs) -> anyhow::Result<()> {
     // One session's stream of calls: warm up for a second, then calls until the deadline;
     // per-call latencies in ms.
     let session = |encoder: &Encoder, batch: usize, first: usize, deadline: Instant| {
-        let mut at = first;
-        let mut next_batch = || {
-            let b: Vec<&str> = (0..batch)
-                .map(|i| texts[(at + i) % texts.len()].as_str())
-                .collect();
-            at = (at + batch) % texts.len();
-            b
-        };
+        let mut next_batch = cycle(&texts, batch, first);
         let warm_until = Instant::now() + Duration::from_secs(1);
         while Instant::now() < warm_until {
             encoder.encode(&next_batch())?;
@@ -329,6 +322,18 @@ fn encode(args: EncodeBenchArgs, global: &GlobalArgs) -> anyhow::Result<()> {
     });
     println!("{}", serde_json::to_string_pretty(&out)?);
     Ok(())
+}
+
+/// Batches of `batch` texts taken in order from `first` on, wrapping around at the end.
+fn cycle<'a>(texts: &'a [String], batch: usize, first: usize) -> impl FnMut() -> Vec<&'a str> {
+    let mut at = first % texts.len().max(1);
+    move || {
+        let b = (0..batch)
+            .map(|i| texts[(at + i) % texts.len()].as_str())
+            .collect();
+        at = (at + batch) % texts.len();
+        b
+    }
 }
 
 /// Joins benchmark threads in order; a panicked thread is an error.
@@ -429,14 +434,7 @@ fn search(args: SearchBenchArgs, global: &GlobalArgs) -> anyhow::Result<()> {
     // and summed stage times.
     let worker =
         |batch: usize, first: usize, deadline: Instant| -> anyhow::Result<(Vec<f64>, [f64; 3])> {
-            let mut at = first;
-            let mut next_batch = || {
-                let b: Vec<&str> = (0..batch)
-                    .map(|i| texts[(at + i) % texts.len()].as_str())
-                    .collect();
-                at = (at + batch) % texts.len();
-                b
-            };
+            let mut next_batch = cycle(&texts, batch, first);
             let mut stages = [0f64; 3];
             let warm_until = Instant::now() + Duration::from_secs(1);
             while Instant::now() < warm_until {

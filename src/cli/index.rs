@@ -10,6 +10,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use capot::dataset::{self, document_text, ReadMode};
 use capot::encoder::pool::EncoderPool;
 use capot::encoder::Role;
+use capot::eval::metrics::cosine;
 use capot::index::{
     npy, BuildStage, Document, HnswParams, IndexBuilder, IndexManifest, ManifestFields,
 };
@@ -150,13 +151,7 @@ fn check_vectors(
     let batches: Vec<Vec<&str>> = texts.iter().map(|t| vec![t.as_str()]).collect();
     let encoded = pool.encode_batches(&batches, &|_| ())?;
     for (&i, e) in picks.iter().zip(encoded) {
-        let row = &vectors[i * dim..(i + 1) * dim];
-        let norm = row.iter().map(|x| x * x).sum::<f32>().sqrt();
-        let cos = if norm > 0.0 {
-            row.iter().zip(&e[0]).map(|(a, b)| a * b).sum::<f32>() / norm
-        } else {
-            0.0
-        };
+        let cos = cosine(&vectors[i * dim..(i + 1) * dim], &e[0])?;
         if cos.is_nan() || cos < 0.99 {
             bail!(
                 "{}: row {i} has cosine {cos:.3} to {}'s vector of document {:?}: the vectors are not this encoder's, or not in corpus order (--check-vectors 0 skips this check)",

@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 use super::import::{copy, validate_name, Staged};
 use super::manifest::{self, EncoderManifest, Provenance};
 use super::{Encoder, EncoderError, RuntimeOptions};
+use crate::eval::metrics::cosine;
 use crate::model::onnx_writer::{self, LinearPrecision};
 use crate::model::{BertConfig, BertWeights};
 
@@ -166,22 +167,11 @@ fn probe_agreement(a: &Encoder, b: &Encoder) -> Result<(f32, f32), EncoderError>
     for text in PROBE_TEXTS {
         let va = a.encode(&[text])?;
         let vb = b.encode(&[text])?;
-        let c = cosine(&va[0], &vb[0]);
+        let c = cosine(&va[0], &vb[0]).map_err(|e| EncoderError::Output(e.to_string()))? as f32;
         sum += c;
         min = min.min(c);
     }
     Ok((sum / PROBE_TEXTS.len() as f32, min))
-}
-
-fn cosine(a: &[f32], b: &[f32]) -> f32 {
-    let dot: f32 = a.iter().zip(b).map(|(x, y)| x * y).sum();
-    let na: f32 = a.iter().map(|x| x * x).sum::<f32>().sqrt();
-    let nb: f32 = b.iter().map(|x| x * x).sum::<f32>().sqrt();
-    if na == 0.0 || nb == 0.0 {
-        0.0
-    } else {
-        dot / (na * nb)
-    }
 }
 
 /// `<source>-int8`, kept within the 64-character name limit.

@@ -185,6 +185,7 @@ fn worker(
         let mut texts = jobs[0].tokens.batch;
         let mut longest = jobs[0].tokens.sequence;
         let deadline = Instant::now() + config.max_wait;
+        // With a wait window the worker gathers until the deadline instead (share ignored).
         while jobs.len() < share || !config.max_wait.is_zero() {
             let next = if config.max_wait.is_zero() {
                 rx.try_recv().ok()
