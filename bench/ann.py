@@ -1,15 +1,15 @@
-"""hnsw_rs (capot's index) against hnswlib and faiss (IndexHNSWFlat) on the SAME vectors: the
+"""capot's HNSW graph against hnswlib and faiss (IndexHNSWFlat) on the SAME vectors: the
 document vectors a capot index stores (vectors.f32) and query vectors encoded by capot. Same
 HNSW parameters (M=16, ef_construction=200, inner product on normalised vectors), single-threaded
 search, recall@k against exact search, a sweep over ef, and queries/s at equal recall.
 
     python bench/ann.py --capot BIN --index DIR --encoder BUNDLE --queries FILE [FILE...] --out DIR
 
-hnsw_rs is measured by `capot bench ann` (the graph capot built and serves, searched through
+capot is measured by `capot bench ann` (the graph capot built and serves, searched through
 `Index::search`); hnswlib and faiss are built here from the same vectors. Every library answers
 the whole query set in one call from a single thread (hnswlib `num_threads=1`, faiss
 `omp_set_num_threads(1)`), so no Python loop is timed. Exact neighbours: NumPy brute force here,
-capot's own exact search for hnsw_rs (same vectors, same dot products up to rounding).
+capot's own exact search for capot (same vectors, same dot products up to rounding).
 Writes OUT/ann.json and prints Markdown tables.
 """
 
@@ -129,7 +129,7 @@ def main():
     res = subprocess.run([a.capot, "bench", "ann", "--index", a.index, "--queries-vectors", qpath,
                           "--ef", ",".join(map(str, efs)), "--k", str(a.k), "--rounds", str(a.rounds)],
                          capture_output=True, text=True, check=True)
-    libs = {"hnsw_rs": json.loads(res.stdout)["results"]}
+    libs = {"capot": json.loads(res.stdout)["results"]}
 
     peers = a.peers.split(",")
     build = {}
@@ -169,7 +169,7 @@ def main():
                            for lib, rows in libs.items()}
     report = {"documents": n, "queries": len(queries), "dimension": dim, "k": a.k, "m": M,
               "ef_construction": EF_CONSTRUCTION, "threads": 1, "rounds": a.rounds,
-              "versions": {"hnsw_rs": "0.3.5", "hnswlib": "0.8.0", "faiss": faiss.__version__},
+              "versions": {"hnswlib": "0.8.0", "faiss": faiss.__version__},
               "build_seconds_python": build, "sweep": libs, "equal_recall": equal}
     json.dump(report, open(os.path.join(a.out, "ann.json"), "w"), indent=2)
 
@@ -180,9 +180,9 @@ def main():
         cells = [f"{libs[l][i]['recall']:.4f} | {libs[l][i]['queries_per_second']:.0f}" for l in libs]
         print(f"| {ef} | " + " | ".join(cells) + " |")
     print(f"\n#### Queries/s at equal recall@{a.k} (interpolated between the ef values around it)\n")
-    others = [l for l in libs if l != "hnsw_rs"]
+    others = [l for l in libs if l != "capot"]
     print("| recall@10 | " + " | ".join(f"{l} q/s (ef)" for l in libs) + " | "
-          + " | ".join(f"hnsw_rs / {l}" for l in others) + " |")
+          + " | ".join(f"capot / {l}" for l in others) + " |")
     print("|---|" + "---|" * (len(libs) + len(others)))
     ratio = lambda x, y: "–" if x is None or y is None else f"{x / y:.2f}"
 
@@ -196,7 +196,7 @@ def main():
         e = equal[str(tgt)]
         q = {l: e[l]["queries_per_second"] for l in libs}
         print(f"| ≥ {tgt} | " + " | ".join(cell(e[l]) for l in libs) + " | "
-              + " | ".join(ratio(q["hnsw_rs"], q[l]) for l in others) + " |")
+              + " | ".join(ratio(q["capot"], q[l]) for l in others) + " |")
     print(f"\n(a target already passed at the smallest ef, ef = k = {a.k}, is credited with that ef's q/s)")
 
 

@@ -3,15 +3,17 @@
 # real MiniLM vectors of the dl19 index) over N derived passages (bench/derive_corpus.py), then
 #   - `capot index build --vectors` from the .npy: wall time and peak RSS (GNU time),
 #   - `capot serve` on it: seconds to /ready (page cache warm, and cold when this user may drop
-#     the page cache), RSS at ready, /search p50 at c=1 and q/s at c=16 against the 5,000 index,
-#   - bench/ann.py: hnsw_rs against hnswlib on the same N vectors, recall@10 and single-thread
+#     the page cache), RSS at ready and after the load runs (mapped pages count once touched), /search p50 at c=1 and q/s at c=16 against the 5,000 index,
+#   - bench/ann.py: capot's graph against hnswlib on the same N vectors, recall@10 and single-thread
 #     queries/s per ef, for QUERIES_ANN encoded MS MARCO dev queries.
 # Prints what it measured (also OUT/scale.json and OUT/ann.md); docs/benchmarks.md keeps numbers.
 #
 #   bench/scale.sh [N]      (default 1000000; needs scripts/setup, wrk, /usr/bin/time)
 #
 # Environment: BENCH_WORK (default /tmp/bench: minilm bundle, dl19 index), OUT (default
-# /tmp/scale), QUERIES_ANN (default 1000), PEERS (default hnswlib; add faiss), SKIP_ANN=1.
+# /tmp/scale), QUERIES_ANN (default 1000), PEERS (default hnswlib; add faiss), EFS (the ef sweep),
+# SKIP_ANN=1, GRAPH_VECTORS (float32, float16 or int8: what the build writes), INDEX (measure an
+# index already built there instead of OUT/index-N).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 N=${1:-1000000}
@@ -34,18 +36,19 @@ small=$WORK/dl19-index
 [ -f "$bundle/encoder.json" ] || "$bin" encoder import assets/models/all-MiniLM-L6-v2 --out "$bundle" --name minilm >/dev/null
 [ -f "$small/index.json" ] || "$bin" index build --doc-encoder "$bundle" --corpus ../shared/data/dl19-sample --out "$small"
 
+index=${INDEX:-$OUT/index-$N}
 corpus=$OUT/corpus-$N
-[ -f "$corpus/corpus.jsonl" ] || python3 bench/derive_corpus.py "$corpus" "$N" \
+[ -f "$index/index.json" ] || [ -f "$corpus/corpus.jsonl" ] || python3 bench/derive_corpus.py "$corpus" "$N" \
   ../shared/data/dl19-sample/corpus.jsonl ../shared/data/dbpedia-sample/corpus.jsonl
 vectors=$OUT/vectors-$N.npy
-[ -f "$vectors" ] || "$py" bench/derive_vectors.py "$small" "$N" "$vectors" > "$OUT/derive.json"
-index=$OUT/index-$N
+[ -f "$index/index.json" ] || [ -f "$vectors" ] || "$py" bench/derive_vectors.py "$small" "$N" "$vectors" > "$OUT/derive.json"
 if [ ! -f "$index/index.json" ]; then
   /usr/bin/time -v -o "$OUT/build.time" "$bin" index build --doc-encoder "$bundle" --corpus "$corpus" \
-    --vectors "$vectors" --check-vectors 0 --out "$index" 2> "$OUT/build.err"
+    --vectors "$vectors" --check-vectors 0 --graph-vectors "${GRAPH_VECTORS:-float32}" \
+    --out "$index" 2> "$OUT/build.err"
 fi
-build_s=$(sed -n 's/.*Elapsed (wall clock) time (h:mm:ss or m:ss): //p' "$OUT/build.time")
-build_rss_kb=$(sed -n 's/.*Maximum resident set size (kbytes): //p' "$OUT/build.time")
+build_s=$(sed -n 's/.*Elapsed (wall clock) time (h:mm:ss or m:ss): //p' "$OUT/build.time" 2>/dev/null || true)
+build_rss_kb=$(sed -n 's/.*Maximum resident set size (kbytes): //p' "$OUT/build.time" 2>/dev/null || true)
 index_bytes=$(du -sbL "$index" | cut -f1)
 
 pid=
@@ -80,6 +83,7 @@ fi
 serve "$index"; warm=$ready
 rss_large=$(rss_mb)
 load large
+rss_large_after=$(rss_mb)
 stop
 serve "$small"; warm_small=$ready
 rss_small=$(rss_mb)
@@ -89,16 +93,18 @@ stop
 if [ "${SKIP_ANN:-0}" != 1 ]; then
   head -n "${QUERIES_ANN:-1000}" "$QUERIES" > "$OUT/ann-queries.tsv"
   "$py" bench/ann.py --capot "$bin" --index "$index" --encoder "$bundle" --queries "$OUT/ann-queries.tsv" \
-    --out "$OUT/ann-$N" --rounds 1 --ef 16,32,64,128,256 --peers "${PEERS:-hnswlib}" > "$OUT/ann.md"
+    --out "$OUT/ann-$N" --rounds 1 --ef "${EFS:-16,32,64,128,256,512,1024,2048}" --peers "${PEERS:-hnswlib}" > "$OUT/ann.md"
 fi
 
-python3 - "$OUT" "$N" "$build_s" "$build_rss_kb" "$index_bytes" "$cold" "$warm" "$rss_large" "$warm_small" "$rss_small" <<'PY'
+python3 - "$OUT" "$N" "$build_s" "$build_rss_kb" "$index_bytes" "$cold" "$warm" "$rss_large" "$warm_small" "$rss_small" "$rss_large_after" <<'PY'
 import json, sys
-out, n, build_s, build_kb, index_bytes, cold, warm, rss_l, warm_s, rss_s = sys.argv[1:]
+out, n, build_s, build_kb, index_bytes, cold, warm, rss_l, warm_s, rss_s, rss_la = sys.argv[1:]
 w = lambda name, c: json.load(open(f"{out}/wrk-{name}-c{c}.json"))
-res = {"documents": int(n), "build_wall": build_s, "build_peak_rss_mb": int(build_kb) // 1024,
+res = {"documents": int(n), "build_wall": build_s or None,
+       "build_peak_rss_mb": int(build_kb) // 1024 if build_kb else None,
        "index_bytes_on_disk": int(index_bytes), "ready_seconds_cold": None if cold == "null" else float(cold),
        "ready_seconds_warm": float(warm), "rss_at_ready_mb": int(rss_l),
+       "rss_after_load_mb": int(rss_la),
        "small": {"ready_seconds_warm": float(warm_s), "rss_at_ready_mb": int(rss_s)}}
 for name in ("large", "small"):
     res.setdefault("search", {})[name] = {"p50_ms_c1": w(name, 1)["latency_ms_p50"],

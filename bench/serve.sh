@@ -3,7 +3,7 @@
 #   (a) the floor: the same queries encoded and searched in-process, no server (`capot bench search`),
 #   (b) what a user would write instead: FastAPI + uvicorn + onnxruntime + hnswlib
 #       (bench/baseline_fastapi.py) on the same model.onnx, vectors and HNSW parameters,
-# plus hnsw_rs against hnswlib and faiss on the same vectors (bench/ann.py). Prints Markdown tables
+# plus capot's graph against hnswlib and faiss on the same vectors (bench/ann.py). Prints Markdown tables
 # with ratios (also in bench/out/report.md) and writes bench/out/latency-c1.svg.
 #
 #   bench/serve.sh                 (needs scripts/setup's assets: ONNX Runtime, MiniLM)
@@ -114,7 +114,7 @@ for w in $WORKERS; do
 done
 
 if [ "${SKIP_ANN:-0}" != 1 ]; then
-  echo "serve.sh: hnsw_rs vs hnswlib vs faiss" >&2
+  echo "serve.sh: capot vs hnswlib vs faiss" >&2
   note_load
   timeout 900 "$py" bench/ann.py --capot "$bin" --index "$index" --encoder "$bundle" \
     --queries "$CORPUS/queries.jsonl" "$QUERIES" --out "$OUT" --rounds 2 --ef 10,16,24,32,48,64,96,128 > "$OUT/ann.md"

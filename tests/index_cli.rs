@@ -108,3 +108,60 @@ fn pooled_build_and_build_from_vectors_give_the_same_index() {
         assert!(!out.exists());
     }
 }
+
+#[test]
+fn int8_graph_vectors_build_and_upgrade_cli() {
+    let reference = default_index();
+    let want = read_vectors(reference);
+    let dir = tempfile::tempdir().unwrap();
+    let dim = 384;
+    let rows = want.len() / dim;
+    let npy_path = dir.path().join("vectors.npy");
+    npy::write_f32_matrix(&npy_path, rows, dim, &want).unwrap();
+    let out = dir.path().join("int8");
+    let o = build(
+        &out,
+        &[
+            "--vectors",
+            npy_path.to_str().unwrap(),
+            "--graph-vectors",
+            "int8",
+        ],
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let m: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("index.json")).unwrap()).unwrap();
+    assert_eq!(m["graph_vectors"], "int8");
+    assert_eq!(
+        m["files"]["vectors.i8"]["bytes"],
+        (rows * 4 + rows * dim) as u64
+    );
+
+    // Same hits as the float32 index for documents' own vectors, with float32 scores.
+    let f32_index = capot::index::Index::load(reference).unwrap();
+    let int8_index = capot::index::Index::load(&out).unwrap();
+    for i in (0..rows).step_by((rows / 25).max(1)) {
+        let q = f32_index.vector(i).unwrap();
+        let (a, b) = (
+            f32_index.search(q, 10, 64).unwrap(),
+            int8_index.search(q, 10, 64).unwrap(),
+        );
+        assert_eq!(a[0], b[0], "document {i} finds itself (or its twin) first");
+        assert!((b[0].score - 1.0).abs() < 1e-5);
+    }
+
+    let o = run_capot(&["index", "upgrade", out.to_str().unwrap()], b"");
+    assert!(o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("already at index format 2"));
+    let o = run_capot(&["index", "upgrade", dir.path().to_str().unwrap()], b"");
+    assert_eq!(o.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("index.json is missing"), "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    let o = build(&out, &["--graph-vectors", "int4"]);
+    assert_eq!(
+        o.status.code(),
+        Some(2),
+        "clap rejects an unknown precision"
+    );
+}

@@ -4,7 +4,7 @@
 //!   the same ONNX file (bench/encode.sh).
 //! - `search`: the in-process floor of a search (tokenize, encode, HNSW search, document lookup,
 //!   no server), for comparison with `/search` under load (bench/serve.sh).
-//! - `ann`: hnsw_rs alone (the index's graph) on given query vectors: recall@k against exact
+//! - `ann`: capot's HNSW graph alone on given query vectors: recall@k against exact
 //!   search and single-threaded queries/s per `ef`, for comparison with hnswlib and faiss on the
 //!   same vectors (bench/ann.py).
 //! - `repair`: query repair alone: the vocabulary's build time, size and memory for a corpus, and
@@ -30,7 +30,7 @@ pub enum BenchCommand {
     Encode(EncodeBenchArgs),
     /// The in-process floor of `/search`: encode + HNSW search per call, no server.
     Search(SearchBenchArgs),
-    /// hnsw_rs recall@k against exact search and single-threaded queries/s per `ef`.
+    /// capot's HNSW recall@k against exact search and single-threaded queries/s per `ef`.
     Ann(AnnBenchArgs),
     /// Query repair: vocabulary build time, size and memory for a corpus; time per query.
     Repair(RepairBenchArgs),
@@ -557,7 +557,7 @@ fn ann(args: AnnBenchArgs) -> anyhow::Result<()> {
     }
     let m = index.manifest();
     let out = serde_json::json!({
-        "library": "hnsw_rs 0.3.5 (via capot Index::search)",
+        "library": "capot hnsw (via Index::search)",
         "documents": index.len(),
         "queries": queries.len(),
         "k": args.k,

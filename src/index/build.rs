@@ -19,15 +19,16 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use super::error::IndexError;
-use super::fileio::{hash_and_sync, sync_dir};
+use super::fileio::{sync_dir, write_values};
+use super::graph::GRAPH_FILE;
 use super::manifest::{
     HnswInfo, HnswParams, IndexManifest, ManifestFields, Metric, DOCS_FILE, FORMAT_VERSION,
-    HNSW_DATA_FILE, HNSW_DISTANCE, HNSW_GRAPH_FILE, HNSW_LIBRARY, MANIFEST_FILE, MAX_LAYERS,
-    VECTORS_FILE,
+    GRAPH_DISTANCE, GRAPH_LIBRARY, MANIFEST_FILE, VECTORS_FILE,
 };
+use super::quantized::GraphVectors;
 use super::store::{DocStore, Document};
 use super::vocab::Vocabulary;
-use super::{hnsw, vectors, Index};
+use super::{graph_build, vectors, Index, LoadOptions};
 
 /// Stage of a running build, reported to the progress callback.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -66,6 +67,8 @@ pub struct IndexBuilder {
     fields: ManifestFields,
     params: HnswParams,
     overwrite: bool,
+    threads: usize,
+    graph_vectors: GraphVectors,
 }
 
 static SEQ: AtomicUsize = AtomicUsize::new(0);
@@ -78,6 +81,8 @@ impl IndexBuilder {
             fields,
             params: HnswParams::default(),
             overwrite: false,
+            threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            graph_vectors: GraphVectors::Float32,
         }
     }
 
@@ -90,6 +95,19 @@ impl IndexBuilder {
     /// Allows replacing an existing index at the output path.
     pub fn overwrite(mut self, overwrite: bool) -> Self {
         self.overwrite = overwrite;
+        self
+    }
+
+    /// Precision of the vectors the graph walk reads (default float32; float16 and int8 write a
+    /// smaller copy beside `vectors.f32` and re-score with it).
+    pub fn graph_vectors(mut self, precision: GraphVectors) -> Self {
+        self.graph_vectors = precision;
+        self
+    }
+
+    /// Threads inserting into the graph (default: all cores; 1 gives a deterministic graph).
+    pub fn threads(mut self, threads: usize) -> Self {
+        self.threads = threads.max(1);
         self
     }
 
@@ -172,9 +190,14 @@ impl IndexBuilder {
         let guard = RemoveOnDrop(Some(tmp.clone()));
 
         // 3. Graph.
-        let graph = hnsw::build(&vectors, dim, &self.params, &mut |done, total| {
-            report(progress, BuildStage::Inserting, done, total)
-        })?;
+        let graph = graph_build::build(
+            &vectors,
+            dim,
+            &self.params,
+            self.threads,
+            &mut |done, total| report(progress, BuildStage::Inserting, done, total),
+        )?;
+        let top_level = graph.get(7).map_or(0, |&l| l as usize);
 
         // 4. Files, manifest last.
         let mut files = std::collections::BTreeMap::new();
@@ -182,13 +205,18 @@ impl IndexBuilder {
         report(progress, BuildStage::Writing, 1, 3)?;
         files.insert(
             VECTORS_FILE.to_string(),
-            vectors::write(&tmp.join(VECTORS_FILE), &vectors)?,
+            write_values(&tmp.join(VECTORS_FILE), &vectors)?,
         );
-        report(progress, BuildStage::Writing, 2, 3)?;
-        hnsw::dump(&graph, &tmp)?;
-        for f in [HNSW_GRAPH_FILE, HNSW_DATA_FILE] {
-            files.insert(f.to_string(), hash_and_sync(&tmp.join(f))?);
+        if let Some(file) = self.graph_vectors.file() {
+            let copy = self.graph_vectors.encode(&vectors, dim);
+            files.insert(file.to_string(), write_values(&tmp.join(file), &copy)?);
         }
+        report(progress, BuildStage::Writing, 2, 3)?;
+        files.insert(
+            GRAPH_FILE.to_string(),
+            write_values(&tmp.join(GRAPH_FILE), &graph)?,
+        );
+        drop(graph);
         let (vocab_info, vocab_files) = vocab.write(&tmp)?;
         files.extend(vocab_files);
         report(progress, BuildStage::Writing, 3, 3)?;
@@ -205,10 +233,11 @@ impl IndexBuilder {
                 m: self.params.m,
                 ef_construction: self.params.ef_construction,
                 ef_search: self.params.ef_search,
-                max_layers: MAX_LAYERS,
-                distance: HNSW_DISTANCE.to_string(),
-                library: HNSW_LIBRARY.to_string(),
+                top_level,
+                distance: GRAPH_DISTANCE.to_string(),
+                library: GRAPH_LIBRARY.to_string(),
             },
+            graph_vectors: self.graph_vectors,
             build_seconds: (start.elapsed().as_secs_f64() * 1e3).round() / 1e3,
             created_unix: created,
             created_at: crate::clock::rfc3339_from_unix(created),
@@ -222,14 +251,14 @@ impl IndexBuilder {
         // 5. Commit.
         self.commit(&tmp, &out, &parent, &name, &tag)?;
         guard.disarm();
-        Ok(Index::from_parts(
-            out,
-            manifest,
-            store,
-            vectors,
-            graph,
-            Some(std::sync::Arc::new(vocab)),
-        ))
+        drop((store, vectors, vocab));
+        // Served from the files just written, exactly as a restart would serve them.
+        Index::load_with(
+            &out,
+            LoadOptions {
+                verify_checksums: false,
+            },
+        )
     }
 
     /// Fails early if the output exists and may not (or must not) be replaced.

@@ -5,8 +5,7 @@ use std::path::PathBuf;
 /// Everything that can go wrong while building, loading or searching an index.
 ///
 /// Every failure on user input or on-disk content maps to one of these; the
-/// module never panics on them (hnsw_rs panics are caught and reported as
-/// [`IndexError::Hnsw`]).
+/// module never panics on them.
 #[derive(Debug, thiserror::Error)]
 pub enum IndexError {
     /// An operating-system I/O error on a named path.
@@ -31,7 +30,7 @@ pub enum IndexError {
     },
     /// The manifest was written by an incompatible format version.
     #[error(
-        "index format version {found} is not supported (this build reads version {supported})"
+        "index format version {found} is not supported (this build reads version {supported}; `capot index upgrade <dir>` converts a version 1 index without re-encoding)"
     )]
     UnsupportedVersion {
         /// Version found in the manifest.
@@ -47,14 +46,14 @@ pub enum IndexError {
         /// What is wrong.
         reason: String,
     },
-    /// A data file's SHA-256 does not match the manifest.
+    /// A data file's BLAKE3 hash does not match the manifest.
     #[error("checksum mismatch for {path}: manifest says {expected}, file hashes to {actual}")]
     ChecksumMismatch {
         /// The offending file.
         path: PathBuf,
-        /// Hex SHA-256 recorded in the manifest.
+        /// Hex BLAKE3 recorded in the manifest.
         expected: String,
-        /// Hex SHA-256 of the file as read.
+        /// Hex BLAKE3 of the file as read.
         actual: String,
     },
     /// A vector has the wrong number of components.
@@ -80,8 +79,8 @@ pub enum IndexError {
     /// The build was stopped by its progress callback.
     #[error("build cancelled: {0}")]
     Cancelled(String),
-    /// hnsw_rs reported an error or panicked.
-    #[error("HNSW library error: {0}")]
+    /// The graph build failed (a worker thread panicked).
+    #[error("HNSW graph error: {0}")]
     Hnsw(String),
 }
 

@@ -1,11 +1,9 @@
-//! Small file helpers: hashing readers/writers (SHA-256 and byte count computed
+//! Small file helpers: hashing readers/writers (BLAKE3 and byte count computed
 //! while the data streams through, so checksums cost no extra pass) and fsync.
 
 use std::fs::File;
 use std::io::{self, BufReader, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
-
-use sha2::{Digest, Sha256};
 
 use super::error::IndexError;
 use super::manifest::FileInfo;
@@ -14,7 +12,7 @@ use super::manifest::FileInfo;
 pub(crate) struct HashingWriter {
     path: PathBuf,
     inner: BufWriter<File>,
-    hasher: Sha256,
+    hasher: blake3::Hasher,
     bytes: u64,
 }
 
@@ -25,7 +23,7 @@ impl HashingWriter {
         Ok(HashingWriter {
             path: path.to_path_buf(),
             inner: BufWriter::with_capacity(1 << 20, file),
-            hasher: Sha256::new(),
+            hasher: blake3::Hasher::new(),
             bytes: 0,
         })
     }
@@ -50,29 +48,47 @@ impl HashingWriter {
         file.sync_all().map_err(|e| IndexError::io(&path, e))?;
         Ok(FileInfo {
             bytes: self.bytes,
-            sha256: hex::encode(self.hasher.finalize()),
+            blake3: self.hasher.finalize().to_hex().to_string(),
         })
     }
+}
+
+/// Writes `values` as little-endian bytes into a new file (fsynced) and returns its size and
+/// hash: the raw arrays of an index (vectors, graph), which are mapped back as they are.
+pub(crate) fn write_values<T: bytemuck::Pod>(
+    path: &Path,
+    values: &[T],
+) -> Result<FileInfo, IndexError> {
+    if cfg!(target_endian = "big") {
+        return Err(IndexError::InvalidInput(
+            "index files are little-endian; this big-endian target cannot write them".into(),
+        ));
+    }
+    let mut w = HashingWriter::create(path)?;
+    for chunk in values.chunks((1 << 20) / std::mem::size_of::<T>().max(1)) {
+        w.put(bytemuck::cast_slice(chunk))?;
+    }
+    w.finish()
 }
 
 /// Buffered file reader that hashes everything read (when asked to).
 pub(crate) struct HashingReader {
     path: PathBuf,
     inner: BufReader<File>,
-    hasher: Option<Sha256>,
+    hasher: Option<blake3::Hasher>,
     read: u64,
     len: u64,
 }
 
 impl HashingReader {
-    /// Opens `path`; `hash` selects whether a SHA-256 is computed.
+    /// Opens `path`; `hash` selects whether a BLAKE3 hash is computed.
     pub(crate) fn open(path: &Path, hash: bool) -> Result<Self, IndexError> {
         let file = File::open(path).map_err(|e| open_error(path, e))?;
         let len = file.metadata().map_err(|e| IndexError::io(path, e))?.len();
         Ok(HashingReader {
             path: path.to_path_buf(),
             inner: BufReader::with_capacity(1 << 20, file),
-            hasher: hash.then(Sha256::new),
+            hasher: hash.then(blake3::Hasher::new),
             read: 0,
             len,
         })
@@ -86,11 +102,6 @@ impl HashingReader {
     /// Bytes not yet read.
     pub(crate) fn remaining(&self) -> u64 {
         self.len.saturating_sub(self.read)
-    }
-
-    /// Path being read (for error messages).
-    pub(crate) fn path(&self) -> &Path {
-        &self.path
     }
 
     /// Fills `buf` exactly; a short file is reported as corrupt (truncated).
@@ -120,8 +131,8 @@ impl HashingReader {
     }
 
     /// Checks that the whole file was consumed and, when hashing, that the
-    /// checksum matches `expected_sha256` (if given).
-    pub(crate) fn finish(self, expected_sha256: Option<&str>) -> Result<(), IndexError> {
+    /// checksum matches `expected` (hex BLAKE3, if given).
+    pub(crate) fn finish(self, expected: Option<&str>) -> Result<(), IndexError> {
         if self.read != self.len {
             return Err(IndexError::corrupt(
                 &self.path,
@@ -131,8 +142,8 @@ impl HashingReader {
                 ),
             ));
         }
-        if let (Some(h), Some(expected)) = (self.hasher, expected_sha256) {
-            let actual = hex::encode(h.finalize());
+        if let (Some(h), Some(expected)) = (self.hasher, expected) {
+            let actual = h.finalize().to_hex().to_string();
             if !actual.eq_ignore_ascii_case(expected) {
                 return Err(IndexError::ChecksumMismatch {
                     path: self.path,
@@ -154,9 +165,10 @@ pub(crate) fn open_error(path: &Path, e: io::Error) -> IndexError {
     }
 }
 
-/// Size and SHA-256 of an existing file (used for files written by hnsw_rs);
-/// also fsyncs it.
-pub(crate) fn hash_and_sync(path: &Path) -> Result<FileInfo, IndexError> {
+/// Verifies the BLAKE3 hash of a whole file against `expected` (hex), reading it in large
+/// blocks through the page cache (not through a mapping, so verification does not make the
+/// file count towards the process's resident memory).
+pub(crate) fn verify_file(path: &Path, expected: &str) -> Result<(), IndexError> {
     let mut r = HashingReader::open(path, true)?;
     let mut buf = vec![0u8; 1 << 20];
     loop {
@@ -166,15 +178,7 @@ pub(crate) fn hash_and_sync(path: &Path) -> Result<FileInfo, IndexError> {
         }
         r.take(&mut buf[..n])?;
     }
-    let bytes = r.len;
-    let sha256 = r.hasher.take().map(|h| hex::encode(h.finalize()));
-    File::open(path)
-        .and_then(|f| f.sync_all())
-        .map_err(|e| IndexError::io(path, e))?;
-    Ok(FileInfo {
-        bytes,
-        sha256: sha256.unwrap_or_default(),
-    })
+    r.finish(Some(expected))
 }
 
 /// fsyncs a directory so that renames and new entries in it are durable.

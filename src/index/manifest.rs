@@ -9,27 +9,20 @@ use serde::{Deserialize, Serialize};
 
 use super::error::IndexError;
 
-/// Format version written by this code; `Index::load` refuses any other.
-pub const FORMAT_VERSION: u32 = 1;
+/// Format version written by this code; `Index::load` refuses any other. Version 1 held an
+/// hnsw_rs dump; `capot index upgrade` turns it into version 2 without re-encoding.
+pub const FORMAT_VERSION: u32 = 2;
 /// File name of the manifest inside an index directory.
 pub const MANIFEST_FILE: &str = "index.json";
 /// Document store file.
 pub const DOCS_FILE: &str = "docs.bin";
 /// Raw vectors: little-endian f32, `count × dimension`, row-major, no header.
 pub const VECTORS_FILE: &str = "vectors.f32";
-/// hnsw_rs dump basename; it writes `<basename>.hnsw.graph` and `<basename>.hnsw.data`.
-pub const HNSW_BASENAME: &str = "hnsw";
-/// hnsw_rs graph file.
-pub const HNSW_GRAPH_FILE: &str = "hnsw.hnsw.graph";
-/// hnsw_rs data file (a second copy of the vectors, in hnsw_rs's own format).
-pub const HNSW_DATA_FILE: &str = "hnsw.hnsw.data";
-/// Layers of the hnsw_rs graph. hnsw_rs 0.3.5 can only dump graphs built with
-/// its maximum of 16 layers, so this is fixed.
-pub const MAX_LAYERS: usize = 16;
-/// Name of the hnsw_rs distance the graph is built with (checked on reload).
-pub const HNSW_DISTANCE: &str = "DistDot";
-/// Library and version the dump is written with.
-pub const HNSW_LIBRARY: &str = "hnsw_rs 0.3.5";
+pub use super::graph::GRAPH_FILE;
+/// What scores graph neighbours: the dot product of unit vectors.
+pub const GRAPH_DISTANCE: &str = "dot";
+/// What wrote the graph (recorded in the manifest).
+pub const GRAPH_LIBRARY: &str = "capot hnsw, graph.bin layout 1";
 
 /// Fields of the manifest that only the caller knows.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -69,8 +62,7 @@ impl Default for HnswParams {
 }
 
 impl HnswParams {
-    /// Rejects values hnsw_rs cannot handle (it exits the process on m > 256
-    /// and stores m in one byte).
+    /// Rejects values outside what the graph supports (m in 2..=255, ef ≥ 1).
     pub fn validate(&self) -> Result<(), IndexError> {
         if !(2..=255).contains(&self.m) {
             return Err(IndexError::InvalidInput(format!(
@@ -105,21 +97,21 @@ pub struct HnswInfo {
     pub ef_construction: usize,
     /// Default search candidate list size.
     pub ef_search: usize,
-    /// Number of graph layers (fixed by hnsw_rs).
-    pub max_layers: usize,
-    /// hnsw_rs distance type name.
+    /// Highest level of the built graph (layer 0 is the bottom).
+    pub top_level: usize,
+    /// How neighbours are scored ([`GRAPH_DISTANCE`]).
     pub distance: String,
-    /// Library that wrote the dump.
+    /// What wrote the graph ([`GRAPH_LIBRARY`]).
     pub library: String,
 }
 
-/// Size and SHA-256 of one data file.
+/// Size and BLAKE3 hash of one data file.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FileInfo {
     /// Size in bytes.
     pub bytes: u64,
-    /// Lower-case hex SHA-256.
-    pub sha256: String,
+    /// Lower-case hex BLAKE3 (fast enough to verify a 1M-document index at start-up).
+    pub blake3: String,
 }
 
 /// The index manifest, serialised as `index.json`.
@@ -141,6 +133,10 @@ pub struct IndexManifest {
     pub count: usize,
     /// HNSW parameters.
     pub hnsw: HnswInfo,
+    /// Precision of the vectors the graph walk reads (a float16 or int8 copy of `vectors.f32`,
+    /// re-scored exactly), chosen at build time.
+    #[serde(default)]
+    pub graph_vectors: super::quantized::GraphVectors,
     /// Wall-clock seconds the build took (graph plus files).
     pub build_seconds: f64,
     /// Creation time, unix seconds.
@@ -211,15 +207,9 @@ impl IndexManifest {
         if !(2..=255).contains(&self.hnsw.m) {
             return Err(format!("hnsw.m {} out of range 2..=255", self.hnsw.m));
         }
-        if self.hnsw.max_layers != MAX_LAYERS {
+        if self.hnsw.distance != GRAPH_DISTANCE {
             return Err(format!(
-                "hnsw.max_layers is {}, expected {MAX_LAYERS}",
-                self.hnsw.max_layers
-            ));
-        }
-        if self.hnsw.distance != HNSW_DISTANCE {
-            return Err(format!(
-                "hnsw.distance is {:?}, expected {HNSW_DISTANCE:?}",
+                "hnsw.distance is {:?}, expected {GRAPH_DISTANCE:?}",
                 self.hnsw.distance
             ));
         }
@@ -227,9 +217,26 @@ impl IndexManifest {
             .checked_mul(self.dimension as u64)
             .and_then(|x| x.checked_mul(4))
             .ok_or("count × dimension overflows")?;
-        for name in [DOCS_FILE, VECTORS_FILE, HNSW_GRAPH_FILE, HNSW_DATA_FILE] {
+        for name in [DOCS_FILE, VECTORS_FILE, GRAPH_FILE] {
             if !self.files.contains_key(name) {
                 return Err(format!("files has no entry for {name}"));
+            }
+        }
+        if let Some(name) = self.graph_vectors.file() {
+            let expected = self.graph_vectors.bytes(self.count, self.dimension) as u64;
+            match self.files.get(name) {
+                None => {
+                    return Err(format!(
+                        "graph_vectors needs {name}, but files has no entry for it"
+                    ))
+                }
+                Some(f) if f.bytes != expected => {
+                    return Err(format!(
+                        "files.{name}.bytes is {}, expected {expected}",
+                        f.bytes
+                    ))
+                }
+                Some(_) => {}
             }
         }
         if let Some(v) = &self.vocab {

@@ -7,8 +7,9 @@
 //! |---|---|
 //! | `index.json` | [`IndexManifest`]; written last, its presence marks a complete index |
 //! | `docs.bin` | document store (see `store.rs` for the layout) |
-//! | `vectors.f32` | L2-normalised vectors, little-endian f32, `count × dimension` |
-//! | `hnsw.hnsw.graph`, `hnsw.hnsw.data` | hnsw_rs 0.3.5 dump (`DistDot`) |
+//! | `vectors.f32` | L2-normalised vectors, little-endian f32, `count × dimension` (memory-mapped) |
+//! | `graph.bin` | the HNSW graph in a flat layout (see `graph.rs`; memory-mapped) |
+//! | `vectors.f16` or `vectors.i8` | optional smaller copy the graph walk reads (see `quantized.rs`) |
 //! | `vocab-<tag>.fst`, `vocab-<tag>.pairs` | the corpus vocabulary query repair reads (see `vocab.rs`) |
 //!
 //! Build with [`IndexBuilder`], open with [`Index::load`], share as
@@ -18,17 +19,20 @@ mod build;
 mod error;
 mod exact;
 mod fileio;
-mod hnsw;
+mod graph;
+mod graph_build;
 mod manifest;
+mod mapped;
 pub mod npy;
+mod quantized;
 mod store;
+mod upgrade;
 mod vectors;
 pub mod vocab;
 
 #[cfg(test)]
 mod tests;
 
-use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -39,13 +43,25 @@ pub use error::IndexError;
 pub use exact::merge_best;
 pub use manifest::{
     FileInfo, HnswInfo, HnswParams, IndexManifest, ManifestFields, Metric, DOCS_FILE,
-    FORMAT_VERSION, HNSW_DATA_FILE, HNSW_GRAPH_FILE, MANIFEST_FILE, VECTORS_FILE,
+    FORMAT_VERSION, GRAPH_FILE, MANIFEST_FILE, VECTORS_FILE,
 };
+pub use quantized::GraphVectors;
 pub use store::{DocRef, Document};
+pub use upgrade::{upgrade, Upgrade};
 
 use error::panic_message;
-use store::DocStore;
+use graph::Graph;
+use mapped::Mapped;
+use quantized::SmallVectors;
+use store::{DocStore, MappedDocs};
 use vocab::Vocabulary;
+
+/// With a float16 or int8 graph walk, how many of its best candidates per requested hit are
+/// re-scored in float32 (at least [`RESCORE_MIN`]): quantisation moves a candidate's rank by a
+/// few places at most, so the true top-k is among them.
+const RESCORE_PER_HIT: usize = 4;
+/// The least number of candidates re-scored (see [`RESCORE_PER_HIT`]).
+const RESCORE_MIN: usize = 32;
 
 /// One search result: internal document index and cosine similarity
 /// (dot product of the normalised query and document vectors).
@@ -60,10 +76,9 @@ pub struct Hit {
 /// Options for [`Index::load_with`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LoadOptions {
-    /// Verify every file's SHA-256 against the manifest (default true). The
-    /// hashing rides on reads that happen anyway, so it costs CPU only
-    /// (~1–2 GB/s with SHA extensions, ~0.4 GB/s without). Structural checks
-    /// of all files run regardless.
+    /// Verify every file's BLAKE3 hash against the manifest (default true): one read of
+    /// every file through the page cache, several GB/s per core when cached. Structural
+    /// checks of all files run regardless.
     pub verify_checksums: bool,
 }
 
@@ -79,9 +94,10 @@ impl Default for LoadOptions {
 pub struct Index {
     dir: PathBuf,
     manifest: IndexManifest,
-    store: DocStore,
-    vectors: Vec<f32>,
-    graph: hnsw::Graph,
+    store: MappedDocs,
+    vectors: Mapped<f32>,
+    small: Option<SmallVectors>,
+    graph: Graph,
     vocab: Option<Arc<Vocabulary>>,
 }
 
@@ -95,42 +111,24 @@ impl std::fmt::Debug for Index {
 }
 
 impl Index {
-    pub(crate) fn from_parts(
-        dir: PathBuf,
-        manifest: IndexManifest,
-        store: DocStore,
-        vectors: Vec<f32>,
-        graph: hnsw::Graph,
-        vocab: Option<Arc<Vocabulary>>,
-    ) -> Self {
-        Index {
-            dir,
-            manifest,
-            store,
-            vectors,
-            graph,
-            vocab,
-        }
-    }
-
     /// Opens an index directory, verifying checksums. See [`Index::load_with`].
     pub fn load(dir: impl AsRef<Path>) -> Result<Index, IndexError> {
         Self::load_with(dir, LoadOptions::default())
     }
 
-    /// Opens an index directory: reads and validates the manifest, the
-    /// document store, the vectors and the HNSW dump (sizes, structure,
-    /// counts, dimension, optionally checksums) and reloads the graph. Any
-    /// missing, truncated or corrupt file gives an error, never a panic.
-    /// The store and vectors are read while the graph loads on a second thread.
+    /// Opens an index directory: reads and validates the manifest, maps the document store,
+    /// the vectors and the graph (validating the graph's every count and id, the store's
+    /// offsets and id order), and
+    /// optionally verifies every file's checksum, on a second thread while the rest loads.
+    /// Any missing, truncated or corrupt file gives an error naming it, never a panic.
     pub fn load_with(dir: impl AsRef<Path>, options: LoadOptions) -> Result<Index, IndexError> {
         let dir = dir.as_ref().to_path_buf();
         let manifest = IndexManifest::read(&dir)?;
         let (n, dim) = (manifest.count, manifest.dimension);
-        let sha = |name: &str| {
+        let checksum = |name: &str| {
             options
                 .verify_checksums
-                .then(|| manifest.files[name].sha256.as_str())
+                .then(|| manifest.files[name].blake3.as_str())
         };
         // Cheap size checks first, so a truncated file is reported as such
         // before anything is parsed.
@@ -150,19 +148,23 @@ impl Index {
                 ));
             }
         }
-        let (graph, store, vectors, vocab) = std::thread::scope(|s| {
-            let graph = s.spawn(|| {
-                let shas = options.verify_checksums.then(|| {
-                    (
-                        manifest.files[HNSW_GRAPH_FILE].sha256.as_str(),
-                        manifest.files[HNSW_DATA_FILE].sha256.as_str(),
-                    )
-                });
-                hnsw::validate_dump(&dir, n, dim, manifest.hnsw.m, shas)?;
-                hnsw::load(&dir)
+        let (verified, store, vectors, small, graph, vocab) = std::thread::scope(|s| {
+            // The big files are hashed apart from the mapping (see `fileio::verify_file`).
+            let verified = s.spawn(|| {
+                for name in [VECTORS_FILE, GRAPH_FILE, DOCS_FILE]
+                    .into_iter()
+                    .chain(manifest.graph_vectors.file())
+                {
+                    if let Some(expected) = checksum(name) {
+                        fileio::verify_file(&dir.join(name), expected)?;
+                    }
+                }
+                Ok::<(), IndexError>(())
             });
-            let store = DocStore::read(&dir.join(DOCS_FILE), n, sha(DOCS_FILE));
-            let vectors = vectors::read(&dir.join(VECTORS_FILE), n, dim, sha(VECTORS_FILE));
+            let store = MappedDocs::open(&dir.join(DOCS_FILE), n);
+            let vectors = Mapped::<f32>::open(&dir.join(VECTORS_FILE), Some(n * dim));
+            let small = SmallVectors::open(&dir, manifest.graph_vectors, n, dim);
+            let graph = Graph::open(&dir.join(GRAPH_FILE), n, manifest.hnsw.m);
             let vocab = manifest
                 .vocab
                 .as_ref()
@@ -177,24 +179,29 @@ impl Index {
                     .map(Arc::new)
                 })
                 .transpose();
-            let graph = graph.join().unwrap_or_else(|p| {
+            let verified = verified.join().unwrap_or_else(|p| {
                 Err(IndexError::Hnsw(format!(
-                    "graph loading thread panicked: {}",
+                    "checksum thread panicked: {}",
                     panic_message(&*p)
                 )))
             });
-            (graph, store, vectors, vocab)
+            (verified, store, vectors, small, graph, vocab)
         });
-        let (store, vectors, graph, vocab) = (store?, vectors?, graph?, vocab?);
-        if graph.get_nb_point() != n {
-            return Err(IndexError::corrupt(
-                dir.join(HNSW_GRAPH_FILE),
-                format!("graph holds {} points, expected {n}", graph.get_nb_point()),
-            ));
+        let (store, vectors, small, graph, vocab) = (store?, vectors?, small?, graph?, vocab?);
+        verified?;
+        vectors.advise_random();
+        if let Some(small) = &small {
+            small.advise_random();
         }
-        Ok(Index::from_parts(
-            dir, manifest, store, vectors, graph, vocab,
-        ))
+        Ok(Index {
+            dir,
+            manifest,
+            store,
+            vectors,
+            small,
+            graph,
+            vocab,
+        })
     }
 
     /// Reads only the vocabulary of the index at `dir` (checksums verified), without the
@@ -232,7 +239,7 @@ impl Index {
         let store = DocStore::read(
             &dir.join(DOCS_FILE),
             manifest.count,
-            Some(manifest.files[DOCS_FILE].sha256.as_str()),
+            Some(manifest.files[DOCS_FILE].blake3.as_str()),
         )?;
         let mut vocab = Vocabulary::build(
             (0..store.len())
@@ -291,12 +298,14 @@ impl Index {
     /// Normalised vector of document `i`, `None` if out of range.
     pub fn vector(&self, i: usize) -> Option<&[f32]> {
         let d = self.dimension();
-        self.vectors.get(i.checked_mul(d)?..(i + 1).checked_mul(d)?)
+        self.vectors
+            .as_slice()
+            .get(i.checked_mul(d)?..(i + 1).checked_mul(d)?)
     }
 
-    /// All vectors, flat, `len × dimension`.
+    /// All vectors, flat, `len × dimension` (mapped from `vectors.f32`).
     pub fn vectors(&self) -> &[f32] {
-        &self.vectors
+        self.vectors.as_slice()
     }
 
     /// Document `i`, `None` if out of range.
@@ -309,16 +318,22 @@ impl Index {
         self.store.index_of(id)
     }
 
-    /// Approximate heap bytes of the store and vectors (the graph is not
-    /// included; hnsw_rs does not expose its size).
-    pub fn heap_bytes_without_graph(&self) -> usize {
-        self.store.heap_bytes()
-            + self.vectors.capacity() * 4
-            + self.vocab.as_ref().map_or(0, |v| v.heap_bytes())
+    /// Heap bytes of the index (the vocabulary; everything else is mapped).
+    pub fn heap_bytes(&self) -> usize {
+        self.vocab.as_ref().map_or(0, |v| v.heap_bytes())
     }
 
-    /// Checks the dimension and normalises the query (cosine is scale
-    /// invariant; unit length also keeps hnsw_rs's `DistDot` assertion safe).
+    /// Bytes mapped from `vectors.f32`, `graph.bin`, `docs.bin` and the graph walk's smaller
+    /// copy of the vectors if any (resident as far as searches touch them; shared with every
+    /// process that maps the same files).
+    pub fn mapped_bytes(&self) -> usize {
+        self.vectors.bytes()
+            + self.graph.bytes()
+            + self.store.bytes()
+            + self.small.as_ref().map_or(0, |s| s.bytes())
+    }
+
+    /// Checks the dimension and normalises the query (cosine is scale invariant).
     fn prepare_query(&self, query: &[f32]) -> Result<Vec<f32>, IndexError> {
         if query.len() != self.dimension() {
             return Err(IndexError::DimensionMismatch {
@@ -331,11 +346,11 @@ impl Index {
         Ok(q)
     }
 
-    /// Approximate top-`k` by HNSW with candidate list `max(ef, k)` (capped
-    /// at the corpus size). Scores are recomputed exactly from the stored
-    /// vectors; hits are sorted by score descending, then index. It may
-    /// return fewer than `k` hits when `k` approaches the corpus size and the
-    /// graph walk does not reach that many documents.
+    /// Approximate top-`k` by HNSW with candidate list `max(ef, k)` (capped at the corpus
+    /// size), walking the graph on the precision the index was built with; scores are exact
+    /// dot products with the float32 vectors (a float16 or int8 walk's best `max(4k, 32)`
+    /// candidates are re-scored), sorted by score descending, then index. It may return fewer than `k` hits when `k` approaches the
+    /// corpus size and the graph walk does not reach that many documents.
     pub fn search(&self, query: &[f32], k: usize, ef: usize) -> Result<Vec<Hit>, IndexError> {
         let q = self.prepare_query(query)?;
         let k = k.min(self.len());
@@ -343,25 +358,43 @@ impl Index {
             return Ok(Vec::new());
         }
         let ef = ef.min(self.len()).max(k);
-        let found =
-            catch_unwind(AssertUnwindSafe(|| self.graph.search(&q, k, ef))).map_err(|p| {
-                IndexError::Hnsw(format!(
-                    "hnsw_rs panicked in search: {}",
-                    panic_message(&*p)
-                ))
-            })?;
-        let mut hits: Vec<Hit> = found
+        let rows = self.vectors.as_slice();
+        let dim = self.dimension();
+        let row = |i: u32| {
+            let i = i as usize;
+            rows.get(i * dim..(i + 1) * dim).unwrap_or(&[])
+        };
+        let found = match &self.small {
+            None => self
+                .graph
+                .search(ef, &mut |i| vectors::dot(&q, row(i)), &|i| {
+                    vectors::prefetch(row(i))
+                }),
+            Some(small) => self
+                .graph
+                .search(ef, &mut |i| small.score(&q, i), &|i| small.prefetch(i, dim)),
+        };
+        // Scores are exact: from the float32 rows. For a smaller copy, the walk's best
+        // candidates are re-scored; reading only those rows keeps the float32 file out of
+        // memory (one 4 KiB page per row read).
+        let exact_scores = self.small.is_some();
+        let rescored = if exact_scores {
+            found.len().min((RESCORE_PER_HIT * k).max(RESCORE_MIN))
+        } else {
+            found.len()
+        };
+        let mut hits: Vec<Hit> = found[..rescored]
             .iter()
-            .filter_map(|nb| {
-                let index = nb.get_origin_id();
-                self.vector(index).map(|v| Hit {
-                    index,
-                    score: vectors::dot(&q, v),
-                })
+            .map(|s| Hit {
+                index: s.1 as usize,
+                score: if exact_scores {
+                    vectors::dot(&q, row(s.1))
+                } else {
+                    s.0
+                },
             })
             .collect();
         hits.sort_unstable_by(exact::hit_order);
-        hits.dedup_by_key(|h| h.index);
         hits.truncate(k);
         Ok(hits)
     }
@@ -371,6 +404,6 @@ impl Index {
     /// as [`Index::search`].
     pub fn search_exact(&self, query: &[f32], k: usize) -> Result<Vec<Hit>, IndexError> {
         let q = self.prepare_query(query)?;
-        Ok(exact::top_k(&self.vectors, self.dimension(), &q, k))
+        Ok(exact::top_k(self.vectors(), self.dimension(), &q, k))
     }
 }

@@ -4,19 +4,22 @@
 //! On disk (`docs.bin`, all integers little-endian):
 //!
 //! ```text
-//! magic     8 bytes  b"CAPOTDS\x01"
+//! magic     8 bytes  b"CAPOTDS\x02"
 //! count     u64
 //! blob_len  u64
 //! offsets   (3·count + 1) × u64   field f of doc i is blob[off[3i+f] .. off[3i+f+1]],
 //!                                 f = 0 id, 1 title, 2 text
+//! by_id     count × u32           document indices in order of id (for lookups by id)
 //! blob      blob_len bytes of UTF-8
 //! ```
 //!
-//! Why this and not JSONL: it loads with three reads and one UTF-8 check (no
-//! per-document parsing or allocation), and in memory it is one `String` plus
-//! 24 bytes of offsets and 4 bytes of id index per document — versus ~72 bytes
-//! of `String` headers plus three allocations per document for a `Vec` of
-//! structs. The corpus stays inspectable through the original `corpus.jsonl`.
+//! (Format 1 indexes had `b"CAPOTDS\x01"` and no `by_id`; [`DocStore::read`] reads both,
+//! for `capot index upgrade`.)
+//!
+//! A served index maps the file ([`MappedDocs`]): loading checks the offsets and the id
+//! order, and a document's text is only read when a hit returns it, so a million documents
+//! cost neither load time nor resident memory until asked for. The corpus stays
+//! inspectable through the original `corpus.jsonl`.
 
 use std::path::Path;
 
@@ -25,8 +28,10 @@ use serde::{Deserialize, Serialize};
 use super::error::IndexError;
 use super::fileio::{HashingReader, HashingWriter};
 use super::manifest::FileInfo;
+use super::mapped::Mapped;
 
-const MAGIC: &[u8; 8] = b"CAPOTDS\x01";
+const MAGIC: &[u8; 8] = b"CAPOTDS\x02";
+const MAGIC_V1: &[u8; 8] = b"CAPOTDS\x01";
 const HEADER: u64 = 8 + 8 + 8;
 
 /// One document as given to the build. Same fields as the BEIR corpus
@@ -66,7 +71,7 @@ impl DocRef<'_> {
     }
 }
 
-/// All documents of an index, in memory.
+/// All documents of an index, in memory: what a build writes and an upgrade reads.
 #[derive(Debug)]
 pub(crate) struct DocStore {
     blob: String,
@@ -156,19 +161,6 @@ impl DocStore {
         })
     }
 
-    /// Internal index of the document with this id.
-    pub(crate) fn index_of(&self, id: &str) -> Option<usize> {
-        self.by_id
-            .binary_search_by(|&j| self.id(j as usize).cmp(id))
-            .ok()
-            .map(|pos| self.by_id[pos] as usize)
-    }
-
-    /// Heap bytes held (for sizing).
-    pub(crate) fn heap_bytes(&self) -> usize {
-        self.blob.capacity() + self.offsets.capacity() * 8 + self.by_id.capacity() * 4
-    }
-
     /// Writes `docs.bin` (fsynced).
     pub(crate) fn write(&self, path: &Path) -> Result<FileInfo, IndexError> {
         let mut w = HashingWriter::create(path)?;
@@ -180,6 +172,11 @@ impl DocStore {
             buf.extend_from_slice(&o.to_le_bytes());
         }
         w.put(&buf)?;
+        buf.clear();
+        for i in &self.by_id {
+            buf.extend_from_slice(&i.to_le_bytes());
+        }
+        w.put(&buf)?;
         w.put(self.blob.as_bytes())?;
         w.finish()
     }
@@ -188,16 +185,18 @@ impl DocStore {
     pub(crate) fn read(
         path: &Path,
         count: usize,
-        sha256: Option<&str>,
+        checksum: Option<&str>,
     ) -> Result<Self, IndexError> {
-        let mut r = HashingReader::open(path, sha256.is_some())?;
+        let mut r = HashingReader::open(path, checksum.is_some())?;
         let corrupt = |reason: String| IndexError::corrupt(path, reason);
         if r.len() < HEADER {
             return Err(corrupt(format!("truncated: {} bytes", r.len())));
         }
-        if &r.array::<8>()? != MAGIC {
-            return Err(corrupt("bad magic: not a capot document store".into()));
-        }
+        let v2 = match &r.array::<8>()? {
+            m if m == MAGIC => true,
+            m if m == MAGIC_V1 => false,
+            _ => return Err(corrupt("bad magic: not a capot document store".into())),
+        };
         let n = u64::from_le_bytes(r.array()?);
         let blob_len = u64::from_le_bytes(r.array()?);
         if n != count as u64 {
@@ -205,9 +204,11 @@ impl DocStore {
                 "holds {n} documents, the manifest says {count}"
             )));
         }
+        let id_table = if v2 { 4 * n } else { 0 };
         let expected = (3 * n + 1)
             .checked_mul(8)
             .and_then(|x| x.checked_add(HEADER))
+            .and_then(|x| x.checked_add(id_table))
             .and_then(|x| x.checked_add(blob_len));
         if expected != Some(r.len()) {
             return Err(corrupt(format!(
@@ -229,9 +230,13 @@ impl DocStore {
         if offsets.windows(2).any(|w| w[0] > w[1]) {
             return Err(corrupt("offsets table is not monotonic".into()));
         }
+        // The id order is recomputed below, so v2's stored one is skipped.
+        let mut skip = vec![0u8; id_table as usize];
+        r.take(&mut skip)?;
+        drop(skip);
         let mut bytes = vec![0u8; blob_len as usize];
         r.take(&mut bytes)?;
-        r.finish(sha256)?;
+        r.finish(checksum)?;
         let blob = String::from_utf8(bytes).map_err(|e| corrupt(format!("invalid UTF-8: {e}")))?;
         if let Some(o) = offsets
             .iter()
@@ -246,5 +251,122 @@ impl DocStore {
         };
         store.index_ids().map_err(corrupt)?;
         Ok(store)
+    }
+}
+
+/// The document store of a served index: `docs.bin` memory-mapped (see the module
+/// documentation).
+pub(crate) struct MappedDocs {
+    map: Mapped<u8>,
+    count: usize,
+    /// Byte ranges of the offsets table, the id order and the blob inside the file.
+    offsets: std::ops::Range<usize>,
+    by_id: std::ops::Range<usize>,
+    blob: std::ops::Range<usize>,
+}
+
+impl MappedDocs {
+    /// Maps `path` and checks what a lookup relies on: header, sizes, offsets monotonic and
+    /// inside the text, the id order a permutation. Text is not read (the checksum covers it).
+    pub(crate) fn open(path: &Path, count: usize) -> Result<Self, IndexError> {
+        let map = Mapped::<u8>::open(path, None)?;
+        let corrupt = |reason: String| IndexError::corrupt(path, reason);
+        let b = map.as_slice();
+        if b.len() < HEADER as usize {
+            return Err(corrupt(format!("truncated: {} bytes", b.len())));
+        }
+        if &b[..8] != MAGIC {
+            return Err(corrupt(if &b[..8] == MAGIC_V1 {
+                "document store of index format 1 (run `capot index upgrade`)".into()
+            } else {
+                "bad magic: not a capot document store".into()
+            }));
+        }
+        let word = |at: usize| u64::from_le_bytes(b[at..at + 8].try_into().unwrap_or([0; 8]));
+        let (n, blob_len) = (word(8), word(16));
+        if n != count as u64 {
+            return Err(corrupt(format!(
+                "holds {n} documents, the manifest says {count}"
+            )));
+        }
+        let offsets = HEADER as usize..HEADER as usize + (3 * count + 1) * 8;
+        let by_id = offsets.end..offsets.end + 4 * count;
+        let blob = by_id.end..(by_id.end as u64).saturating_add(blob_len) as usize;
+        if blob.end as u64 != b.len() as u64 || (blob.end as u64) < blob_len {
+            return Err(corrupt(format!(
+                "size is {} bytes, the header implies {}",
+                b.len(),
+                blob.end
+            )));
+        }
+        let docs = MappedDocs {
+            map,
+            count,
+            offsets,
+            by_id,
+            blob,
+        };
+        let offs: &[u64] = bytemuck::try_cast_slice(&docs.map.as_slice()[docs.offsets.clone()])
+            .map_err(|_| corrupt("offsets table is not aligned".into()))?;
+        if offs[0] != 0 || offs[offs.len() - 1] != blob_len {
+            return Err(corrupt("offsets table does not span the text".into()));
+        }
+        if offs.windows(2).any(|w| w[0] > w[1]) {
+            return Err(corrupt("offsets table is not monotonic".into()));
+        }
+        let mut seen = vec![false; count];
+        for &i in docs.id_order() {
+            match seen.get_mut(i as usize) {
+                Some(s) if !*s => *s = true,
+                _ => {
+                    return Err(corrupt(format!(
+                        "id order names document {i} twice or out of range"
+                    )))
+                }
+            }
+        }
+        Ok(docs)
+    }
+
+    fn offsets(&self) -> &[u64] {
+        bytemuck::try_cast_slice(&self.map.as_slice()[self.offsets.clone()]).unwrap_or(&[])
+    }
+
+    fn id_order(&self) -> &[u32] {
+        bytemuck::try_cast_slice(&self.map.as_slice()[self.by_id.clone()]).unwrap_or(&[])
+    }
+
+    /// Field `f` of document `i` (U+FFFD if its bytes are not UTF-8, which a verified
+    /// checksum rules out).
+    fn field(&self, i: usize, f: usize) -> &str {
+        let offs = self.offsets();
+        let (a, b) = (offs[3 * i + f] as usize, offs[3 * i + f + 1] as usize);
+        let blob = &self.map.as_slice()[self.blob.clone()];
+        blob.get(a..b)
+            .and_then(|bytes| std::str::from_utf8(bytes).ok())
+            .unwrap_or("\u{FFFD}")
+    }
+
+    /// Document `i`, if in range.
+    pub(crate) fn get(&self, i: usize) -> Option<DocRef<'_>> {
+        (i < self.count).then(|| DocRef {
+            id: self.field(i, 0),
+            title: self.field(i, 1),
+            text: self.field(i, 2),
+        })
+    }
+
+    /// Internal index of the document with this id.
+    pub(crate) fn index_of(&self, id: &str) -> Option<usize> {
+        let order = self.id_order();
+        order
+            .binary_search_by(|&j| self.field(j as usize, 0).cmp(id))
+            .ok()
+            .map(|pos| order[pos] as usize)
+    }
+
+    /// Bytes mapped.
+    pub(crate) fn bytes(&self) -> usize {
+        self.map.bytes()
     }
 }

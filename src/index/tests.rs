@@ -128,7 +128,8 @@ fn build_load_roundtrip_identical_results_and_recall() {
         (m.hnsw.m, m.hnsw.ef_construction, m.hnsw.ef_search),
         (16, 200, 64)
     );
-    assert_eq!(m.hnsw.max_layers, 16);
+    assert!(m.hnsw.top_level >= 1, "{m:?}");
+    assert_eq!(m.hnsw.distance, "dot");
     assert!(m.created_at.ends_with('Z') && m.build_seconds > 0.0);
 
     // Store and vectors round trip.
@@ -190,26 +191,31 @@ fn k_larger_than_ef_or_corpus() {
     assert_eq!(index.search(&q, 20, 300).unwrap(), exact);
 }
 
-/// hnsw_rs's `DistDot` asserts `dot <= 1.000002`; identical (duplicate)
-/// document vectors and a query equal to them must not trip it.
+/// Identical (duplicate) document vectors tie exactly; each is found once, and a query equal
+/// to them finds all of them.
 #[test]
-fn duplicate_vectors_do_not_trip_distdot() {
+fn duplicate_vectors_are_each_found_once() {
     let tmp = tempfile::tempdir().unwrap();
     let dim = 384;
     let (docs, base) = corpus(600, dim, 12);
     let vecs: Vec<f32> = (0..600)
         .flat_map(|i| base[(i % 150) * dim..(i % 150 + 1) * dim].to_vec())
         .collect();
-    let index = IndexBuilder::new(tmp.path().join("dup"), fields(dim))
-        .params(quick_params())
-        .build(docs, vecs, &mut |_| Ok(()))
-        .unwrap();
-    for i in 0..150 {
-        let hits = index.search(index.vector(i).unwrap(), 4, 32).unwrap();
-        let mut got: Vec<usize> = hits.iter().map(|h| h.index).collect();
-        got.sort_unstable();
-        assert_eq!(got, vec![i, i + 150, i + 300, i + 450]);
-        assert!(hits.iter().all(|h| (h.score - 1.0).abs() < 1e-5));
+    // Several threads too: a node linked before its own lists were complete used to be cut
+    // off from the graph.
+    for threads in [1, 4] {
+        let index = IndexBuilder::new(tmp.path().join(format!("dup{threads}")), fields(dim))
+            .params(quick_params())
+            .threads(threads)
+            .build(docs.clone(), vecs.clone(), &mut |_| Ok(()))
+            .unwrap();
+        for i in 0..150 {
+            let hits = index.search(index.vector(i).unwrap(), 4, 32).unwrap();
+            let mut got: Vec<usize> = hits.iter().map(|h| h.index).collect();
+            got.sort_unstable();
+            assert_eq!(got, vec![i, i + 150, i + 300, i + 450], "{threads} threads");
+            assert!(hits.iter().all(|h| (h.score - 1.0).abs() < 1e-5));
+        }
     }
 }
 
@@ -398,14 +404,14 @@ fn load_errors_on_missing_or_bad_manifest() {
     let text = std::fs::read_to_string(&manifest).unwrap();
     std::fs::write(
         &manifest,
-        text.replace("\"format_version\": 1", "\"format_version\": 9"),
+        text.replace("\"format_version\": 2", "\"format_version\": 9"),
     )
     .unwrap();
     assert!(matches!(
         Index::load(&out),
         Err(IndexError::UnsupportedVersion {
             found: 9,
-            supported: 1
+            supported: 2
         })
     ));
     std::fs::write(&manifest, &text[..text.len() / 2]).unwrap();
@@ -480,50 +486,56 @@ fn truncated_or_tampered_vectors_are_errors() {
 
     std::fs::write(&vf, &good).unwrap();
     let docs = out.join(DOCS_FILE);
+    let good_docs = std::fs::read(&docs).unwrap();
     patch(&docs, 0, b"XXXX");
     let e = Index::load_with(&out, NO_CHECKSUMS).unwrap_err();
     assert!(e.to_string().contains("bad magic"), "{e}");
+    // The id order (after the header and 3n + 1 offsets) naming one document twice.
+    std::fs::write(&docs, &good_docs).unwrap();
+    let order = 24 + (3 * 200 + 1) * 8;
+    let first: [u8; 4] = good_docs[order..order + 4].try_into().unwrap();
+    patch(&docs, order as i64 + 4, &first);
+    let e = Index::load_with(&out, NO_CHECKSUMS).unwrap_err();
+    assert!(e.to_string().contains("id order"), "{e}");
+    // A text byte changed: only the checksum sees it.
+    std::fs::write(&docs, &good_docs).unwrap();
+    patch(&docs, -2, b"#");
+    let e = Index::load(&out).unwrap_err();
+    assert!(
+        matches!(e, IndexError::ChecksumMismatch { .. }) && e.to_string().contains("docs.bin"),
+        "{e}"
+    );
 }
 
 #[test]
-fn corrupt_hnsw_dump_is_an_error_not_a_panic() {
+fn corrupt_graph_is_an_error_not_a_panic() {
     let tmp = tempfile::tempdir().unwrap();
     let out = tmp.path().join("idx");
-    build_small(&out, 300, 8, 10);
-    let graph = out.join(HNSW_GRAPH_FILE);
-    let data = out.join(HNSW_DATA_FILE);
-    let (g0, d0) = (
-        std::fs::read(&graph).unwrap(),
-        std::fs::read(&data).unwrap(),
-    );
-    let restore = || {
-        std::fs::write(&graph, &g0).unwrap();
-        std::fs::write(&data, &d0).unwrap();
-    };
-    // Offset of the first neighbour count: description (4+1+1+8+1+8+8+8 = 39,
-    // + 8+len("...DistDot") + 8+len("f32")), layer count (1), layer magic and
-    // size (12), point magic, id, layer, rank (17).
-    let dist_len = u64::from_ne_bytes(g0[39..47].try_into().unwrap()) as usize;
-    let descr = 39 + 8 + dist_len + 8 + 3;
-    let first_count = descr + 1 + 12 + 17;
+    let n = 300u32;
+    build_small(&out, n as usize, 8, 10);
+    let graph = out.join(GRAPH_FILE);
+    let g0 = std::fs::read(&graph).unwrap();
+    let restore = || std::fs::write(&graph, &g0).unwrap();
+    let word = |i: usize| u32::from_le_bytes(g0[4 * i..4 * i + 4].try_into().unwrap());
+    let m0 = word(4) as usize;
+    let put = |i: usize, v: u32| patch(&graph, 4 * i as i64, &v.to_le_bytes());
+    // Word index of node 5's first layer-0 neighbour, and of the level table.
+    let node5 = 16 + 5 * (1 + m0);
+    let offsets = 16 + n as usize * (1 + m0);
 
     let cases: Vec<Corruption<'_>> = vec![
         ("truncated graph", Box::new(|| truncate(&graph, 100))),
-        ("truncated data", Box::new(|| truncate(&data, 3))),
-        ("graph magic", Box::new(|| patch(&graph, 0, &[0, 0, 0, 0]))),
-        (
-            "layer magic",
-            Box::new(|| patch(&graph, descr as i64 + 1, &[1, 2, 3, 4])),
-        ),
-        (
-            "huge neighbour count",
-            Box::new(|| patch(&graph, first_count as i64, &u64::MAX.to_ne_bytes())),
-        ),
-        ("data magic", Box::new(|| patch(&data, 12, &[9, 9, 9, 9]))),
-        (
-            "entry point",
-            Box::new(|| patch(&graph, -4, &(-1i32).to_ne_bytes())),
-        ),
+        ("one word short", Box::new(|| truncate(&graph, 4))),
+        ("magic", Box::new(|| put(0, 0))),
+        ("layout version", Box::new(|| put(2, 7))),
+        ("m", Box::new(|| put(3, 12))),
+        ("node count", Box::new(|| put(5, n + 1))),
+        ("entry point out of range", Box::new(|| put(6, n))),
+        ("top level", Box::new(|| put(7, word(7) + 1))),
+        ("neighbour count", Box::new(|| put(node5, u32::MAX))),
+        ("neighbour id", Box::new(|| put(node5 + 1, n + 5))),
+        ("level table start", Box::new(|| put(offsets, 1))),
+        ("level table order", Box::new(|| put(offsets + 3, u32::MAX))),
         (
             "garbage graph",
             Box::new(|| {
@@ -546,26 +558,54 @@ fn corrupt_hnsw_dump_is_an_error_not_a_panic() {
                 ),
                 "{what}: {e}"
             );
+            assert!(e.to_string().contains("graph.bin"), "{what}: {e}");
         }
     }
-    // A change inside a vector or a distance is structurally valid: only the
-    // checksum catches it.
+    // A link to another valid node is structurally fine: only the checksum catches it,
+    // and searching the tampered graph still answers.
     restore();
-    patch(&data, 12 + 20, &[0x3f, 0x3f, 0x3f, 0x3f]);
+    put(node5 + 1, (word(node5 + 1) + 1) % n);
     let e = Index::load(&out).unwrap_err();
     assert!(matches!(e, IndexError::ChecksumMismatch { .. }), "{e}");
-    // The last resort: hnsw_rs itself panics on a garbage dump (here, in its
-    // description reader); the reload turns that into an error.
-    std::fs::write(&graph, vec![0xAB; 4096]).unwrap();
-    let Err(e) = hnsw::load(&out) else {
-        panic!("garbage dump reloaded")
-    };
-    assert!(
-        matches!(e, IndexError::Hnsw(ref m) if m.contains("panicked")),
-        "{e}"
+    let index = Index::load_with(&out, NO_CHECKSUMS).unwrap();
+    assert_eq!(
+        index.search(&Rng(3).unit_vector(8), 5, 32).unwrap().len(),
+        5
     );
     restore();
     Index::load(&out).unwrap();
+}
+
+#[test]
+fn one_thread_builds_are_deterministic_and_threads_agree_on_quality() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (n, dim) = (1500, 24);
+    let (docs, vecs) = corpus(n, dim, 21);
+    let build = |name: &str, threads: usize| {
+        IndexBuilder::new(tmp.path().join(name), fields(dim))
+            .params(quick_params())
+            .threads(threads)
+            .build(docs.clone(), vecs.clone(), &mut |_| Ok(()))
+            .unwrap()
+    };
+    let (a, b, par) = (build("a", 1), build("b", 1), build("par", 4));
+    let bytes = |i: &Index| std::fs::read(i.dir().join(GRAPH_FILE)).unwrap();
+    assert_eq!(bytes(&a), bytes(&b), "one-thread builds differ");
+    assert_eq!(
+        a.manifest().files[GRAPH_FILE],
+        b.manifest().files[GRAPH_FILE]
+    );
+    let mut rng = Rng(77);
+    let queries: Vec<Vec<f32>> = (0..200).map(|_| rng.unit_vector(dim)).collect();
+    let (r1, r4) = (
+        recall_at(&a, &queries, 10, 64),
+        recall_at(&par, &queries, 10, 64),
+    );
+    println!("recall@10 ef=64: 1 thread {r1:.4}, 4 threads {r4:.4}");
+    assert!(
+        r1 >= 0.9 && r4 >= 0.9 && (r1 - r4).abs() < 0.05,
+        "{r1} {r4}"
+    );
 }
 
 fn rss_bytes() -> usize {
@@ -599,7 +639,7 @@ fn bench_10k_384() {
         t.elapsed().as_secs_f64()
     );
     let mut sizes = Vec::new();
-    for f in [DOCS_FILE, VECTORS_FILE, HNSW_GRAPH_FILE, HNSW_DATA_FILE] {
+    for f in [DOCS_FILE, VECTORS_FILE, GRAPH_FILE] {
         let b = std::fs::metadata(out.join(f)).unwrap().len();
         sizes.push(format!("{f} {:.0} B/doc", b as f64 / n as f64));
     }
@@ -610,13 +650,11 @@ fn bench_10k_384() {
     let rss0 = rss_bytes();
     let index = Index::load(&out).unwrap();
     let rss = rss_bytes().saturating_sub(rss0) as f64;
-    let own = index.heap_bytes_without_graph() as f64;
     println!(
-        "memory: RSS +{:.0} B/doc for a loaded index; store {:.0} + vectors {:.0} B/doc, so hnsw_rs graph ≈ {:.0} B/doc",
+        "memory: RSS +{:.0} B/doc for a loaded index (before any search); heap {:.0} B/doc, mapped {:.0} B/doc",
         rss / n as f64,
-        (own - (n * dim * 4) as f64) / n as f64,
-        (dim * 4) as f64,
-        (rss - own) / n as f64
+        index.heap_bytes() as f64 / n as f64,
+        index.mapped_bytes() as f64 / n as f64,
     );
     drop(built);
 
@@ -631,19 +669,6 @@ fn bench_10k_384() {
             );
         }
     }
-    let t = Instant::now();
-    hnsw::validate_dump(&out, n, dim, 16, None).unwrap();
-    println!(
-        "of which dump validation: {:.0} ms",
-        t.elapsed().as_secs_f64() * 1e3
-    );
-    let t = Instant::now();
-    drop(hnsw::load(&out).unwrap());
-    println!(
-        "of which hnsw_rs reload: {:.0} ms",
-        t.elapsed().as_secs_f64() * 1e3
-    );
-
     let mut rng = Rng(1234);
     let random: Vec<Vec<f32>> = (0..300).map(|_| rng.unit_vector(dim)).collect();
     // Queries near documents (doc + noise, cosine ≈ 0.8), closer to real use.
@@ -673,4 +698,137 @@ fn bench_10k_384() {
             t.elapsed().as_secs_f64() * 1e3 / qs.len() as f64
         );
     }
+}
+
+/// Rewrites a current index directory into the format-1 layout (hnsw_rs dump files,
+/// SHA-256 checksums): what `upgrade` meets on disk. The dump files' content is never read
+/// by the upgrade, so placeholders stand in for them.
+fn downgrade_to_v1(dir: &Path) {
+    use sha2::{Digest, Sha256};
+    let path = dir.join(MANIFEST_FILE);
+    let mut m: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    std::fs::remove_file(dir.join(GRAPH_FILE)).unwrap();
+    for f in ["hnsw.hnsw.graph", "hnsw.hnsw.data"] {
+        std::fs::write(dir.join(f), b"hnsw_rs dump").unwrap();
+    }
+    let mut files = serde_json::Map::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let name = entry.unwrap().file_name().into_string().unwrap();
+        if name != MANIFEST_FILE {
+            let bytes = std::fs::read(dir.join(&name)).unwrap();
+            files.insert(
+                name,
+                serde_json::json!({"bytes": bytes.len(), "sha256": hex::encode(Sha256::digest(&bytes))}),
+            );
+        }
+    }
+    m["format_version"] = 1.into();
+    m["files"] = files.into();
+    m["hnsw"] = serde_json::json!({"m": 16, "ef_construction": 100, "ef_search": 48,
+        "max_layers": 16, "distance": "DistDot", "library": "hnsw_rs 0.3.5"});
+    std::fs::write(&path, serde_json::to_string_pretty(&m).unwrap()).unwrap();
+}
+
+#[test]
+fn format_1_indexes_are_refused_with_a_hint_and_upgrade_in_place() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("idx");
+    let original = build_small(&out, 400, 16, 31);
+    let q = Rng(8).unit_vector(16);
+    let exact = original.search_exact(&q, 10).unwrap();
+    let docs: Vec<Document> = (0..400)
+        .map(|i| original.document(i).unwrap().to_document())
+        .collect();
+    drop(original);
+    downgrade_to_v1(&out);
+
+    let e = Index::load(&out).unwrap_err();
+    assert!(
+        matches!(e, IndexError::UnsupportedVersion { found: 1, .. }),
+        "{e}"
+    );
+    assert!(e.to_string().contains("capot index upgrade"), "{e}");
+
+    // A rotten vectors file is refused by the old checksum; nothing is changed.
+    let vf = out.join(VECTORS_FILE);
+    let good = std::fs::read(&vf).unwrap();
+    patch(&vf, 64, &0.25f32.to_le_bytes());
+    let e = upgrade(&out, &mut |_| Ok(())).unwrap_err();
+    assert!(matches!(e, IndexError::ChecksumMismatch { .. }), "{e}");
+    assert!(out.join("hnsw.hnsw.graph").exists());
+    std::fs::write(&vf, &good).unwrap();
+
+    let Upgrade::Upgraded { from: 1, index } = upgrade(&out, &mut |_| Ok(())).unwrap() else {
+        panic!("not upgraded")
+    };
+    assert_eq!(index.manifest().hnsw.ef_search, 48);
+    let loaded = Index::load(&out).unwrap();
+    assert_eq!(loaded.manifest().format_version, FORMAT_VERSION);
+    assert_eq!(loaded.search_exact(&q, 10).unwrap(), exact);
+    assert_eq!(loaded.search(&q, 10, 400).unwrap(), exact);
+    for (i, d) in docs.iter().enumerate() {
+        assert_eq!(&loaded.document(i).unwrap().to_document(), d);
+    }
+    assert!(!out.join("hnsw.hnsw.graph").exists());
+    assert_eq!(leftovers(tmp.path(), "idx"), Vec::<String>::new());
+    assert!(matches!(
+        upgrade(&out, &mut |_| Ok(())).unwrap(),
+        Upgrade::Current
+    ));
+}
+
+#[test]
+fn float16_and_int8_graph_vectors_keep_recall_and_exact_scores() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (n, dim) = (2000, 48);
+    let (docs, vecs) = corpus(n, dim, 5);
+    let mut rng = Rng(17);
+    let queries: Vec<Vec<f32>> = (0..150).map(|_| rng.unit_vector(dim)).collect();
+    let mut recalls = Vec::new();
+    for precision in [
+        GraphVectors::Float32,
+        GraphVectors::Float16,
+        GraphVectors::Int8,
+    ] {
+        let out = tmp.path().join(format!("{precision:?}"));
+        IndexBuilder::new(&out, fields(dim))
+            .params(quick_params())
+            .threads(1)
+            .graph_vectors(precision)
+            .build(docs.clone(), vecs.clone(), &mut |_| Ok(()))
+            .unwrap();
+        let index = Index::load(&out).unwrap();
+        assert_eq!(index.manifest().graph_vectors, precision);
+        let copy = index.mapped_bytes() - n * dim * 4 - index.graph.bytes() - index.store.bytes();
+        assert_eq!(copy, precision.bytes(n, dim));
+        // Scores are the float32 ones whatever the walk read.
+        for q in &queries[..20] {
+            let exact = index.search_exact(q, 10).unwrap();
+            for h in index.search(q, 10, 64).unwrap() {
+                let v = index.vector(h.index).unwrap();
+                assert_eq!(h.score, vectors::dot(&index.prepare_query(q).unwrap(), v));
+            }
+            assert_eq!(
+                index.search(q, 10, n).unwrap(),
+                exact,
+                "{precision:?}, ef = n"
+            );
+        }
+        recalls.push(recall_at(&index, &queries, 10, 64));
+        if let Some(file) = precision.file() {
+            // A flipped byte in the copy is caught by its checksum, a short copy by its size.
+            let path = out.join(file);
+            let good = std::fs::read(&path).unwrap();
+            patch(&path, -1, &[good[good.len() - 1] ^ 0x40]);
+            let e = Index::load(&out).unwrap_err();
+            assert!(matches!(e, IndexError::ChecksumMismatch { .. }), "{e}");
+            truncate(&path, 1);
+            let e = Index::load_with(&out, NO_CHECKSUMS).unwrap_err();
+            assert!(e.to_string().contains(file), "{e}");
+        }
+    }
+    println!("recall@10 at ef=64, float32 / float16 / int8: {recalls:?}");
+    assert!(recalls[1] >= recalls[0] - 0.01, "{recalls:?}");
+    assert!(recalls[2] >= recalls[0] - 0.03, "{recalls:?}");
 }

@@ -223,7 +223,7 @@ impl Vocabulary {
             })?;
             let mut buf = vec![0u8; len];
             r.take(&mut buf)?;
-            r.finish(verify.then_some(file.sha256.as_str()))?;
+            r.finish(verify.then_some(file.blake3.as_str()))?;
             Ok(buf)
         };
         let words_path = dir.join(&info.words_file);

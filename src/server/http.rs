@@ -223,6 +223,10 @@ async fn info(State(state): State<Arc<AppState>>) -> Json<serde_json::Value> {
             "document_encoder": m.encoder_name,
             "document_encoder_fingerprint": m.encoder_fingerprint,
             "hnsw": { "m": m.hnsw.m, "ef_construction": m.hnsw.ef_construction, "ef_search": state.limits.default_ef.unwrap_or_else(|| i.default_ef()) },
+            "graph_vectors": m.graph_vectors,
+            "format_version": m.format_version,
+            "mapped_bytes": i.mapped_bytes(),
+            "heap_bytes": i.heap_bytes(),
         })
     });
     Json(json!({

@@ -407,8 +407,9 @@ pub fn cached_index(corpus: &Path) -> PathBuf {
     let corpus = corpus.canonicalize().expect("corpus path");
     let mut key = std::collections::hash_map::DefaultHasher::new();
     // The index layout tag changes whenever what `index build` writes changes (vocab: query
-    // repair's vocabulary), so a cached index from an older build is never reused.
-    let layout = "vocab-1";
+    // repair's vocabulary; format 2: capot's graph), so a cached index from an older build is
+    // never reused.
+    let layout = "format-2";
     std::hash::Hash::hash(
         &(fingerprint, &corpus, env!("CARGO_PKG_VERSION"), layout),
         &mut key,
