@@ -24,6 +24,7 @@ cargo build --release --locked --quiet
 "$bin" encoder quantize "$BUNDLE" --out "$OUT/int8" --force --threads "$THREADS" >/dev/null
 "$bin" encoder quantize "$BUNDLE" --out "$OUT/int8-7bit" --name "$(basename "$BUNDLE")-int8-7bit" \
   --reduce-range --force --threads "$THREADS" >/dev/null
+[ -f "$OUT/index/index.json" ] && "$bin" index upgrade "$OUT/index" 2>/dev/null  # cached from an older capot
 [ -f "$OUT/index/index.json" ] ||
   "$bin" index build --doc-encoder "$BUNDLE" --corpus "$DATASET" --out "$OUT/index" \
     --encoder-workers "$WORKERS" --threads "$THREADS" >/dev/null

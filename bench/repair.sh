@@ -26,6 +26,7 @@ bundle=$WORK/minilm
 index=$WORK/dl19-index
 [ -f "$bundle/encoder.json" ] || "$bin" encoder import assets/models/all-MiniLM-L6-v2 --out "$bundle" --name minilm >/dev/null
 [ -f "$index/index.json" ] || "$bin" index build --doc-encoder "$bundle" --corpus "$DATA/dl19-sample" --out "$index"
+"$bin" index upgrade "$index" 2>/dev/null  # cached from an older capot
 grep -q vocab "$index/index.json" || "$bin" index vocab "$index" >/dev/null
 
 typos=$OUT/dl19-typos.tsv

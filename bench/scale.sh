@@ -35,6 +35,7 @@ bundle=$WORK/minilm
 small=$WORK/dl19-index
 [ -f "$bundle/encoder.json" ] || "$bin" encoder import assets/models/all-MiniLM-L6-v2 --out "$bundle" --name minilm >/dev/null
 [ -f "$small/index.json" ] || "$bin" index build --doc-encoder "$bundle" --corpus ../shared/data/dl19-sample --out "$small"
+"$bin" index upgrade "$small" 2>/dev/null  # cached from an older capot: no-op when current
 
 index=${INDEX:-$OUT/index-$N}
 corpus=$OUT/corpus-$N
@@ -42,6 +43,7 @@ corpus=$OUT/corpus-$N
   ../shared/data/dl19-sample/corpus.jsonl ../shared/data/dbpedia-sample/corpus.jsonl
 vectors=$OUT/vectors-$N.npy
 [ -f "$index/index.json" ] || [ -f "$vectors" ] || "$py" bench/derive_vectors.py "$small" "$N" "$vectors" > "$OUT/derive.json"
+[ -f "$index/index.json" ] && "$bin" index upgrade "$index"  # one cached from an older capot
 if [ ! -f "$index/index.json" ]; then
   /usr/bin/time -v -o "$OUT/build.time" "$bin" index build --doc-encoder "$bundle" --corpus "$corpus" \
     --vectors "$vectors" --check-vectors 0 --graph-vectors "${GRAPH_VECTORS:-float32}" \

@@ -46,6 +46,7 @@ bundle=$WORK/minilm
 index=${INDEX:-$WORK/$(basename "$CORPUS" | sed 's/-sample$//')-index}
 [ -f "$bundle/encoder.json" ] || "$bin" encoder import assets/models/all-MiniLM-L6-v2 --out "$bundle" --name minilm >/dev/null
 [ -f "$index/index.json" ] || "$bin" index build --doc-encoder "$bundle" --corpus "$CORPUS" --out "$index"
+"$bin" index upgrade "$index" 2>/dev/null  # cached from an older capot: no-op when current
 case " $CAPOT_CONFIGS " in *-int8*)
   "$bin" encoder quantize "$bundle" --out "$WORK/minilm-int8" --force >/dev/null ;;
 esac

@@ -97,6 +97,8 @@ pub struct Index {
     store: MappedDocs,
     vectors: Mapped<f32>,
     small: Option<SmallVectors>,
+    /// `vectors.f32` opened for reading the rows a smaller walk re-scores (see `search`).
+    rescore_file: Option<std::fs::File>,
     graph: Graph,
     vocab: Option<Arc<Vocabulary>>,
 }
@@ -190,6 +192,13 @@ impl Index {
         let (store, vectors, small, graph, vocab) = (store?, vectors?, small?, graph?, vocab?);
         verified?;
         vectors.advise_random();
+        let rescore_file = match &small {
+            Some(_) => {
+                let path = dir.join(VECTORS_FILE);
+                Some(std::fs::File::open(&path).map_err(|e| IndexError::io(&path, e))?)
+            }
+            None => None,
+        };
         if let Some(small) = &small {
             small.advise_random();
         }
@@ -199,6 +208,7 @@ impl Index {
             store,
             vectors,
             small,
+            rescore_file,
             graph,
             vocab,
         })
@@ -375,28 +385,55 @@ impl Index {
                 .search(ef, &mut |i| small.score(&q, i), &|i| small.prefetch(i, dim)),
         };
         // Scores are exact: from the float32 rows. For a smaller copy, the walk's best
-        // candidates are re-scored; reading only those rows keeps the float32 file out of
-        // memory (one 4 KiB page per row read).
-        let exact_scores = self.small.is_some();
-        let rescored = if exact_scores {
-            found.len().min((RESCORE_PER_HIT * k).max(RESCORE_MIN))
-        } else {
-            found.len()
+        // candidates are re-scored, read with positioned reads (see `read_row`).
+        let mut hits: Vec<Hit> = match &self.rescore_file {
+            None => found
+                .iter()
+                .map(|s| Hit {
+                    index: s.1 as usize,
+                    score: s.0,
+                })
+                .collect(),
+            Some(file) => {
+                let rescored = found.len().min((RESCORE_PER_HIT * k).max(RESCORE_MIN));
+                let mut buf = vec![0f32; dim];
+                let mut hits = Vec::with_capacity(rescored);
+                for s in &found[..rescored] {
+                    self.read_row(file, s.1, &mut buf)?;
+                    hits.push(Hit {
+                        index: s.1 as usize,
+                        score: vectors::dot(&q, &buf),
+                    });
+                }
+                hits
+            }
         };
-        let mut hits: Vec<Hit> = found[..rescored]
-            .iter()
-            .map(|s| Hit {
-                index: s.1 as usize,
-                score: if exact_scores {
-                    vectors::dot(&q, row(s.1))
-                } else {
-                    s.0
-                },
-            })
-            .collect();
         hits.sort_unstable_by(exact::hit_order);
         hits.truncate(k);
         Ok(hits)
+    }
+
+    /// Reads float32 row `i` with a positioned read rather than through the mapping: the kernel
+    /// maps the cached neighbours of every page a mapping faults in, so a few re-scored rows
+    /// per query would soon make the whole float32 file resident in this process.
+    fn read_row(&self, file: &std::fs::File, i: u32, buf: &mut [f32]) -> Result<(), IndexError> {
+        let path = || self.dir.join(VECTORS_FILE);
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::FileExt;
+            let offset = u64::from(i) * (buf.len() as u64) * 4;
+            file.read_exact_at(bytemuck::cast_slice_mut(buf), offset)
+                .map_err(|e| IndexError::io(path(), e))
+        }
+        #[cfg(not(unix))]
+        {
+            let _ = file;
+            let row = self
+                .vector(i as usize)
+                .ok_or_else(|| IndexError::corrupt(path(), format!("row {i} out of range")))?;
+            buf.copy_from_slice(row);
+            Ok(())
+        }
     }
 
     /// Exact top-`k` by brute force over all vectors (ground truth for
