@@ -116,12 +116,11 @@ fn bearer_token(value: &str) -> Option<&str> {
     scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
 }
 
-/// Compares secrets without an early exit that would leak their common prefix's length.
+/// Compares secrets (API key, admin token) in time independent of where they differ, with the
+/// `subtle` crate's maintained constant-time comparison. Only the length may show.
 pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    if a.len() != b.len() {
-        return false;
-    }
-    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+    use subtle::ConstantTimeEq;
+    a.ct_eq(b).into()
 }
 
 async fn health() -> Json<serde_json::Value> {
@@ -463,7 +462,16 @@ async fn embeddings(
 
 #[cfg(test)]
 mod tests {
-    use super::bearer_token;
+    use super::{bearer_token, constant_time_eq};
+
+    #[test]
+    fn secrets_compare_equal_only_when_identical() {
+        assert!(constant_time_eq(b"s3cret-token", b"s3cret-token"));
+        assert!(!constant_time_eq(b"s3cret-token", b"s3cret-tokeN"));
+        assert!(!constant_time_eq(b"s3cret-token", b"s3cret-toke"));
+        assert!(!constant_time_eq(b"", b"x"));
+        assert!(constant_time_eq(b"", b""));
+    }
 
     #[test]
     fn bearer_scheme_is_case_insensitive() {
