@@ -101,18 +101,18 @@ impl SmallVectors {
         count: usize,
         dim: usize,
     ) -> Result<Option<SmallVectors>, IndexError> {
-        let Some(file) = precision.file() else {
-            return Ok(None);
-        };
-        let path = dir.join(file);
-        Ok(Some(match precision {
-            GraphVectors::Float32 => return Ok(None),
-            GraphVectors::Float16 => SmallVectors::Float16(Mapped::open(&path, Some(count * dim))?),
-            GraphVectors::Int8 => SmallVectors::Int8 {
+        let path = dir.join(precision.file().unwrap_or_default());
+        Ok(match precision {
+            GraphVectors::Float32 => None,
+            GraphVectors::Float16 => Some(SmallVectors::Float16(Mapped::open(
+                &path,
+                Some(count * dim),
+            )?)),
+            GraphVectors::Int8 => Some(SmallVectors::Int8 {
                 map: Mapped::open(&path, Some(precision.bytes(count, dim)))?,
                 count,
-            },
-        }))
+            }),
+        })
     }
 
     /// Bytes mapped.
@@ -182,11 +182,22 @@ fn dot_f16(q: &[f32], row: &[u16]) -> f32 {
             return unsafe { dot_f16_f16c(q, row) };
         }
     }
-    let widened: Vec<f32> = row
-        .iter()
-        .map(|&h| half::f16::from_bits(h).to_f32())
-        .collect();
-    dot(q, &widened)
+    dot_f16_portable(q, row)
+}
+
+/// `q · row` for a float16 row without F16C: widened 64 values at a time into a buffer on the
+/// stack (no allocation per call: on CPUs without F16C this is the walk's hot path).
+fn dot_f16_portable(q: &[f32], row: &[u16]) -> f32 {
+    let mut widened = [0f32; 64];
+    q.chunks(64)
+        .zip(row.chunks(64))
+        .map(|(qc, rc)| {
+            for (w, &h) in widened.iter_mut().zip(rc) {
+                *w = half::f16::from_bits(h).to_f32();
+            }
+            dot(qc, &widened[..rc.len()])
+        })
+        .sum()
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -321,6 +332,7 @@ mod tests {
                 .map(|&h| half::f16::from_bits(h).to_f32())
                 .collect();
             assert!((dot_f16(&q, &halves) - dot(&q, &widened)).abs() < 1e-5);
+            assert!((dot_f16_portable(&q, &halves) - dot(&q, &widened)).abs() < 1e-5);
         }
     }
 
