@@ -244,6 +244,15 @@ pub enum LineError {
         /// Line of the first occurrence.
         first_line: usize,
     },
+    /// The id is already in the index being built (found by the index writer, which knows
+    /// documents by their position, not their line).
+    #[error("duplicate id {id:?} (already indexed as document {first_document})")]
+    DuplicateDocument {
+        /// The id.
+        id: String,
+        /// 0-based position of the first document with this id.
+        first_document: usize,
+    },
     /// Nothing to encode: text (and title) empty or blank.
     #[error("empty text for id {id:?}")]
     EmptyText {
@@ -413,6 +422,8 @@ fn open(path: &Path) -> Result<BufReader<File>, DatasetError> {
 struct Lines<R> {
     reader: R,
     line: usize,
+    /// Bytes consumed so far.
+    bytes: u64,
     buf: Vec<u8>,
 }
 
@@ -421,6 +432,7 @@ impl<R: BufRead> Lines<R> {
         Lines {
             reader,
             line: 0,
+            bytes: 0,
             buf: Vec::new(),
         }
     }
@@ -433,6 +445,7 @@ impl<R: BufRead> Lines<R> {
         if n == 0 {
             return Ok(None);
         }
+        self.bytes += n as u64;
         self.line += 1;
         let mut bytes: &[u8] = &self.buf;
         if self.line == 1 && bytes.starts_with(&[0xEF, 0xBB, 0xBF]) {
@@ -620,6 +633,116 @@ pub fn read_corpus_from<R: BufRead>(
         corpus.push(doc, line)
     })?;
     Ok((corpus, report))
+}
+
+/// A BEIR `corpus.jsonl` read one document at a time, so that a corpus larger than memory can
+/// be indexed, and resumed at a byte offset. Bad lines are handled as by [`read_corpus`]
+/// (skipped and reported in lenient mode); duplicate ids are left to the consumer, which is
+/// the one that remembers the ids.
+pub struct CorpusStream {
+    lines: Lines<BufReader<File>>,
+    path: PathBuf,
+    mode: ReadMode,
+    len: u64,
+    skipped: Vec<SkippedLine>,
+}
+
+impl CorpusStream {
+    /// Opens a corpus file, or a dataset directory's `corpus.jsonl`.
+    pub fn open(path: &Path, mode: ReadMode) -> Result<Self, DatasetError> {
+        let path = resolve(path, "corpus", &["corpus.jsonl"])?;
+        let io = |source| DatasetError::Io {
+            path: path.clone(),
+            source,
+        };
+        let file = File::open(&path).map_err(io)?;
+        let len = file.metadata().map_err(io)?.len();
+        Ok(CorpusStream {
+            lines: Lines::new(BufReader::with_capacity(1 << 20, file)),
+            path,
+            mode,
+            len,
+            skipped: Vec::new(),
+        })
+    }
+
+    /// The corpus file read.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Size of the file in bytes.
+    pub fn len_bytes(&self) -> u64 {
+        self.len
+    }
+
+    /// Bytes and lines consumed so far.
+    pub fn position(&self) -> (u64, usize) {
+        (self.lines.bytes, self.lines.line)
+    }
+
+    /// Continues reading at byte `byte`, which must be the start of line `line + 1` (a
+    /// position this stream reported earlier).
+    pub fn seek(&mut self, byte: u64, line: usize) -> Result<(), DatasetError> {
+        use std::io::{Seek, SeekFrom};
+        self.lines
+            .reader
+            .seek(SeekFrom::Start(byte))
+            .map_err(|source| DatasetError::Io {
+                path: self.path.clone(),
+                source,
+            })?;
+        self.lines.bytes = byte;
+        self.lines.line = line;
+        Ok(())
+    }
+
+    /// The next document and its 1-based line; `Ok(None)` at the end. In strict mode a bad
+    /// line is an error; in lenient mode it is skipped and kept for [`take_skipped`](Self::take_skipped).
+    pub fn next_document(&mut self) -> Result<Option<(usize, Document)>, DatasetError> {
+        loop {
+            let next = self.lines.next_line().map_err(|source| DatasetError::Io {
+                path: self.path.clone(),
+                source,
+            })?;
+            let Some((line, text)) = next else {
+                return Ok(None);
+            };
+            let result = match text {
+                Ok(t) if t.trim().is_empty() => continue,
+                Ok(t) => parse_document(&t),
+                Err(e) => Err(e),
+            };
+            match result {
+                Ok(doc) => return Ok(Some((line, doc))),
+                Err(error) => self.bad_line(line, error)?,
+            }
+        }
+    }
+
+    /// Records a bad line: an error in strict mode, a skipped line in lenient mode. For
+    /// problems the consumer finds (a duplicate id).
+    pub fn bad_line(&mut self, line: usize, error: LineError) -> Result<(), DatasetError> {
+        match self.mode {
+            ReadMode::Strict => Err(DatasetError::Line {
+                path: self.path.clone(),
+                line,
+                error,
+            }),
+            ReadMode::Lenient => {
+                self.skipped.push(SkippedLine {
+                    line,
+                    reason: error,
+                });
+                Ok(())
+            }
+        }
+    }
+
+    /// Lines skipped since the last call.
+    pub fn take_skipped(&mut self) -> Vec<SkippedLine> {
+        std::mem::take(&mut self.skipped)
+    }
 }
 
 /// Reads queries from a file (`.jsonl`/`.json` → JSONL, else TSV) or a

@@ -165,3 +165,162 @@ fn int8_graph_vectors_build_and_upgrade_cli() {
         "clap rejects an unknown precision"
     );
 }
+
+/// Number of documents the checkpoint of the build of `out` has made durable, if any.
+fn checkpointed(out: &Path) -> Option<u64> {
+    let partial = out.with_file_name(format!(
+        "{}.partial",
+        out.file_name().unwrap().to_string_lossy()
+    ));
+    let text = std::fs::read_to_string(partial.join("build.json")).ok()?;
+    serde_json::from_str::<serde_json::Value>(&text).ok()?["documents"].as_u64()
+}
+
+/// Starts `capot index build` of `corpus` into `out` and kills it (SIGKILL) once at least
+/// `docs` documents are durable; returns how many were.
+fn build_and_kill(corpus: &Path, out: &Path, docs: u64) -> u64 {
+    let mut child = capot()
+        .args([
+            "index",
+            "build",
+            "--doc-encoder",
+            minilm_bundle().to_str().unwrap(),
+            "--corpus",
+            corpus.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+            "--chunk-size",
+            "50",
+            "--force",
+        ])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(180);
+    let done = loop {
+        if let Some(n) = checkpointed(out).filter(|&n| n >= docs) {
+            break n;
+        }
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "the build ended before it was killed"
+        );
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no checkpoint in time"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    child.kill().unwrap();
+    child.wait().unwrap();
+    done
+}
+
+#[test]
+fn a_killed_build_leaves_the_old_index_served_and_resumes() {
+    let dir = tempfile::tempdir().unwrap();
+    // 400 dl19 passages (their first sentences: enough to encode), then a bad line and a
+    // duplicate id near the end.
+    let text = std::fs::read_to_string(shared().join("data/dl19-sample/corpus.jsonl")).unwrap();
+    let mut lines: Vec<String> = text
+        .lines()
+        .take(400)
+        .map(|l| {
+            let mut doc: serde_json::Value = serde_json::from_str(l).unwrap();
+            let body: String = doc["text"].as_str().unwrap().chars().take(120).collect();
+            doc["text"] = body.into();
+            doc.to_string()
+        })
+        .collect();
+    let duplicate = lines[5].clone();
+    lines.insert(360, "{not json".into());
+    lines.push(duplicate);
+    let corpus = dir.path().join("corpus.jsonl");
+    std::fs::write(&corpus, lines.join("\n") + "\n").unwrap();
+
+    // The index a service is serving at `out`: the built-in corpus.
+    let out = dir.path().join("idx");
+    let o = build(&out, &[]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let count = |dir: &Path| -> u64 {
+        let m: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(dir.join("index.json")).unwrap())
+                .unwrap();
+        m["count"].as_u64().unwrap()
+    };
+
+    // Killed during encoding: the old index is still there, whole, and the service starts on it.
+    let kept = build_and_kill(&corpus, &out, 100);
+    assert!((100..400).contains(&kept), "{kept}");
+    assert_eq!(count(&out), 200);
+    let o = run_capot(&["index", "show", out.to_str().unwrap()], b"");
+    assert!(o.status.success());
+    let mut server = Server::start(&[
+        "--index",
+        out.to_str().unwrap(),
+        "--encoder",
+        minilm_bundle().to_str().unwrap(),
+    ]);
+    server.terminate();
+
+    // The same command again continues after the last checkpoint.
+    let o = run_capot(
+        &[
+            "index",
+            "build",
+            "--doc-encoder",
+            minilm_bundle().to_str().unwrap(),
+            "--corpus",
+            corpus.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+            "--chunk-size",
+            "50",
+            "--force",
+        ],
+        b"",
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(
+        err.contains("resuming the interrupted build")
+            && err.contains(&format!("{kept} documents kept")),
+        "{err}"
+    );
+    assert!(err.contains(":361: malformed JSON"), "{err}");
+    assert!(
+        err.contains(":402: duplicate id") && err.contains("already indexed as document 5"),
+        "{err}"
+    );
+    assert_eq!(count(&out), 400);
+    assert!(!dir.path().join("idx.partial").exists());
+
+    // It equals a build that was never interrupted: kill one, then --restart it from scratch.
+    let fresh = dir.path().join("fresh");
+    build_and_kill(&corpus, &fresh, 50);
+    let o = run_capot(
+        &[
+            "index",
+            "build",
+            "--doc-encoder",
+            minilm_bundle().to_str().unwrap(),
+            "--corpus",
+            corpus.to_str().unwrap(),
+            "--out",
+            fresh.to_str().unwrap(),
+            "--restart",
+        ],
+        b"",
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(err.contains("discarded the interrupted build"), "{err}");
+    assert!(!err.contains("resuming"), "{err}");
+    let d = max_abs_diff(&read_vectors(&out), &read_vectors(&fresh));
+    assert!(d < 1e-5, "resumed and uninterrupted builds differ by {d}");
+    assert_eq!(
+        std::fs::read(out.join("docs.bin")).unwrap(),
+        std::fs::read(fresh.join("docs.bin")).unwrap()
+    );
+}

@@ -7,12 +7,13 @@ use anyhow::{bail, Context};
 use clap::{Args, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
 
-use capot::dataset::{self, document_text, ReadMode};
+use capot::dataset::{self, CorpusStream, LineError, ReadMode};
 use capot::encoder::pool::EncoderPool;
 use capot::encoder::Role;
 use capot::eval::metrics::cosine;
 use capot::index::{
-    npy, BuildStage, Document, HnswParams, IndexBuilder, IndexManifest, ManifestFields,
+    npy, BuildStage, HnswParams, IndexBuilder, IndexError, IndexManifest, IndexWriter,
+    ManifestFields, Resume, SourcePosition,
 };
 
 use super::{DeviceArgs, GlobalArgs};
@@ -85,6 +86,13 @@ pub struct BuildArgs {
     /// Replace an existing index at --out.
     #[arg(long)]
     pub force: bool,
+    /// Documents read, encoded and made durable at a time: memory holds one chunk of text, and
+    /// an interrupted build resumes after the last chunk written.
+    #[arg(long, value_name = "N", default_value_t = 4096)]
+    pub chunk_size: usize,
+    /// Discard an interrupted build of --out (`<out>.partial`) instead of resuming it.
+    #[arg(long)]
+    pub restart: bool,
     #[command(flatten)]
     pub device: DeviceArgs,
 }
@@ -163,68 +171,248 @@ fn show_build_progress(pb: &indicatif::ProgressBar, p: &capot::index::BuildProgr
     });
 }
 
-/// Encodes every document with the pool, in order of length so each batch pads little; the
-/// vectors come back in corpus order, row-major.
-fn encode_corpus(
+/// Encodes one chunk of documents with the pool, in order of length so each batch pads
+/// little; the vectors come back in the chunk's order.
+fn encode_chunk(
     pool: &EncoderPool,
-    docs: &[dataset::Document],
+    docs: &[(usize, dataset::Document)],
     batch_size: usize,
-) -> anyhow::Result<Vec<f32>> {
-    let texts: Vec<String> = docs
-        .iter()
-        .map(|d| document_text(&d.title, &d.text))
-        .collect();
+) -> anyhow::Result<Vec<Vec<f32>>> {
+    let texts: Vec<String> = docs.iter().map(|(_, d)| d.encoded_text()).collect();
     let mut order: Vec<usize> = (0..texts.len()).collect();
     order.sort_by_key(|&i| texts[i].len());
-    let dim = pool.encoder().dimension();
-    let mut vectors = vec![0f32; texts.len() * dim];
-    let pb = bar(
-        texts.len() as u64,
-        "encoding [{bar:30}] {pos}/{len} docs · {per_sec} · ETA {eta}",
-    );
     let chunks: Vec<&[usize]> = order.chunks(batch_size).collect();
     let batches: Vec<Vec<&str>> = chunks
         .iter()
         .map(|chunk| chunk.iter().map(|&i| texts[i].as_str()).collect())
         .collect();
     let encoded = pool
-        .encode_batches(&batches, &|n| pb.inc(n as u64))
+        .encode_batches(&batches, &|_| ())
         .context("encoding documents")?;
+    let mut vectors = vec![Vec::new(); texts.len()];
     for (chunk, batch) in chunks.iter().zip(encoded) {
         for (&i, v) in chunk.iter().zip(batch) {
-            vectors[i * dim..(i + 1) * dim].copy_from_slice(&v);
+            vectors[i] = v;
         }
     }
-    pb.finish_and_clear();
     Ok(vectors)
 }
 
-/// Re-encodes `sample` documents spread over the corpus and requires each given row to point the
-/// same way (cosine ≥ 0.99): catches vectors of another encoder, another corpus or another order.
-fn check_vectors(
+/// Re-encodes the sampled documents of a chunk and requires each given row to point the same
+/// way (cosine ≥ 0.99): catches vectors of another encoder, another corpus or another order.
+fn check_rows(
     pool: &EncoderPool,
-    docs: &[dataset::Document],
-    vectors: &[f32],
-    dim: usize,
-    sample: usize,
+    sampled: &[(usize, &dataset::Document, &[f32])],
     path: &std::path::Path,
 ) -> anyhow::Result<()> {
-    let n = docs.len();
-    let picks: Vec<usize> = (0..sample.min(n)).map(|k| k * n / sample.min(n)).collect();
-    let texts: Vec<String> = picks
-        .iter()
-        .map(|&i| document_text(&docs[i].title, &docs[i].text))
-        .collect();
+    if sampled.is_empty() {
+        return Ok(());
+    }
+    let texts: Vec<String> = sampled.iter().map(|(_, d, _)| d.encoded_text()).collect();
     let batches: Vec<Vec<&str>> = texts.iter().map(|t| vec![t.as_str()]).collect();
     let encoded = pool.encode_batches(&batches, &|_| ())?;
-    for (&i, e) in picks.iter().zip(encoded) {
-        let cos = cosine(&vectors[i * dim..(i + 1) * dim], &e[0])?;
+    for (&(i, doc, row), e) in sampled.iter().zip(encoded) {
+        let cos = cosine(row, &e[0])?;
         if cos.is_nan() || cos < 0.99 {
             bail!(
                 "{}: row {i} has cosine {cos:.3} to {}'s vector of document {:?}: the vectors are not this encoder's, or not in corpus order (--check-vectors 0 skips this check)",
                 path.display(),
                 pool.encoder().manifest().label(),
-                docs[i].id
+                doc.id
+            );
+        }
+    }
+    Ok(())
+}
+
+/// What a resumed build must have been reading: the corpus file (and the vectors file) by
+/// path, size and modification time, and the encoder.
+fn describe_source(
+    corpus: &std::path::Path,
+    vectors: Option<&std::path::Path>,
+    encoder: &str,
+) -> anyhow::Result<String> {
+    let file = |p: &std::path::Path| -> anyhow::Result<String> {
+        let meta = std::fs::metadata(p).with_context(|| format!("cannot read {}", p.display()))?;
+        let modified = meta
+            .modified()
+            .ok()
+            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+            .map_or(0, |d| d.as_nanos());
+        let path = std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+        Ok(format!(
+            "{} ({} bytes, modified {modified})",
+            path.display(),
+            meta.len()
+        ))
+    };
+    Ok(match vectors {
+        Some(v) => format!("corpus {}, vectors {}", file(corpus)?, file(v)?),
+        None => format!("corpus {}, encoded by {encoder}", file(corpus)?),
+    })
+}
+
+/// What [`write_documents`] reads vectors from, and how.
+struct Input<'a> {
+    pool: &'a EncoderPool,
+    /// `--vectors`: its path and rows.
+    npy: Option<(&'a std::path::Path, &'a npy::NpyRows)>,
+    chunk_size: usize,
+    batch_size: usize,
+    check_vectors: usize,
+    /// The encoder's label, for messages.
+    label: String,
+}
+
+/// Streams the corpus into the writer a chunk at a time: reads a chunk, encodes it (or takes
+/// its rows of `--vectors`, re-encoding the sampled ones to check them), pushes it and makes it
+/// durable with a checkpoint. Bad lines are skipped and reported (or fail, with --strict).
+fn write_documents(
+    writer: &mut IndexWriter,
+    corpus: &mut CorpusStream,
+    input: &Input<'_>,
+    resumed: usize,
+) -> anyhow::Result<()> {
+    let pool = input.pool;
+    let dim = pool.encoder().dimension();
+    // Sampled rows of --vectors that are re-encoded and compared.
+    let picks: std::collections::BTreeSet<usize> = match input.npy {
+        Some((_, rows)) => {
+            let (n, k) = (rows.rows(), input.check_vectors.min(rows.rows()));
+            (0..k).map(|j| j * n / k).collect()
+        }
+        None => Default::default(),
+    };
+    let started = Instant::now();
+    let pb = bar(
+        corpus.len_bytes(),
+        "reading [{bar:30}] {bytes}/{total_bytes} · {msg} · ETA {eta}",
+    );
+    pb.set_position(corpus.position().0);
+    let mut skipped = 0usize;
+    let mut row = vec![0f32; dim];
+    loop {
+        let mut chunk = Vec::with_capacity(input.chunk_size);
+        while chunk.len() < input.chunk_size {
+            match corpus.next_document()? {
+                Some(doc) => chunk.push(doc),
+                None => break,
+            }
+        }
+        for s in corpus.take_skipped() {
+            pb.suspend(|| {
+                eprintln!(
+                    "skipped {}:{}: {}",
+                    corpus.path().display(),
+                    s.line,
+                    s.reason
+                )
+            });
+            skipped += 1;
+        }
+        if chunk.is_empty() {
+            break;
+        }
+        if let (Some((path, _)), true) = (input.npy, skipped > 0) {
+            bail!(
+                "the corpus has bad lines, so the rows of {} cannot be matched to its documents; fix them (or use --strict to find them)",
+                path.display()
+            );
+        }
+        let vectors: Vec<Vec<f32>> = match input.npy {
+            Some((path, rows)) => {
+                let first = writer.len();
+                let mut vectors = Vec::with_capacity(chunk.len());
+                for k in 0..chunk.len() {
+                    if !rows.row(first + k, &mut row) {
+                        let mut total = first + chunk.len();
+                        while corpus.next_document()?.is_some() {
+                            total += 1;
+                        }
+                        bail!(
+                            "{} holds {} × {} vectors; the corpus has {total} documents and {} makes {dim}-dimensional vectors",
+                            path.display(),
+                            rows.rows(),
+                            rows.cols(),
+                            input.label
+                        );
+                    }
+                    vectors.push(row.clone());
+                }
+                let sampled: Vec<(usize, &dataset::Document, &[f32])> = (0..chunk.len())
+                    .filter(|k| picks.contains(&(first + k)))
+                    .map(|k| (first + k, &chunk[k].1, vectors[k].as_slice()))
+                    .collect();
+                check_rows(pool, &sampled, path)?;
+                vectors
+            }
+            None => encode_chunk(pool, &chunk, input.batch_size)?,
+        };
+        for ((line, doc), v) in chunk.iter().zip(&vectors) {
+            match writer.push(&doc.id, &doc.title, &doc.text, v) {
+                Ok(()) => {}
+                Err(IndexError::DuplicateId { id, first }) => {
+                    if let Some((path, _)) = input.npy {
+                        bail!(
+                            "{}:{line}: duplicate id {id:?} (already indexed as document {first}), so the rows of {} cannot be matched to the documents",
+                            corpus.path().display(),
+                            path.display()
+                        );
+                    }
+                    corpus.bad_line(
+                        *line,
+                        LineError::DuplicateDocument {
+                            id,
+                            first_document: first,
+                        },
+                    )?;
+                }
+                Err(e) => {
+                    return Err(anyhow::Error::new(e)
+                        .context(format!("{}:{line}", corpus.path().display())))
+                }
+            }
+        }
+        let (byte, line) = corpus.position();
+        writer.checkpoint(SourcePosition {
+            byte,
+            line: line as u64,
+        })?;
+        pb.set_position(byte);
+        let done = writer.len() - resumed;
+        pb.set_message(format!(
+            "{} docs · {:.0} docs/s",
+            writer.len(),
+            done as f64 / started.elapsed().as_secs_f64().max(1e-9)
+        ));
+    }
+    for s in corpus.take_skipped() {
+        pb.suspend(|| {
+            eprintln!(
+                "skipped {}:{}: {}",
+                corpus.path().display(),
+                s.line,
+                s.reason
+            )
+        });
+        skipped += 1;
+    }
+    pb.finish_and_clear();
+    if skipped > 0 {
+        eprintln!("skipped {skipped} bad line(s); --strict fails on the first instead");
+    }
+    if writer.is_empty() {
+        bail!("{} has no documents", corpus.path().display());
+    }
+    if let Some((path, rows)) = input.npy {
+        if rows.rows() != writer.len() {
+            bail!(
+                "{} holds {} × {} vectors; the corpus has {} documents and {} makes {dim}-dimensional vectors",
+                path.display(),
+                rows.rows(),
+                rows.cols(),
+                writer.len(),
+                input.label
             );
         }
     }
@@ -242,6 +430,9 @@ fn bar(len: u64, template: &str) -> ProgressBar {
 fn build(args: BuildArgs, global: &GlobalArgs) -> anyhow::Result<()> {
     if args.batch_size == 0 {
         bail!("--batch-size must be at least 1");
+    }
+    if args.chunk_size == 0 {
+        bail!("--chunk-size must be at least 1");
     }
     let params = HnswParams {
         m: args.m,
@@ -267,90 +458,119 @@ fn build(args: BuildArgs, global: &GlobalArgs) -> anyhow::Result<()> {
             args.doc_encoder.display()
         );
     }
+    let dim = manifest.dimension;
     let mode = if args.strict {
         ReadMode::Strict
     } else {
         ReadMode::Lenient
     };
-    let (corpus, report) = dataset::read_corpus(&args.corpus, mode)?;
-    for s in &report.skipped {
-        eprintln!("skipped {}:{}: {}", report.path.display(), s.line, s.reason);
-    }
-    if !report.skipped.is_empty() {
-        eprintln!(
-            "skipped {} bad line(s); --strict fails on the first instead",
-            report.skipped.len()
-        );
-    }
-    if corpus.is_empty() {
-        bail!("{} has no documents", report.path.display());
-    }
-
-    let docs = corpus.docs();
-    let dim = manifest.dimension;
-    let started = Instant::now();
-    let vectors = match &args.vectors {
+    let mut corpus = CorpusStream::open(&args.corpus, mode)?;
+    let npy = match &args.vectors {
         Some(path) => {
-            if !report.skipped.is_empty() {
+            let rows = npy::NpyRows::open(path)?;
+            if rows.cols() != dim {
                 bail!(
-                    "the corpus has bad lines, so the rows of {} cannot be matched to its documents; fix them (or use --strict to find them)",
-                    path.display()
-                );
-            }
-            let m = npy::read_f32_matrix(path)?;
-            if m.rows != docs.len() || m.cols != dim {
-                bail!(
-                    "{} holds {} × {} vectors; the corpus has {} documents and {} makes {dim}-dimensional vectors",
+                    "{} holds {}-dimensional vectors; {} makes {dim}-dimensional vectors",
                     path.display(),
-                    m.rows,
-                    m.cols,
-                    docs.len(),
+                    rows.cols(),
                     manifest.label()
                 );
             }
-            check_vectors(&pool, docs, &m.data, dim, args.check_vectors, path)?;
-            m.data
+            Some((path.as_path(), rows))
         }
-        None => encode_corpus(&pool, docs, args.batch_size)?,
+        None => None,
     };
-    let encode_seconds = started.elapsed().as_secs_f64();
-    drop(pool);
-
-    let documents: Vec<Document> = docs
-        .iter()
-        .map(|d| Document {
-            id: d.id.clone(),
-            title: d.title.clone(),
-            text: d.text.clone(),
-        })
-        .collect();
+    let source = describe_source(
+        corpus.path(),
+        args.vectors.as_deref(),
+        &manifest.fingerprint,
+    )?;
     let fields = ManifestFields {
         encoder_fingerprint: manifest.fingerprint.clone(),
         encoder_name: manifest.label(),
         dimension: dim,
         capot_version: env!("CARGO_PKG_VERSION").to_string(),
     };
+    let builder = IndexBuilder::new(&args.out, fields)
+        .params(params)
+        .overwrite(args.force)
+        .graph_vectors(args.graph_vectors.into());
+    if args.restart && builder.discard_partial()? {
+        eprintln!("discarded the interrupted build of {}", args.out.display());
+    }
+    let (mut writer, resume) = builder.resumable_writer(&source)?;
+    let resumed = match resume {
+        Resume::Continue {
+            documents,
+            position,
+        } => {
+            eprintln!(
+                "resuming the interrupted build in {}: {documents} documents kept, continuing at line {} of {}",
+                writer.work_dir().display(),
+                position.line + 1,
+                corpus.path().display()
+            );
+            corpus.seek(position.byte, position.line as usize)?;
+            documents
+        }
+        Resume::Discarded { reason } => {
+            eprintln!(
+                "starting over: the interrupted build in {} cannot be continued ({reason})",
+                writer.work_dir().display()
+            );
+            0
+        }
+        Resume::Fresh => 0,
+    };
+
+    let started = Instant::now();
+    let input = Input {
+        pool: &pool,
+        npy: npy.as_ref().map(|(p, r)| (*p, r)),
+        chunk_size: args.chunk_size,
+        batch_size: args.batch_size,
+        check_vectors: args.check_vectors,
+        label: manifest.label(),
+    };
+    if let Err(e) = write_documents(&mut writer, &mut corpus, &input, resumed) {
+        let kept = writer.len();
+        let work = writer.work_dir().to_path_buf();
+        if writer.has_checkpoint() {
+            return Err(e.context(format!(
+                "the {kept} documents written before it are kept in {}; running the same command again resumes after them",
+                work.display()
+            )));
+        }
+        writer.discard()?;
+        return Err(e);
+    }
+    let read_seconds = started.elapsed().as_secs_f64();
+    let new_docs = writer.len() - resumed;
+    drop(pool);
+
     let pb = bar(
-        documents.len() as u64,
+        writer.len() as u64,
         "indexing [{bar:30}] {pos}/{len} · {msg} · {elapsed}",
     );
     let mut progress = |p: &capot::index::BuildProgress| {
         show_build_progress(&pb, p);
         Ok(())
     };
-    let index = IndexBuilder::new(&args.out, fields)
-        .params(params)
-        .overwrite(args.force)
-        .graph_vectors(args.graph_vectors.into())
-        .build(documents, vectors, &mut progress)?;
+    let work = writer.work_dir().to_path_buf();
+    let index = writer.finish(&mut progress).map_err(|e| {
+        anyhow::Error::new(e).context(format!(
+            "the documents and vectors written so far are kept in {}; run the same command again to resume",
+            work.display()
+        ))
+    })?;
     pb.finish_and_clear();
     let m = index.manifest();
     let source = if args.vectors.is_some() {
-        format!("vectors read and checked {encode_seconds:.1}s")
+        format!("vectors read and checked {read_seconds:.1}s")
     } else {
         format!(
-            "encoding {encode_seconds:.1}s ({:.0} docs/s)",
-            m.count as f64 / encode_seconds
+            "encoding {read_seconds:.1}s ({:.0} docs/s)",
+            new_docs as f64 / read_seconds.max(1e-9)
         )
     };
     eprintln!(

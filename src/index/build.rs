@@ -1,11 +1,11 @@
 //! Building an index directory atomically.
 //!
-//! Everything is written into a temporary sibling directory
-//! `<out>.tmp-<pid>-<seq>`, each file fsynced, the manifest last; then the
-//! directory is renamed to `<out>`. An interrupted or failed build leaves
-//! no directory at `<out>` (a failed build also removes its temporary
-//! directory; one killed outright leaves a `.tmp-` sibling that never loads,
-//! as it has no manifest or is not at `<out>`).
+//! Everything is written into a work directory beside the output, each file fsynced, the
+//! manifest last; then the directory is renamed to `<out>`. An interrupted or failed build
+//! leaves no directory at `<out>`. The work directory is `<out>.tmp-<pid>-<seq>` for an
+//! all-or-nothing build (removed when it fails; one killed outright leaves a `.tmp-` sibling
+//! that never loads), or `<out>.partial` for a resumable one (kept, so that running the build
+//! again continues it; see `writer.rs`).
 //!
 //! With `overwrite`, an existing index at `<out>` is renamed away to
 //! `<out>.old-<pid>-<seq>`, the new one renamed in, and the old one deleted.
@@ -16,28 +16,23 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use super::error::IndexError;
-use super::fileio::{sync_dir, write_values};
-use super::graph::GRAPH_FILE;
-use super::manifest::{
-    HnswInfo, HnswParams, IndexManifest, ManifestFields, Metric, DOCS_FILE, FORMAT_VERSION,
-    GRAPH_DISTANCE, GRAPH_LIBRARY, MANIFEST_FILE, VECTORS_FILE,
-};
+use super::fileio::sync_dir;
+use super::manifest::{HnswParams, ManifestFields, MANIFEST_FILE};
 use super::quantized::GraphVectors;
-use super::store::{DocStore, Document};
-use super::vocab::Vocabulary;
-use super::{graph_build, vectors, Index, LoadOptions};
+use super::store::Document;
+use super::Index;
 
 /// Stage of a running build, reported to the progress callback.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BuildStage {
-    /// Inputs checked and vectors normalised (`done == total == count`).
+    /// Documents stored and their vocabulary counted (`done == total == count`).
     Validated,
     /// Graph insertion: `done` of `total` vectors inserted.
     Inserting,
-    /// Files written: `done` of `total` (docs, vectors, graph).
+    /// Files written: `done` of `total` (graph, vectors, vocabulary).
     Writing,
     /// All files and the manifest written and synced; about to rename into place.
     Committing,
@@ -111,38 +106,44 @@ impl IndexBuilder {
         self
     }
 
+    /// The manifest fields (encoder, dimension) the index is built for.
+    pub fn fields(&self) -> &ManifestFields {
+        &self.fields
+    }
+
+    /// The output directory.
+    pub fn out_dir(&self) -> &Path {
+        &self.out_dir
+    }
+
+    pub(crate) fn hnsw_params(&self) -> &HnswParams {
+        &self.params
+    }
+
+    pub(crate) fn thread_count(&self) -> usize {
+        self.threads
+    }
+
+    pub(crate) fn graph_vector_precision(&self) -> GraphVectors {
+        self.graph_vectors
+    }
+
     /// Builds the index and returns it, ready to search (no reload needed).
     ///
     /// `vectors` is flat, `docs.len() × dimension`, row `i` for `docs[i]`.
     /// Vectors are L2-normalised here (the metric is cosine); zero or
-    /// non-finite vectors are rejected. Graph insertion uses the global rayon
-    /// pool (`RAYON_NUM_THREADS` bounds it); the graph is not reproducible
-    /// bit for bit (parallel insertion, random levels).
+    /// non-finite vectors are rejected. Graph insertion runs on
+    /// [`threads`](Self::threads) threads; the graph is not reproducible
+    /// bit for bit with more than one. The same as pushing every document to a
+    /// [`writer`](Self::writer) and finishing it.
     pub fn build(
         &self,
         docs: Vec<Document>,
-        mut vectors: Vec<f32>,
+        vectors: Vec<f32>,
         progress: ProgressFn<'_>,
     ) -> Result<Index, IndexError> {
-        let start = Instant::now();
-        let report =
-            |p: &mut dyn FnMut(&BuildProgress) -> Result<(), IndexError>, stage, done, total| {
-                p(&BuildProgress {
-                    stage,
-                    done,
-                    total,
-                    elapsed: start.elapsed(),
-                })
-            };
-        // 1. Inputs.
-        self.params.validate()?;
-        let dim = self.fields.dimension;
-        if dim == 0 {
-            return Err(IndexError::InvalidInput(
-                "dimension must be at least 1".into(),
-            ));
-        }
-        let n = docs.len();
+        self.check_inputs()?;
+        let (n, dim) = (docs.len(), self.fields.dimension);
         if n == 0 {
             return Err(IndexError::EmptyCorpus);
         }
@@ -153,12 +154,37 @@ impl IndexBuilder {
                 n.saturating_mul(dim)
             )));
         }
-        for (i, v) in vectors.chunks_exact_mut(dim).enumerate() {
-            vectors::normalize(v).map_err(|e| {
-                IndexError::InvalidInput(format!("vector of document {i} ({:?}) {e}", docs[i].id))
-            })?;
+        let mut writer = self.writer()?;
+        for (d, v) in docs.iter().zip(vectors.chunks_exact(dim)) {
+            writer
+                .push(&d.id, &d.title, &d.text, v)
+                .map_err(|e| match e {
+                    IndexError::DuplicateId { id, first } => IndexError::InvalidInput(format!(
+                        "duplicate document id {id:?} (documents {first} and {})",
+                        writer.len()
+                    )),
+                    e => e,
+                })?;
         }
-        let out = self.out_dir.clone();
+        drop((docs, vectors));
+        writer.finish(progress)
+    }
+
+    /// Checks the parameters and the output path before any work.
+    pub(crate) fn check_inputs(&self) -> Result<(), IndexError> {
+        self.params.validate()?;
+        if self.fields.dimension == 0 {
+            return Err(IndexError::InvalidInput(
+                "dimension must be at least 1".into(),
+            ));
+        }
+        self.name_and_parent()?;
+        self.check_target(&self.out_dir)
+    }
+
+    /// The output's final name and its parent directory (`.` for a bare name).
+    fn name_and_parent(&self) -> Result<(String, PathBuf), IndexError> {
+        let out = &self.out_dir;
         let name = out
             .file_name()
             .ok_or_else(|| {
@@ -170,95 +196,25 @@ impl IndexBuilder {
             Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
             _ => PathBuf::from("."),
         };
-        self.check_target(&out)?;
-        let mut vocab = Vocabulary::build(docs.iter().map(|d| (d.title.as_str(), d.text.as_str())));
-        let store = DocStore::from_docs(docs)?;
-        report(progress, BuildStage::Validated, n, n)?;
+        Ok((name, parent))
+    }
 
-        // 2. Temporary directory, removed on any early return.
-        std::fs::create_dir_all(&parent).map_err(|e| IndexError::io(&parent, e))?;
-        let tag = format!(
-            "{}-{}",
+    /// A fresh temporary work directory beside the output: `<out>.tmp-<pid>-<seq>`.
+    pub(crate) fn temp_dir(&self) -> PathBuf {
+        let (name, parent) = self
+            .name_and_parent()
+            .unwrap_or_else(|_| ("index".into(), PathBuf::from(".")));
+        parent.join(format!(
+            "{name}.tmp-{}-{}",
             std::process::id(),
             SEQ.fetch_add(1, Ordering::Relaxed)
-        );
-        let tmp = parent.join(format!("{name}.tmp-{tag}"));
-        if tmp.exists() {
-            std::fs::remove_dir_all(&tmp).map_err(|e| IndexError::io(&tmp, e))?;
-        }
-        std::fs::create_dir(&tmp).map_err(|e| IndexError::io(&tmp, e))?;
-        let guard = RemoveOnDrop(Some(tmp.clone()));
+        ))
+    }
 
-        // 3. Graph.
-        let graph = graph_build::build(
-            &vectors,
-            dim,
-            &self.params,
-            self.threads,
-            &mut |done, total| report(progress, BuildStage::Inserting, done, total),
-        )?;
-        let top_level = graph.get(7).map_or(0, |&l| l as usize);
-
-        // 4. Files, manifest last.
-        let mut files = std::collections::BTreeMap::new();
-        files.insert(DOCS_FILE.to_string(), store.write(&tmp.join(DOCS_FILE))?);
-        report(progress, BuildStage::Writing, 1, 3)?;
-        files.insert(
-            VECTORS_FILE.to_string(),
-            write_values(&tmp.join(VECTORS_FILE), &vectors)?,
-        );
-        if let Some(file) = self.graph_vectors.file() {
-            let copy = self.graph_vectors.encode(&vectors, dim);
-            files.insert(file.to_string(), write_values(&tmp.join(file), &copy)?);
-        }
-        report(progress, BuildStage::Writing, 2, 3)?;
-        files.insert(
-            GRAPH_FILE.to_string(),
-            write_values(&tmp.join(GRAPH_FILE), &graph)?,
-        );
-        drop(graph);
-        let (vocab_info, vocab_files) = vocab.write(&tmp)?;
-        files.extend(vocab_files);
-        report(progress, BuildStage::Writing, 3, 3)?;
-        let created = crate::clock::now_unix();
-        let manifest = IndexManifest {
-            format_version: FORMAT_VERSION,
-            capot_version: self.fields.capot_version.clone(),
-            encoder_fingerprint: self.fields.encoder_fingerprint.clone(),
-            encoder_name: self.fields.encoder_name.clone(),
-            dimension: dim,
-            metric: Metric::Cosine,
-            count: n,
-            hnsw: HnswInfo {
-                m: self.params.m,
-                ef_construction: self.params.ef_construction,
-                ef_search: self.params.ef_search,
-                top_level,
-                distance: GRAPH_DISTANCE.to_string(),
-                library: GRAPH_LIBRARY.to_string(),
-            },
-            graph_vectors: self.graph_vectors,
-            build_seconds: (start.elapsed().as_secs_f64() * 1e3).round() / 1e3,
-            created_unix: created,
-            created_at: crate::clock::rfc3339_from_unix(created),
-            files,
-            vocab: Some(vocab_info),
-        };
-        manifest.write(&tmp)?;
-        sync_dir(&tmp)?;
-        report(progress, BuildStage::Committing, 0, 1)?;
-
-        // 5. Commit.
-        self.commit(&tmp, &out, &parent, &name, &tag)?;
-        guard.disarm();
-        drop((store, vectors, vocab));
-        // Served from the files just written, exactly as a restart would serve them.
-        Index::load_with(
-            &out,
-            LoadOptions {
-                verify_checksums: false,
-            },
-        )
+    /// The work directory of a resumable build: `<out>.partial`.
+    pub(crate) fn partial_dir(&self) -> Result<PathBuf, IndexError> {
+        let (name, parent) = self.name_and_parent()?;
+        Ok(parent.join(format!("{name}.partial")))
     }
 
     /// Fails early if the output exists and may not (or must not) be replaced.
@@ -289,29 +245,29 @@ impl IndexBuilder {
         }
     }
 
-    /// Renames the finished temporary directory into place.
-    fn commit(
-        &self,
-        tmp: &Path,
-        out: &Path,
-        parent: &Path,
-        name: &str,
-        tag: &str,
-    ) -> Result<(), IndexError> {
+    /// Renames the finished work directory `work` to the output, replacing the index there
+    /// when overwriting (renamed away first, deleted last).
+    pub(crate) fn commit(&self, work: &Path) -> Result<(), IndexError> {
+        let out = &self.out_dir;
+        let (name, parent) = self.name_and_parent()?;
         self.check_target(out)?;
-        let old = parent.join(format!("{name}.old-{tag}"));
+        let old = parent.join(format!(
+            "{name}.old-{}-{}",
+            std::process::id(),
+            SEQ.fetch_add(1, Ordering::Relaxed)
+        ));
         let replaced = out.exists();
         if replaced {
             std::fs::rename(out, &old).map_err(|e| IndexError::io(out, e))?;
         }
-        if let Err(e) = std::fs::rename(tmp, out) {
+        if let Err(e) = std::fs::rename(work, out) {
             if replaced {
                 // Put the previous index back; best effort.
                 let _ = std::fs::rename(&old, out);
             }
             return Err(IndexError::io(out, e));
         }
-        sync_dir(parent)?;
+        sync_dir(&parent)?;
         if replaced {
             std::fs::remove_dir_all(&old).map_err(|e| IndexError::io(&old, e))?;
         }
@@ -334,10 +290,14 @@ pub fn build(
 }
 
 /// Deletes a temporary directory unless disarmed.
-struct RemoveOnDrop(Option<PathBuf>);
+pub(crate) struct RemoveOnDrop(Option<PathBuf>);
 
 impl RemoveOnDrop {
-    fn disarm(mut self) {
+    pub(crate) fn new(dir: PathBuf) -> Self {
+        RemoveOnDrop(Some(dir))
+    }
+
+    pub(crate) fn disarm(mut self) {
         self.0 = None;
     }
 }

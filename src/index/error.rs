@@ -73,6 +73,14 @@ pub enum IndexError {
     /// Invalid query (non-finite or zero vector).
     #[error("invalid query: {0}")]
     InvalidQuery(String),
+    /// A document id that an earlier document of the same build already has.
+    #[error("duplicate document id {id:?} (document {first} has it already)")]
+    DuplicateId {
+        /// The id.
+        id: String,
+        /// Index of the earlier document with this id.
+        first: usize,
+    },
     /// The output directory exists and overwrite was not requested.
     #[error("output directory {0} already exists (set overwrite to replace it)")]
     AlreadyExists(PathBuf),

@@ -99,11 +99,6 @@ impl HashingReader {
         self.len
     }
 
-    /// Bytes not yet read.
-    pub(crate) fn remaining(&self) -> u64 {
-        self.len.saturating_sub(self.read)
-    }
-
     /// Fills `buf` exactly; a short file is reported as corrupt (truncated).
     pub(crate) fn take(&mut self, buf: &mut [u8]) -> Result<(), IndexError> {
         match self.inner.read_exact(buf) {
@@ -165,20 +160,32 @@ pub(crate) fn open_error(path: &Path, e: io::Error) -> IndexError {
     }
 }
 
-/// Verifies the BLAKE3 hash of a whole file against `expected` (hex), reading it in large
-/// blocks through the page cache (not through a mapping, so verification does not make the
-/// file count towards the process's resident memory).
+/// Size and BLAKE3 hash of a whole file, read in large blocks through the page cache (not
+/// through a mapping, so hashing does not make the file count towards the process's resident
+/// memory).
+pub(crate) fn hash_file(path: &Path) -> Result<FileInfo, IndexError> {
+    let file = File::open(path).map_err(|e| open_error(path, e))?;
+    let mut hasher = blake3::Hasher::new();
+    let bytes = io::copy(&mut BufReader::with_capacity(1 << 20, file), &mut hasher)
+        .map_err(|e| IndexError::io(path, e))?;
+    Ok(FileInfo {
+        bytes,
+        blake3: hasher.finalize().to_hex().to_string(),
+    })
+}
+
+/// Verifies the BLAKE3 hash of a whole file against `expected` (hex), as [`hash_file`] reads it.
 pub(crate) fn verify_file(path: &Path, expected: &str) -> Result<(), IndexError> {
-    let mut r = HashingReader::open(path, true)?;
-    let mut buf = vec![0u8; 1 << 20];
-    loop {
-        let n = usize::try_from(r.remaining().min(buf.len() as u64)).unwrap_or(buf.len());
-        if n == 0 {
-            break;
-        }
-        r.take(&mut buf[..n])?;
+    let actual = hash_file(path)?.blake3;
+    if actual.eq_ignore_ascii_case(expected) {
+        Ok(())
+    } else {
+        Err(IndexError::ChecksumMismatch {
+            path: path.to_path_buf(),
+            expected: expected.to_string(),
+            actual,
+        })
     }
-    r.finish(Some(expected))
 }
 
 /// fsyncs a directory so that renames and new entries in it are durable.

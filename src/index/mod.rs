@@ -29,6 +29,7 @@ mod store;
 mod upgrade;
 mod vectors;
 pub mod vocab;
+mod writer;
 
 #[cfg(test)]
 mod tests;
@@ -48,6 +49,7 @@ pub use manifest::{
 pub use quantized::GraphVectors;
 pub use store::{DocRef, Document};
 pub use upgrade::{upgrade, Upgrade};
+pub use writer::{IndexWriter, Resume, SourcePosition, CHECKPOINT_FILE};
 
 use error::panic_message;
 use graph::Graph;

@@ -24,8 +24,14 @@ fn invalid(path: &Path, message: impl Into<String>) -> IndexError {
     IndexError::InvalidInput(format!("{}: {}", path.display(), message.into()))
 }
 
-/// Reads a 2-D little-endian float32 `.npy` file.
-pub fn read_f32_matrix(path: &Path) -> Result<NpyMatrix, IndexError> {
+/// Shape and data offset of a 2-D little-endian float32 `.npy` file, checked against its size.
+struct Header {
+    rows: usize,
+    cols: usize,
+    data_start: u64,
+}
+
+fn read_header(path: &Path) -> Result<(Header, BufReader<std::fs::File>), IndexError> {
     let file = std::fs::File::open(path).map_err(|e| IndexError::io(path, e))?;
     let file_len = file.metadata().map_err(|e| IndexError::io(path, e))?.len();
     let mut r = BufReader::with_capacity(1 << 20, file);
@@ -77,6 +83,20 @@ pub fn read_f32_matrix(path: &Path) -> Result<NpyMatrix, IndexError> {
             ),
         ));
     }
+    Ok((
+        Header {
+            rows,
+            cols,
+            data_start,
+        },
+        r,
+    ))
+}
+
+/// Reads a 2-D little-endian float32 `.npy` file into memory.
+pub fn read_f32_matrix(path: &Path) -> Result<NpyMatrix, IndexError> {
+    let (Header { rows, cols, .. }, mut r) = read_header(path)?;
+    let count = rows * cols;
     let mut data = vec![0f32; count];
     let mut buf = vec![0u8; 1 << 20];
     let mut filled = 0usize;
@@ -93,6 +113,57 @@ pub fn read_f32_matrix(path: &Path) -> Result<NpyMatrix, IndexError> {
         filled += take / 4;
     }
     Ok(NpyMatrix { rows, cols, data })
+}
+
+/// A 2-D little-endian float32 `.npy` file memory-mapped and read a row at a time: how a
+/// build takes vectors larger than memory (the OS pages them in and out as they are read).
+pub struct NpyRows {
+    map: memmap2::Mmap,
+    rows: usize,
+    cols: usize,
+    data_start: usize,
+}
+
+impl NpyRows {
+    /// Maps `path` after checking its header and size.
+    pub fn open(path: &Path) -> Result<Self, IndexError> {
+        let (header, r) = read_header(path)?;
+        // SAFETY: read-only mapping of a file the caller names as its input; a file truncated
+        // underneath would fault, which is the documented contract of every mapped input.
+        let map =
+            unsafe { memmap2::Mmap::map(r.get_ref()) }.map_err(|e| IndexError::io(path, e))?;
+        #[cfg(unix)]
+        let _ = map.advise(memmap2::Advice::Sequential);
+        Ok(NpyRows {
+            map,
+            rows: header.rows,
+            cols: header.cols,
+            data_start: usize::try_from(header.data_start).unwrap_or(usize::MAX),
+        })
+    }
+
+    /// Number of rows.
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+
+    /// Number of columns (the dimension).
+    pub fn cols(&self) -> usize {
+        self.cols
+    }
+
+    /// Copies row `i` into `out` (`cols` values); `false` when `i` is out of range.
+    pub fn row(&self, i: usize, out: &mut [f32]) -> bool {
+        if i >= self.rows || out.len() != self.cols {
+            return false;
+        }
+        let start = self.data_start + i * self.cols * 4;
+        let bytes = &self.map[start..start + self.cols * 4];
+        for (dst, src) in out.iter_mut().zip(bytes.chunks_exact(4)) {
+            *dst = f32::from_le_bytes([src[0], src[1], src[2], src[3]]);
+        }
+        true
+    }
 }
 
 /// The shape of a header dict such as

@@ -20,6 +20,8 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use super::error::IndexError;
+use super::fileio::HashingWriter;
+use super::manifest::FileInfo;
 use super::mapped::Mapped;
 use super::vectors::{dot, prefetch};
 
@@ -56,35 +58,60 @@ impl GraphVectors {
         }
     }
 
-    /// The copy's bytes for `vectors` (`n × dim`, unit length); empty for float32.
-    pub(crate) fn encode(self, vectors: &[f32], dim: usize) -> Vec<u8> {
+    /// Writes the copy of `vectors` (`n × dim`, unit length) to `path` (fsynced), a block of
+    /// rows at a time, and returns its size and hash; float32 has no copy and is refused.
+    pub(crate) fn write(
+        self,
+        vectors: &[f32],
+        dim: usize,
+        path: &Path,
+    ) -> Result<FileInfo, IndexError> {
+        let rows = vectors.chunks_exact(dim.max(1));
+        let mut w = HashingWriter::create(path)?;
+        let mut buf = Vec::new();
+        const BLOCK: usize = 4096;
         match self {
-            GraphVectors::Float32 => Vec::new(),
-            GraphVectors::Float16 => vectors
-                .iter()
-                .flat_map(|&x| half::f16::from_f32(x).to_le_bytes())
-                .collect(),
-            GraphVectors::Int8 => {
-                let n = vectors.len() / dim;
-                let mut out = Vec::with_capacity(self.bytes(n, dim));
-                let scales: Vec<f32> = vectors
-                    .chunks_exact(dim)
-                    .map(|v| v.iter().fold(0f32, |m, x| m.max(x.abs())) / 127.0)
-                    .collect();
-                for s in &scales {
-                    out.extend_from_slice(&s.to_le_bytes());
+            GraphVectors::Float32 => {
+                return Err(IndexError::InvalidInput(
+                    "float32 graph vectors are vectors.f32 itself; there is no copy to write"
+                        .into(),
+                ))
+            }
+            GraphVectors::Float16 => {
+                for block in vectors.chunks(BLOCK * dim.max(1)) {
+                    buf.clear();
+                    buf.extend(
+                        block
+                            .iter()
+                            .flat_map(|&x| half::f16::from_f32(x).to_le_bytes()),
+                    );
+                    w.put(&buf)?;
                 }
-                for (v, &s) in vectors.chunks_exact(dim).zip(&scales) {
+            }
+            GraphVectors::Int8 => {
+                // All scales first, then all codes (the layout above).
+                for row in rows.clone() {
+                    w.put(&int8_scale(row).to_le_bytes())?;
+                }
+                for row in rows {
+                    let s = int8_scale(row);
                     let inv = if s > 0.0 { 1.0 / s } else { 0.0 };
-                    out.extend(
-                        v.iter()
+                    buf.clear();
+                    buf.extend(
+                        row.iter()
                             .map(|&x| (x * inv).round().clamp(-127.0, 127.0) as i8 as u8),
                     );
+                    w.put(&buf)?;
                 }
-                out
             }
         }
+        w.finish()
     }
+}
+
+/// The int8 scale of one vector: `max|x| / 127`.
+fn int8_scale(row: &[f32]) -> f32 {
+    row.iter().fold(0f32, |m, x| m.max(x.abs())) / 127.0
 }
 
 /// A mapped copy, ready to score.
@@ -304,9 +331,9 @@ mod tests {
             for (precision, tolerance) in
                 [(GraphVectors::Float16, 2e-3), (GraphVectors::Int8, 2e-2)]
             {
-                let bytes = precision.encode(&vectors, dim);
-                assert_eq!(bytes.len(), precision.bytes(50, dim));
-                std::fs::write(tmp.path().join(precision.file().unwrap()), &bytes).unwrap();
+                let path = tmp.path().join(precision.file().unwrap());
+                let info = precision.write(&vectors, dim, &path).unwrap();
+                assert_eq!(info.bytes as usize, precision.bytes(50, dim));
                 let copy = SmallVectors::open(tmp.path(), precision, 50, dim)
                     .unwrap()
                     .unwrap();

@@ -71,7 +71,7 @@ impl DocRef<'_> {
     }
 }
 
-/// All documents of an index, in memory: what a build writes and an upgrade reads.
+/// All documents of an index, in memory: what an upgrade and `capot index vocab` read.
 #[derive(Debug)]
 pub(crate) struct DocStore {
     blob: String,
@@ -81,43 +81,6 @@ pub(crate) struct DocStore {
 }
 
 impl DocStore {
-    /// Packs documents; rejects empty and duplicate ids.
-    pub(crate) fn from_docs(docs: Vec<Document>) -> Result<Self, IndexError> {
-        if u32::try_from(docs.len()).is_err() {
-            return Err(IndexError::InvalidInput(format!(
-                "{} documents exceed the supported maximum of {}",
-                docs.len(),
-                u32::MAX
-            )));
-        }
-        let total: usize = docs
-            .iter()
-            .map(|d| d.id.len() + d.title.len() + d.text.len())
-            .sum();
-        let mut blob = String::with_capacity(total);
-        let mut offsets = Vec::with_capacity(3 * docs.len() + 1);
-        offsets.push(0u64);
-        for (i, d) in docs.iter().enumerate() {
-            if d.id.is_empty() {
-                return Err(IndexError::InvalidInput(format!(
-                    "document {i} has an empty id"
-                )));
-            }
-            for field in [&d.id, &d.title, &d.text] {
-                blob.push_str(field);
-                offsets.push(blob.len() as u64);
-            }
-        }
-        drop(docs);
-        let mut store = DocStore {
-            blob,
-            offsets,
-            by_id: Vec::new(),
-        };
-        store.index_ids().map_err(IndexError::InvalidInput)?;
-        Ok(store)
-    }
-
     /// Builds the sorted id index; reports a duplicate id.
     fn index_ids(&mut self) -> Result<(), String> {
         let n = self.len() as u32;
@@ -159,26 +122,6 @@ impl DocStore {
             title: self.field(i, 1),
             text: self.field(i, 2),
         })
-    }
-
-    /// Writes `docs.bin` (fsynced).
-    pub(crate) fn write(&self, path: &Path) -> Result<FileInfo, IndexError> {
-        let mut w = HashingWriter::create(path)?;
-        w.put(MAGIC)?;
-        w.put(&(self.len() as u64).to_le_bytes())?;
-        w.put(&(self.blob.len() as u64).to_le_bytes())?;
-        let mut buf = Vec::with_capacity(self.offsets.len() * 8);
-        for o in &self.offsets {
-            buf.extend_from_slice(&o.to_le_bytes());
-        }
-        w.put(&buf)?;
-        buf.clear();
-        for i in &self.by_id {
-            buf.extend_from_slice(&i.to_le_bytes());
-        }
-        w.put(&buf)?;
-        w.put(self.blob.as_bytes())?;
-        w.finish()
     }
 
     /// Reads and validates `docs.bin`, expecting `count` documents.
@@ -251,6 +194,195 @@ impl DocStore {
         };
         store.index_ids().map_err(corrupt)?;
         Ok(store)
+    }
+}
+
+/// Part files of a [`DocStoreWriter`] in its directory: the text of every field, and the end
+/// offset of each field (`3 × count` little-endian `u64`; the leading 0 of `docs.bin`'s table
+/// is implied).
+pub(crate) const BLOB_PART: &str = "docs.blob.part";
+pub(crate) const OFFSETS_PART: &str = "docs.offsets.part";
+
+/// `docs.bin` written one document at a time, so a build never holds the corpus text: fields
+/// are appended to two part files as they come, and [`DocStoreWriter::finish`] sorts the ids
+/// (reading them back through a mapping) and assembles `docs.bin` from the parts.
+pub(crate) struct DocStoreWriter {
+    dir: std::path::PathBuf,
+    blob: std::io::BufWriter<std::fs::File>,
+    offsets: std::io::BufWriter<std::fs::File>,
+    count: usize,
+    blob_len: u64,
+}
+
+impl DocStoreWriter {
+    /// Starts empty part files in `dir` (truncating any).
+    pub(crate) fn create(dir: &Path) -> Result<Self, IndexError> {
+        Self::reopen(dir, 0, 0)
+    }
+
+    /// Opens the part files in `dir` keeping their first `count` documents (`blob_len` bytes of
+    /// text): what a resumed build made durable. Fails when the files are shorter than that.
+    pub(crate) fn reopen(dir: &Path, count: usize, blob_len: u64) -> Result<Self, IndexError> {
+        let offsets_len = count as u64 * 24;
+        let open = |name: &str, len: u64| -> Result<std::fs::File, IndexError> {
+            let path = dir.join(name);
+            let file = std::fs::OpenOptions::new()
+                .create(true)
+                .truncate(false)
+                .read(true)
+                .write(true)
+                .open(&path)
+                .map_err(|e| IndexError::io(&path, e))?;
+            let have = file.metadata().map_err(|e| IndexError::io(&path, e))?.len();
+            if have < len {
+                return Err(IndexError::corrupt(
+                    &path,
+                    format!("holds {have} bytes, the checkpoint says at least {len}"),
+                ));
+            }
+            file.set_len(len).map_err(|e| IndexError::io(&path, e))?;
+            use std::io::Seek;
+            let mut file = file;
+            file.seek(std::io::SeekFrom::End(0))
+                .map_err(|e| IndexError::io(&path, e))?;
+            Ok(file)
+        };
+        let blob = open(BLOB_PART, blob_len)?;
+        let offsets = open(OFFSETS_PART, offsets_len)?;
+        Ok(DocStoreWriter {
+            dir: dir.to_path_buf(),
+            blob: std::io::BufWriter::with_capacity(1 << 20, blob),
+            offsets: std::io::BufWriter::with_capacity(1 << 16, offsets),
+            count,
+            blob_len,
+        })
+    }
+
+    /// Documents written.
+    pub(crate) fn len(&self) -> usize {
+        self.count
+    }
+
+    /// Bytes of text written.
+    pub(crate) fn blob_len(&self) -> u64 {
+        self.blob_len
+    }
+
+    /// Appends one document.
+    pub(crate) fn push(&mut self, id: &str, title: &str, text: &str) -> Result<(), IndexError> {
+        use std::io::Write;
+        if self.count >= u32::MAX as usize {
+            return Err(IndexError::InvalidInput(format!(
+                "more documents than the supported maximum of {}",
+                u32::MAX
+            )));
+        }
+        for field in [id, title, text] {
+            self.blob
+                .write_all(field.as_bytes())
+                .map_err(|e| IndexError::io(self.dir.join(BLOB_PART), e))?;
+            self.blob_len += field.len() as u64;
+            self.offsets
+                .write_all(&self.blob_len.to_le_bytes())
+                .map_err(|e| IndexError::io(self.dir.join(OFFSETS_PART), e))?;
+        }
+        self.count += 1;
+        Ok(())
+    }
+
+    /// Flushes both part files and fsyncs them: everything pushed so far survives a crash.
+    pub(crate) fn sync(&mut self) -> Result<(), IndexError> {
+        for (w, name) in [
+            (&mut self.blob, BLOB_PART),
+            (&mut self.offsets, OFFSETS_PART),
+        ] {
+            let path = self.dir.join(name);
+            std::io::Write::flush(w).map_err(|e| IndexError::io(&path, e))?;
+            w.get_ref()
+                .sync_data()
+                .map_err(|e| IndexError::io(&path, e))?;
+        }
+        Ok(())
+    }
+
+    /// The id of document `i` (< [`len`](Self::len)), read back from the part files.
+    pub(crate) fn id(&mut self, i: usize) -> Result<String, IndexError> {
+        use std::os::unix::fs::FileExt;
+        for (w, name) in [
+            (&mut self.blob, BLOB_PART),
+            (&mut self.offsets, OFFSETS_PART),
+        ] {
+            std::io::Write::flush(w).map_err(|e| IndexError::io(self.dir.join(name), e))?;
+        }
+        let offsets_path = self.dir.join(OFFSETS_PART);
+        let mut ends = [0u8; 16];
+        let (start, end) = if i == 0 {
+            let mut end = [0u8; 8];
+            self.offsets
+                .get_ref()
+                .read_exact_at(&mut end, 0)
+                .map_err(|e| IndexError::io(&offsets_path, e))?;
+            (0, u64::from_le_bytes(end))
+        } else {
+            self.offsets
+                .get_ref()
+                .read_exact_at(&mut ends, (3 * i as u64 - 1) * 8)
+                .map_err(|e| IndexError::io(&offsets_path, e))?;
+            let word = |b: &[u8]| u64::from_le_bytes(b.try_into().unwrap_or([0; 8]));
+            (word(&ends[..8]), word(&ends[8..]))
+        };
+        let mut bytes = vec![0u8; end.saturating_sub(start) as usize];
+        self.blob
+            .get_ref()
+            .read_exact_at(&mut bytes, start)
+            .map_err(|e| IndexError::io(self.dir.join(BLOB_PART), e))?;
+        String::from_utf8(bytes)
+            .map_err(|_| IndexError::corrupt(self.dir.join(BLOB_PART), "an id is not UTF-8"))
+    }
+
+    /// Writes `path` (`docs.bin`, fsynced) from the part files (which stay, for a build that
+    /// fails later and is resumed; the writer removes them before its commit).
+    pub(crate) fn finish(mut self, path: &Path) -> Result<FileInfo, IndexError> {
+        if self.count == 0 {
+            return Err(IndexError::EmptyCorpus);
+        }
+        self.sync()?;
+        let n = self.count;
+        let offsets_path = self.dir.join(OFFSETS_PART);
+        let blob_path = self.dir.join(BLOB_PART);
+        let ends = Mapped::<u64>::open(&offsets_path, Some(3 * n))?;
+        let blob = Mapped::<u8>::open(&blob_path, Some(self.blob_len as usize))?;
+        let (ends, text) = (ends.as_slice(), blob.as_slice());
+        let id = |i: u32| -> &[u8] {
+            let i = i as usize;
+            let start = if i == 0 { 0 } else { ends[3 * i - 1] as usize };
+            &text[start..ends[3 * i] as usize]
+        };
+        let mut by_id: Vec<u32> = (0..n as u32).collect();
+        by_id.sort_unstable_by(|&a, &b| id(a).cmp(id(b)));
+        if let Some(w) = by_id.windows(2).find(|w| id(w[0]) == id(w[1])) {
+            let (a, b) = (w[0].min(w[1]), w[0].max(w[1]));
+            return Err(IndexError::InvalidInput(format!(
+                "duplicate document id {:?} (documents {a} and {b})",
+                String::from_utf8_lossy(id(a))
+            )));
+        }
+        let mut w = HashingWriter::create(path)?;
+        w.put(MAGIC)?;
+        w.put(&(n as u64).to_le_bytes())?;
+        w.put(&self.blob_len.to_le_bytes())?;
+        w.put(&0u64.to_le_bytes())?;
+        for chunk in ends.chunks(1 << 17) {
+            w.put(bytemuck::cast_slice(chunk))?;
+        }
+        for chunk in by_id.chunks(1 << 18) {
+            w.put(bytemuck::cast_slice(chunk))?;
+        }
+        drop(by_id);
+        for chunk in text.chunks(1 << 20) {
+            w.put(chunk)?;
+        }
+        w.finish()
     }
 }
 

@@ -832,3 +832,209 @@ fn float16_and_int8_graph_vectors_keep_recall_and_exact_scores() {
     assert!(recalls[1] >= recalls[0] - 0.01, "{recalls:?}");
     assert!(recalls[2] >= recalls[0] - 0.03, "{recalls:?}");
 }
+
+/// Pushes `docs[range]` with their vectors.
+fn push_range(
+    w: &mut IndexWriter,
+    docs: &[Document],
+    vecs: &[f32],
+    dim: usize,
+    range: std::ops::Range<usize>,
+) {
+    for i in range {
+        let d = &docs[i];
+        w.push(&d.id, &d.title, &d.text, &vecs[i * dim..(i + 1) * dim])
+            .unwrap();
+    }
+}
+
+fn file_bytes(dir: &Path, name: &str) -> Vec<u8> {
+    std::fs::read(dir.join(name)).unwrap()
+}
+
+#[test]
+fn resumed_build_equals_an_uninterrupted_one() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (n, dim) = (600, 16);
+    let (docs, vecs) = corpus(n, dim, 21);
+    let none = &mut |_: &BuildProgress| Ok(());
+    let whole = tmp.path().join("whole");
+    IndexBuilder::new(&whole, fields(dim))
+        .params(quick_params())
+        .threads(1)
+        .build(docs.clone(), vecs.clone(), none)
+        .unwrap();
+
+    let out = tmp.path().join("resumed");
+    let builder = IndexBuilder::new(&out, fields(dim))
+        .params(quick_params())
+        .threads(1);
+    let (mut w, resume) = builder.resumable_writer("corpus A").unwrap();
+    assert_eq!(resume, Resume::Fresh);
+    // Two more builds of the same output are kept out while this one holds the lock.
+    let e = builder.resumable_writer("corpus A").unwrap_err();
+    assert!(e.to_string().contains("another build is writing"), "{e}");
+    push_range(&mut w, &docs, &vecs, dim, 0..250);
+    w.checkpoint(SourcePosition {
+        byte: 1234,
+        line: 250,
+    })
+    .unwrap();
+    // Pushed after the last checkpoint, then "killed": these are written again on resume.
+    push_range(&mut w, &docs, &vecs, dim, 250..300);
+    drop(w);
+    assert!(!out.exists(), "nothing is at the output before the commit");
+
+    let (mut w, resume) = builder.resumable_writer("corpus A").unwrap();
+    assert_eq!(
+        resume,
+        Resume::Continue {
+            documents: 250,
+            position: SourcePosition {
+                byte: 1234,
+                line: 250
+            }
+        }
+    );
+    assert_eq!(w.len(), 250);
+    // The ids kept are still known: a duplicate of one is refused and nothing is written.
+    let e = w.push(&docs[3].id, "t", "x", &vecs[..dim]).unwrap_err();
+    assert!(
+        matches!(e, IndexError::DuplicateId { ref id, first: 3 } if id == "doc-3"),
+        "{e}"
+    );
+    assert_eq!(w.len(), 250);
+    push_range(&mut w, &docs, &vecs, dim, 250..n);
+    let index = w.finish(none).unwrap();
+    assert_eq!(index.len(), n);
+    for name in [DOCS_FILE, VECTORS_FILE, GRAPH_FILE] {
+        assert!(
+            file_bytes(&whole, name) == file_bytes(&out, name),
+            "{name} differs between the resumed and the uninterrupted build"
+        );
+    }
+    let mut names: Vec<String> = std::fs::read_dir(&out)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert!(
+        names
+            .iter()
+            .all(|n| !n.starts_with("build.") && !n.ends_with(".part")),
+        "build-only files left in the index: {names:?}"
+    );
+    assert_eq!(leftovers(tmp.path(), "resumed"), vec!["whole".to_string()]);
+}
+
+#[test]
+fn a_failed_finish_keeps_the_work_and_the_old_index() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("idx");
+    let old = build_small(&out, 40, 8, 1);
+    let old_first = old.document(0).unwrap().id.to_string();
+    drop(old);
+    let (docs, vecs) = corpus(300, 8, 2);
+    let builder = IndexBuilder::new(&out, fields(8))
+        .params(quick_params())
+        .overwrite(true);
+    let (mut w, _) = builder.resumable_writer("corpus B").unwrap();
+    push_range(&mut w, &docs, &vecs, 8, 0..300);
+    w.checkpoint(SourcePosition {
+        byte: 99,
+        line: 300,
+    })
+    .unwrap();
+    // The graph stage fails (as a full disk or a cancel would).
+    let e = w
+        .finish(&mut |p: &BuildProgress| match p.stage {
+            BuildStage::Inserting => Err(IndexError::Cancelled("stop".into())),
+            _ => Ok(()),
+        })
+        .unwrap_err();
+    assert!(matches!(e, IndexError::Cancelled(_)), "{e}");
+    // The old index is untouched and still loads.
+    let still = Index::load(&out).unwrap();
+    assert_eq!(still.len(), 40);
+    assert_eq!(still.document(0).unwrap().id, old_first);
+    // Running it again resumes with every document and goes straight to the finish.
+    let (w, resume) = builder.resumable_writer("corpus B").unwrap();
+    assert!(
+        matches!(resume, Resume::Continue { documents: 300, .. }),
+        "{resume:?}"
+    );
+    let index = w.finish(&mut |_| Ok(())).unwrap();
+    assert_eq!(index.len(), 300);
+    assert_eq!(
+        index.search(&vecs[8 * 17..8 * 18], 1, 64).unwrap()[0].index,
+        17
+    );
+    assert_eq!(leftovers(tmp.path(), "idx"), Vec::<String>::new());
+}
+
+#[test]
+fn another_input_or_a_damaged_work_dir_starts_over() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("idx");
+    let (docs, vecs) = corpus(100, 8, 3);
+    let builder = IndexBuilder::new(&out, fields(8)).params(quick_params());
+    let (mut w, _) = builder.resumable_writer("corpus C").unwrap();
+    push_range(&mut w, &docs, &vecs, 8, 0..60);
+    w.checkpoint(SourcePosition { byte: 1, line: 60 }).unwrap();
+    drop(w);
+    // Another input: discarded, with the reason.
+    let (w, resume) = builder.resumable_writer("corpus D").unwrap();
+    match resume {
+        Resume::Discarded { reason } => assert!(reason.contains("another input"), "{reason}"),
+        other => panic!("expected a discard, got {other:?}"),
+    }
+    assert_eq!(w.len(), 0);
+    drop(w);
+    // Another document encoder: discarded.
+    let (mut w, _) = builder.resumable_writer("corpus C").unwrap();
+    push_range(&mut w, &docs, &vecs, 8, 0..10);
+    w.checkpoint(SourcePosition { byte: 1, line: 10 }).unwrap();
+    drop(w);
+    let mut other = fields(8);
+    other.encoder_fingerprint = "sha256:another".into();
+    let (w, resume) = IndexBuilder::new(&out, other)
+        .resumable_writer("corpus C")
+        .unwrap();
+    assert!(matches!(resume, Resume::Discarded { .. }), "{resume:?}");
+    drop(w);
+    // Vectors shorter than the checkpoint says: discarded, not trusted.
+    let (mut w, _) = builder.resumable_writer("corpus C").unwrap();
+    push_range(&mut w, &docs, &vecs, 8, 0..10);
+    w.checkpoint(SourcePosition { byte: 1, line: 10 }).unwrap();
+    let work = w.work_dir().to_path_buf();
+    drop(w);
+    truncate(&work.join(VECTORS_FILE), 4);
+    let (w, resume) = builder.resumable_writer("corpus C").unwrap();
+    match resume {
+        Resume::Discarded { reason } => assert!(reason.contains("checkpoint"), "{reason}"),
+        other => panic!("expected a discard, got {other:?}"),
+    }
+    drop(w);
+    // --restart: the partial build goes.
+    assert!(builder.discard_partial().unwrap());
+    assert!(!work.exists());
+    assert!(!builder.discard_partial().unwrap());
+}
+
+#[test]
+fn a_temporary_writer_leaves_nothing_when_dropped() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("idx");
+    let (docs, vecs) = corpus(20, 8, 5);
+    let mut w = IndexBuilder::new(&out, fields(8)).writer().unwrap();
+    push_range(&mut w, &docs, &vecs, 8, 0..20);
+    // A temporary writer makes nothing durable to resume from.
+    w.checkpoint(SourcePosition::default()).unwrap();
+    assert!(!w.work_dir().join(CHECKPOINT_FILE).exists());
+    let e = w.push("bad", "", "zero vector", &[0.0; 8]).unwrap_err();
+    assert!(e.to_string().contains("vector of document 20"), "{e}");
+    let e = w.push("short", "", "", &[1.0; 4]).unwrap_err();
+    assert!(matches!(e, IndexError::DimensionMismatch { .. }), "{e}");
+    drop(w);
+    assert_eq!(leftovers(tmp.path(), "nothing"), Vec::<String>::new());
+}
