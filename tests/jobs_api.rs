@@ -444,3 +444,55 @@ fn a_restart_while_a_job_runs_fails_it_or_requeues_and_resumes_it() {
     assert_eq!(starts[0], 0);
     assert!(starts[1] > 0, "{log}");
 }
+
+#[test]
+fn sigterm_drains_the_admin_listener_and_ends_event_streams() {
+    let data = tempfile::tempdir().unwrap();
+    let minilm = common::minilm_bundle();
+    let models = p(minilm.parent().unwrap()).to_string();
+    let mut s = serve(data.path(), &["--models-dir", &models]);
+    let admin = s.admin.clone();
+    let long = submit(&admin, &job_body("long", 100_000, json!({})));
+    wait_for(&admin, &long, Duration::from_secs(120), |j| {
+        j["progress"]["step"].as_u64().unwrap_or(0) >= 1
+    });
+    // A live event stream of the running job: it must end cleanly at shutdown (curl exits 0
+    // only when the server ends the stream, not when the connection is cut).
+    let follower = {
+        let (admin, id) = (admin.clone(), long.clone());
+        std::thread::spawn(move || follow_stream(&admin, &id, Duration::from_secs(60)))
+    };
+    // A bundle load in flight when the signal comes (MiniLM takes a moment to load and warm
+    // up; its 384-d vectors do not fit the tiny 32-d index, so the finished load is answered
+    // 409 — what matters is that the answer comes whole, after the signal).
+    let loader = {
+        let admin = admin.clone();
+        let body = json!({ "name": "big", "path": minilm, "allow_incompatible": true }).to_string();
+        std::thread::spawn(move || admin.call("POST", "/admin/encoders", Some(&body)))
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let listed = admin.get("/admin/encoders");
+        let loading = listed["encoders"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["state"] == "loading");
+        if loading {
+            break;
+        }
+        assert!(!loader.is_finished(), "the load ended before the signal");
+        assert!(std::time::Instant::now() < deadline, "{listed}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let status = s.server.terminate();
+    assert!(status.success(), "{status:?}");
+    let (code, v) = loader.join().unwrap();
+    assert_eq!(
+        (code, v["error"]["code"].as_str()),
+        (409, Some("incompatible")),
+        "the load in flight at SIGTERM was not answered: {v}"
+    );
+    let events = follower.join().unwrap();
+    assert!(!events.is_empty());
+}

@@ -10,10 +10,14 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use common::Server;
-use registry_common::{metric, second_bundle, Admin};
+use registry_common::{metric, second_bundle, second_bundle_dir, Admin};
 use serde_json::{json, Value};
 
+/// A server with an admin API that may load bundles from [`second_bundle`]'s directory and from
+/// the directory holding `data` (the test's own bundles).
 fn start(index: &Path, encoder: &Path, data: &Path, extra: &[&str]) -> Server {
+    let models = second_bundle_dir();
+    let own = data.parent().unwrap().to_str().unwrap();
     let mut args = vec![
         "--index",
         index.to_str().unwrap(),
@@ -25,6 +29,10 @@ fn start(index: &Path, encoder: &Path, data: &Path, extra: &[&str]) -> Server {
         "127.0.0.1:0",
         "--state-poll-ms",
         "200",
+        "--models-dir",
+        &models,
+        "--models-dir",
+        own,
     ];
     args.extend_from_slice(extra);
     Server::start(&args)
@@ -175,7 +183,33 @@ fn admin_changes_are_guarded_consistent_restored_and_declarative() {
     let corrupt = tmp.path().join("corrupt");
     std::fs::create_dir_all(&corrupt).unwrap();
     std::fs::write(corrupt.join("encoder.json"), "{").unwrap();
-    let cases: Vec<(&str, String, Option<String>, u16, &str)> = vec![
+    // Outside the model directories: elsewhere, `..` out of one, a symlink out of one.
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(outside.path().join("bundle")).unwrap();
+    let escape = tmp.path().join("escape");
+    std::os::unix::fs::symlink(outside.path().join("bundle"), &escape).unwrap();
+    let dotdot = format!(
+        "{}/../{}/bundle",
+        tmp.path().display(),
+        outside.path().file_name().unwrap().to_string_lossy()
+    );
+    let mut cases: Vec<(&str, String, Option<String>, u16, &str)> = [
+        outside.path().join("bundle").display().to_string(),
+        dotdot,
+        escape.display().to_string(),
+    ]
+    .into_iter()
+    .map(|p| {
+        (
+            "POST",
+            "/admin/encoders".to_string(),
+            Some(json!({ "name": "x", "path": p }).to_string()),
+            403,
+            "outside_model_dirs",
+        )
+    })
+    .collect();
+    cases.extend(vec![
         (
             "POST",
             "/admin/encoders".into(),
@@ -274,7 +308,7 @@ fn admin_changes_are_guarded_consistent_restored_and_declarative() {
             409,
             "conflict",
         ),
-    ];
+    ]);
     for (method, path, body, want, code) in &cases {
         let (got, v) = admin.call(method, path, body.as_deref());
         assert_eq!(
@@ -283,6 +317,13 @@ fn admin_changes_are_guarded_consistent_restored_and_declarative() {
             "{method} {path} {body:?}: {v}"
         );
     }
+    let log = server.stderr.lock().unwrap().clone();
+    assert_eq!(
+        log.matches("refused to load a bundle from outside the model directories")
+            .count(),
+        3,
+        "each refusal is logged: {log}"
+    );
     let (_, v) = admin.call(
         "POST",
         "/admin/encoders",
@@ -497,6 +538,8 @@ fn router_sends_noisy_queries_to_typo_and_fusion_merges_by_rrf() {
             "127.0.0.1:0",
             "--router",
             "typo",
+            "--models-dir",
+            &second_bundle_dir(),
         ],
         &[("CAPOT_ADMIN_TOKEN", "env-token-123")],
         true,

@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use common::Server;
-use registry_common::{metric, percentile, queries, second_bundle, Admin, Conn};
+use registry_common::{metric, percentile, queries, second_bundle, second_bundle_dir, Admin, Conn};
 
 const CLIENTS: usize = 4;
 const FLIPS: usize = 60;
@@ -222,6 +222,8 @@ fn alias_flips_and_reloads_under_load_fail_no_request() {
         data.path().to_str().unwrap(),
         "--admin-addr",
         "127.0.0.1:0",
+        "--models-dir",
+        &second_bundle_dir(),
     ]);
     let admin = Admin::of(&server, data.path());
 

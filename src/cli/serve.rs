@@ -117,6 +117,8 @@ struct ServeFile {
     repair_fusion: Option<RepairFusion>,
     #[serde(default)]
     lexicon: Vec<PathBuf>,
+    #[serde(default)]
+    models_dir: Vec<PathBuf>,
     threads: Option<usize>,
     device: Option<String>,
     admin_addr: Option<SocketAddr>,
@@ -206,6 +208,11 @@ pub fn options(args: ServeArgs, global: &GlobalArgs) -> anyhow::Result<ServeOpti
                 admin_token_file: f.admin_token_file.map(|p| relative_to(&base, p)),
                 state_file: f.state_file.map(|p| relative_to(&base, p)),
                 jobs_encoders_dir: f.jobs_encoders_dir.map(|p| relative_to(&base, p)),
+                models_dir: f
+                    .models_dir
+                    .into_iter()
+                    .map(|p| relative_to(&base, p))
+                    .collect(),
                 lexicon: f
                     .lexicon
                     .into_iter()
@@ -327,6 +334,7 @@ pub fn options(args: ServeArgs, global: &GlobalArgs) -> anyhow::Result<ServeOpti
             jobs_encoders_dir: file.jobs_encoders_dir,
             jobs_ray_address: file.jobs_ray_address,
             jobs_ray_binary: file.jobs_ray_binary,
+            models_dir: file.models_dir,
         },
     )?;
     let repair = RepairDefaults {

@@ -52,6 +52,16 @@ pub struct AdminArgs {
     /// Directory for the encoders jobs make [default: <data-dir>/encoders].
     #[arg(long, env = "CAPOT_JOBS_ENCODERS_DIR", value_name = "DIR")]
     pub jobs_encoders_dir: Option<PathBuf>,
+    /// Directory the admin API may load encoder bundles from (repeatable; comma-separated in
+    /// $CAPOT_MODELS_DIR). Besides these, only the jobs' encoders directory and the directories
+    /// of the --encoder bundles: paths elsewhere, `..` and symlinks out are refused (403).
+    #[arg(
+        long = "models-dir",
+        env = "CAPOT_MODELS_DIR",
+        value_name = "DIR",
+        value_delimiter = ','
+    )]
+    pub models_dir: Vec<PathBuf>,
     /// Ray job API of the cluster for `--jobs-runner ray` (e.g. http://127.0.0.1:8265).
     #[arg(long, env = "CAPOT_JOBS_RAY_ADDRESS", value_name = "URL")]
     pub jobs_ray_address: Option<String>,
@@ -77,6 +87,7 @@ pub struct AdminFileKeys {
     pub jobs_encoders_dir: Option<PathBuf>,
     pub jobs_ray_address: Option<String>,
     pub jobs_ray_binary: Option<PathBuf>,
+    pub models_dir: Vec<PathBuf>,
 }
 
 /// The jobs settings from flags and file.
@@ -175,5 +186,10 @@ pub fn options(args: AdminArgs, file: AdminFileKeys) -> anyhow::Result<AdminOpti
         watch_interval: Duration::from_millis(poll),
         router,
         jobs,
+        models_dirs: if args.models_dir.is_empty() {
+            file.models_dir
+        } else {
+            args.models_dir
+        },
     })
 }

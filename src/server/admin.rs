@@ -9,6 +9,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+
+use super::model_roots::{ModelRoots, Refusal};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant, SystemTime};
@@ -61,6 +63,9 @@ pub struct AdminOptions {
     pub router: Option<RouterConfig>,
     /// Alignment jobs.
     pub jobs: JobsOptions,
+    /// Directories the admin API may load bundles from, besides the jobs' encoders directory
+    /// and the directories of the `--encoder` bundles (see [`ModelRoots`]).
+    pub models_dirs: Vec<PathBuf>,
 }
 
 impl Default for AdminOptions {
@@ -72,6 +77,7 @@ impl Default for AdminOptions {
             watch_interval: Duration::from_secs(1),
             router: None,
             jobs: JobsOptions::default(),
+            models_dirs: Vec::new(),
         }
     }
 }
@@ -140,6 +146,9 @@ pub enum AdminError {
     /// The state file could not be written.
     #[error("{0}")]
     StateFile(String),
+    /// The bundle lies outside the model directories.
+    #[error("{0}")]
+    Forbidden(String),
 }
 
 impl From<AdminError> for ApiError {
@@ -155,6 +164,9 @@ impl From<AdminError> for ApiError {
             AdminError::NotReady(m) => ApiError::not_ready(m),
             AdminError::StateFile(m) => {
                 ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "state_file", m)
+            }
+            AdminError::Forbidden(m) => {
+                ApiError::new(StatusCode::FORBIDDEN, "outside_model_dirs", m).with_param("path")
             }
         }
     }
@@ -207,11 +219,23 @@ pub struct Admin {
     index_dir: PathBuf,
     /// The alignment job manager.
     jobs: OnceLock<Arc<JobManager>>,
+    /// Becomes true when the service shuts down: live event streams end so the drain does not
+    /// wait for them.
+    pub(crate) stopping: tokio::sync::watch::Receiver<bool>,
+    /// Where `POST /admin/encoders` may load bundles from.
+    roots: ModelRoots,
 }
 
 /// Starts the admin listener, prints `capot: admin listening on http://ADDR` on stderr, and
-/// installs the query router. Changes are accepted once [`Admin::restore`] ran.
-pub async fn start(state: Arc<AppState>, options: &ServeOptions) -> Result<Arc<Admin>, ServeError> {
+/// installs the query router. Changes are accepted once [`Admin::restore`] ran. When `stop`
+/// turns true the listener drains like the public one: no new connections, requests in flight
+/// (a bundle being loaded, a job being submitted) finish, live event streams end; the returned
+/// task ends when it has drained.
+pub async fn start(
+    state: Arc<AppState>,
+    options: &ServeOptions,
+    stop: tokio::sync::watch::Receiver<bool>,
+) -> Result<(Arc<Admin>, tokio::task::JoinHandle<std::io::Result<()>>), ServeError> {
     let a = &options.admin;
     let metrics = Arc::new(
         RegistryMetrics::new(&|c| state.metrics.register(c))
@@ -231,6 +255,21 @@ pub async fn start(state: Arc<AppState>, options: &ServeOptions) -> Result<Arc<A
         .state_file
         .clone()
         .unwrap_or_else(|| options.data_dir.join(STATE_FILE));
+    let encoders_dir = jobs_encoders_dir(options);
+    std::fs::create_dir_all(&encoders_dir)?;
+    let roots = ModelRoots::new(
+        a.models_dirs
+            .iter()
+            .cloned()
+            .chain(std::iter::once(encoders_dir))
+            .chain(options.encoders.iter().filter_map(|e| {
+                std::fs::canonicalize(e)
+                    .ok()
+                    .and_then(|c| c.parent().map(Path::to_path_buf))
+            })),
+    )
+    .map_err(|e| ServeError::Load(format!("--models-dir: {e}")))?;
+    tracing::info!(dirs = ?roots.dirs(), "the admin API loads bundles from these directories only");
     let admin = Arc::new(Admin {
         state,
         runtime: options.runtime.clone(),
@@ -246,6 +285,8 @@ pub async fn start(state: Arc<AppState>, options: &ServeOptions) -> Result<Arc<A
         restored: AtomicBool::new(false),
         index_dir: absolute(&options.index),
         jobs: OnceLock::new(),
+        stopping: stop.clone(),
+        roots,
     });
     let manager = start_jobs(&admin, options)?;
     let _ = admin.jobs.set(manager);
@@ -260,12 +301,19 @@ pub async fn start(state: Arc<AppState>, options: &ServeOptions) -> Result<Arc<A
     eprintln!("capot: admin listening on http://{local}");
     tracing::info!(%local, state_file = %admin.state_path.display(), "admin API listening");
     let app = router(admin.clone()).layer(DefaultBodyLimit::max(1 << 20));
-    tokio::spawn(async move {
-        if let Err(e) = axum::serve(listener, app).await {
+    let served = tokio::spawn(async move {
+        let mut stop = stop;
+        let result = axum::serve(listener, app)
+            .with_graceful_shutdown(async move {
+                let _ = stop.wait_for(|s| *s).await;
+            })
+            .await;
+        if let Err(e) = &result {
             tracing::error!("admin listener stopped: {e}");
         }
+        result
     });
-    Ok(admin)
+    Ok((admin, served))
 }
 
 /// The absolute form of a path (canonical when it exists): job commands run in their own
@@ -279,6 +327,18 @@ fn absolute(p: &Path) -> PathBuf {
 }
 
 /// Starts the job manager with the configured runner; its metrics go to `/metrics`.
+/// Where alignment jobs write their bundles: `--jobs-encoders-dir`, else `<data-dir>/encoders`
+/// (absolute).
+fn jobs_encoders_dir(options: &ServeOptions) -> PathBuf {
+    options
+        .admin
+        .jobs
+        .encoders_dir
+        .as_deref()
+        .map(absolute)
+        .unwrap_or_else(|| absolute(&options.data_dir).join("encoders"))
+}
+
 fn start_jobs(admin: &Arc<Admin>, options: &ServeOptions) -> Result<Arc<JobManager>, ServeError> {
     let j = &options.admin.jobs;
     let binary = std::env::current_exe()
@@ -306,11 +366,7 @@ fn start_jobs(admin: &Arc<Admin>, options: &ServeOptions) -> Result<Arc<JobManag
         max_running: j.max_running.max(1),
         requeue_on_restart: j.requeue_on_restart,
         jobs_dir: data_dir.join("jobs"),
-        encoders_dir: j
-            .encoders_dir
-            .as_deref()
-            .map(absolute)
-            .unwrap_or_else(|| data_dir.join("encoders")),
+        encoders_dir: jobs_encoders_dir(options),
         binary,
         env,
     };
@@ -721,14 +777,13 @@ impl Admin {
                     "path: the bundle directory is required".into(),
                 ));
             }
-            let path = std::fs::canonicalize(&req.path)
-                .map_err(|e| AdminError::Invalid(format!("path {}: {e}", req.path.display())))?;
-            if !path.is_dir() {
-                return Err(AdminError::Invalid(format!(
-                    "path {}: not a directory",
-                    path.display()
-                )));
-            }
+            let path = self.roots.check(&req.path).map_err(|r| match r {
+                Refusal::Outside(m) => {
+                    tracing::warn!(path = %req.path.display(), reason = %m, "refused to load a bundle from outside the model directories");
+                    AdminError::Forbidden(m)
+                }
+                Refusal::Invalid(m) => AdminError::Invalid(m),
+            })?;
             let name = match req.name {
                 Some(n) => n,
                 None => {

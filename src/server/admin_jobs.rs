@@ -189,6 +189,7 @@ pub async fn events(
     }
     let (tx, rx) = tokio::sync::mpsc::channel::<Result<Event, Infallible>>(64);
     let mut wake = m.subscribe();
+    let mut stopping = admin.stopping.clone();
     tokio::spawn(async move {
         let mut last = after;
         let mut batch = first;
@@ -214,6 +215,9 @@ pub async fn events(
                 }
                 _ = tokio::time::sleep(Duration::from_secs(2)) => {}
                 _ = tx.closed() => return,
+                // The service is shutting down: end the stream (the client reconnects with
+                // Last-Event-ID and misses nothing) instead of holding the drain up.
+                _ = stopping.wait_for(|s| *s) => return,
             }
             let (m, id) = (m.clone(), id.clone());
             batch = match tokio::task::spawn_blocking(move || m.events(&id, last)).await {

@@ -7,6 +7,7 @@ pub mod error;
 pub mod grpc;
 pub mod http;
 pub mod metrics;
+pub mod model_roots;
 pub mod routing;
 pub mod state;
 
@@ -222,7 +223,9 @@ pub async fn serve(options: ServeOptions) -> Result<(), ServeError> {
     // A stable line on stderr that scripts and tests read to find the port.
     eprintln!("capot: listening on http://{local}");
     tracing::info!(%local, "HTTP listening");
-    let admin = admin::start(state.clone(), &options).await?;
+    // Both listeners (and gRPC) drain when this turns true; `finish` below waits for all.
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let (admin, admin_server) = admin::start(state.clone(), &options, stop_rx.clone()).await?;
     let grpc_listener = match options.grpc_addr {
         Some(addr) => {
             let l = tokio::net::TcpListener::bind(addr)
@@ -269,8 +272,7 @@ pub async fn serve(options: ServeOptions) -> Result<(), ServeError> {
         .layer(SetRequestIdLayer::x_request_id(MakeRequestUuid));
 
     let shutdown_state = state.clone();
-    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    // gRPC stops with HTTP; `finish` below waits for both.
+    // gRPC and the admin listener stop with HTTP; `finish` below waits for all three.
     let grpc_server =
         grpc_listener.map(|l| tokio::spawn(grpc::serve(l, state.clone(), stop_rx.clone())));
     let server = axum::serve(listener, app).with_graceful_shutdown(async move {
@@ -279,6 +281,15 @@ pub async fn serve(options: ServeOptions) -> Result<(), ServeError> {
     });
     let server = tokio::spawn(async move {
         let http = server.await;
+        match admin_server.await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => return Err(e),
+            Err(e) => {
+                return Err(std::io::Error::other(format!(
+                    "admin listener task failed: {e}"
+                )))
+            }
+        }
         if let Some(g) = grpc_server {
             match g.await {
                 Ok(Ok(())) => {}

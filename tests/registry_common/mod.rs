@@ -20,6 +20,17 @@ pub fn second_bundle() -> &'static Path {
         .1
 }
 
+/// The directory holding [`second_bundle`]: servers that load it through the admin API name it
+/// with `--models-dir`.
+pub fn second_bundle_dir() -> String {
+    second_bundle()
+        .parent()
+        .expect("bundle parent")
+        .to_str()
+        .expect("UTF-8 path")
+        .to_string()
+}
+
 /// The admin address the server printed (`capot: admin listening on http://ADDR`).
 pub fn admin_addr(server: &Server) -> SocketAddr {
     let deadline = Instant::now() + Duration::from_secs(60);
