@@ -363,3 +363,27 @@ fn quantize_refuses_bad_input_with_one_line() {
     }
     assert!(!std::path::Path::new(never).exists());
 }
+
+#[test]
+fn a_full_disk_during_import_leaves_no_bundle() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("minilm");
+    let hf = minilm_hf_dir();
+    // The weights alone are 90 MB: files may not grow past 1 MiB.
+    let o = run_capot_with_file_limit(
+        &[
+            "encoder",
+            "import",
+            hf.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+        ],
+        1024,
+    );
+    assert_eq!(o.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(err.contains("File too large"), "{err}");
+    let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
+    assert!(left.is_empty(), "a half-written bundle was left: {left:?}");
+}

@@ -324,3 +324,69 @@ fn a_killed_build_leaves_the_old_index_served_and_resumes() {
         std::fs::read(fresh.join("docs.bin")).unwrap()
     );
 }
+
+#[test]
+fn a_full_disk_fails_the_build_clearly_and_running_it_again_resumes() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("idx");
+    let o = build(&out, &[]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let served = std::fs::read(out.join("index.json")).unwrap();
+    let corpus = root().join("data/default-corpus");
+    let args = [
+        "index",
+        "build",
+        "--doc-encoder",
+        minilm_bundle().to_str().unwrap(),
+        "--corpus",
+        corpus.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+        "--chunk-size",
+        "20",
+        "--force",
+    ];
+    // Files may not grow past 64 KiB: vectors.f32 fills up in the third chunk of 20 documents.
+    let o = run_capot_with_file_limit(&args, 64);
+    assert_eq!(o.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(err.starts_with("error: "), "{err}");
+    assert!(
+        err.contains("vectors.f32") && err.contains("File too large"),
+        "{err}"
+    );
+    assert!(
+        err.contains("the 40 documents written before it are kept") && err.contains("resumes"),
+        "{err}"
+    );
+    // The served index is untouched.
+    assert_eq!(std::fs::read(out.join("index.json")).unwrap(), served);
+    let o = run_capot(&["index", "show", out.to_str().unwrap()], b"");
+    assert!(o.status.success());
+    // With space again, the same command resumes after the 40 and finishes.
+    let o = run_capot(&args, b"");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(err.contains("40 documents kept"), "{err}");
+    let d = max_abs_diff(&read_vectors(&out), &read_vectors(default_index()));
+    assert!(d < 1e-5, "resumed build differs by {d}");
+
+    // Full before the first checkpoint: nothing is left behind at all.
+    let fresh = dir.path().join("fresh");
+    let mut first = args.to_vec();
+    first[7] = fresh.to_str().unwrap();
+    first[9] = "200";
+    let o = run_capot_with_file_limit(&first, 64);
+    assert_eq!(o.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("File too large") && !err.contains("kept"),
+        "{err}"
+    );
+    let left: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(left, ["idx"], "left behind: {left:?}");
+}

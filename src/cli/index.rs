@@ -533,9 +533,9 @@ fn build(args: BuildArgs, global: &GlobalArgs) -> anyhow::Result<()> {
         label: manifest.label(),
     };
     if let Err(e) = write_documents(&mut writer, &mut corpus, &input, resumed) {
-        let kept = writer.len();
+        let kept = writer.checkpointed();
         let work = writer.work_dir().to_path_buf();
-        if writer.has_checkpoint() {
+        if kept > 0 {
             return Err(e.context(format!(
                 "the {kept} documents written before it are kept in {}; running the same command again resumes after them",
                 work.display()

@@ -98,6 +98,8 @@ pub struct IndexWriter {
     docs: DocStoreWriter,
     ids: IdSet,
     row: Vec<f32>,
+    /// Documents made durable by the last checkpoint.
+    checkpointed: usize,
 }
 
 impl std::fmt::Debug for IndexWriter {
@@ -248,6 +250,7 @@ impl IndexWriter {
             docs,
             ids: IdSet::default(),
             row: vec![0f32; dim],
+            checkpointed: 0,
         })
     }
 
@@ -297,13 +300,14 @@ impl IndexWriter {
             docs,
             ids,
             row: vec![0f32; dim],
+            checkpointed: c.documents,
         })
     }
 
-    /// Whether a checkpoint has made some of this build durable (for a resumable writer: a
-    /// `build.json` exists, from this run or the one it resumed).
-    pub fn has_checkpoint(&self) -> bool {
-        self.source.is_some() && self.work.join(CHECKPOINT_FILE).is_file()
+    /// Documents a checkpoint has made durable (from this run or the one it resumed; always 0
+    /// for a temporary writer): what running the build again keeps.
+    pub fn checkpointed(&self) -> usize {
+        self.checkpointed
     }
 
     /// Gives the build up and deletes its work directory (a resumable one too).
@@ -415,7 +419,9 @@ impl IndexWriter {
         f.sync_all().map_err(|e| IndexError::io(&tmp, e))?;
         let dest = self.work.join(CHECKPOINT_FILE);
         std::fs::rename(&tmp, &dest).map_err(|e| IndexError::io(&dest, e))?;
-        sync_dir(&self.work)
+        sync_dir(&self.work)?;
+        self.checkpointed = self.docs.len();
+        Ok(())
     }
 
     /// Writes the document store, the vocabulary, the graph and the manifest, renames the

@@ -356,6 +356,40 @@ mod tests {
     }
 
     #[test]
+    fn a_full_disk_refuses_the_change_and_keeps_every_record() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("jobs.db");
+        let store = JobStore::open(&path).unwrap();
+        store
+            .insert(&job("a", JobStatus::Queued), &event("a", 1, "queued"))
+            .unwrap();
+        // SQLite's own "database or disk is full" path: no page may be added.
+        let pages: i64 = store
+            .conn()
+            .query_row("PRAGMA page_count", [], |r| r.get(0))
+            .unwrap();
+        store
+            .conn()
+            .pragma_update(None, "max_page_count", pages)
+            .unwrap();
+        let mut big = job("b", JobStatus::Queued);
+        big.error = Some("x".repeat(64 * 1024));
+        let e = store.insert(&big, &event("b", 1, "queued")).unwrap_err();
+        assert!(e.to_string().contains("full"), "{e}");
+        assert!(e.to_string().contains("jobs.db"), "{e}");
+        // Nothing of the refused change, everything from before.
+        assert!(store.get("b").unwrap().is_none());
+        assert_eq!(store.events("b", 0).unwrap().len(), 0);
+        assert_eq!(store.get("a").unwrap().unwrap().status, JobStatus::Queued);
+        drop(store);
+        // After a restart with space again, the store works and holds what was acknowledged.
+        let store = JobStore::open(&path).unwrap();
+        assert!(store.get("a").unwrap().is_some());
+        store.insert(&big, &event("b", 1, "queued")).unwrap();
+        assert!(store.get("b").unwrap().is_some());
+    }
+
+    #[test]
     fn listing_is_newest_first_paginated_and_filtered() {
         let dir = tempfile::tempdir().unwrap();
         let store = JobStore::open(&dir.path().join("jobs.db")).unwrap();

@@ -168,9 +168,24 @@ pub fn read_bytes(path: &Path) -> Result<Option<Vec<u8>>, StateFileError> {
 }
 
 /// Writes `state` to `path` through a temporary sibling and a rename, so readers never see a
-/// partial file; returns the content hash of what was written.
+/// partial file; returns the content hash of what was written. When a write fails (a full
+/// disk), the previous file stays as it was and the temporary one is removed.
 pub fn write_atomic(path: &Path, state: &StateFile) -> Result<String, StateFileError> {
-    use std::io::Write;
+    write_atomic_with(path, state, &mut |tmp, bytes| {
+        use std::io::Write;
+        let mut f = std::fs::File::create(tmp)?;
+        f.write_all(bytes)?;
+        f.sync_all()
+    })
+}
+
+/// [`write_atomic`] with the step that creates, fills and fsyncs the temporary file given, so
+/// tests can make it fail part way as a full disk does.
+fn write_atomic_with(
+    path: &Path,
+    state: &StateFile,
+    write_durably: &mut dyn FnMut(&Path, &[u8]) -> std::io::Result<()>,
+) -> Result<String, StateFileError> {
     let io = |p: &Path| {
         let p = p.to_path_buf();
         move |source| StateFileError::Io { path: p, source }
@@ -190,15 +205,12 @@ pub fn write_atomic(path: &Path, state: &StateFile) -> Result<String, StateFileE
         .unwrap_or(Path::new("."));
     std::fs::create_dir_all(dir).map_err(io(dir))?;
     let tmp = dir.join(format!(".{file_name}.{}.tmp", std::process::id()));
-    let mut f = std::fs::File::create(&tmp).map_err(io(&tmp))?;
-    f.write_all(text.as_bytes()).map_err(io(&tmp))?;
-    f.sync_all().map_err(io(&tmp))?;
-    drop(f);
-    if let Err(e) = std::fs::rename(&tmp, path) {
+    let written = write_durably(&tmp, text.as_bytes()).and_then(|()| std::fs::rename(&tmp, path));
+    if let Err(source) = written {
         let _ = std::fs::remove_file(&tmp);
         return Err(StateFileError::Io {
             path: path.to_path_buf(),
-            source: e,
+            source,
         });
     }
     Ok(content_hash(text.as_bytes()))
@@ -286,6 +298,40 @@ pub fn plan(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_write_that_fails_part_way_leaves_the_old_file_and_no_temporary() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state.json");
+        let old = StateFile::parse(
+            r#"{"encoders": {"a": {"path": "/a"}}, "aliases": {"default": "a"}}"#,
+            &path,
+        )
+        .unwrap();
+        let old_hash = write_atomic(&path, &old).unwrap();
+        let before = std::fs::read(&path).unwrap();
+        let mut new = old.clone();
+        new.aliases.insert("typo".into(), "a".into());
+        // The disk fills up half way through the temporary file.
+        let e = write_atomic_with(&path, &new, &mut |tmp, bytes| {
+            std::fs::write(tmp, &bytes[..bytes.len() / 2])?;
+            Err(std::io::Error::from_raw_os_error(28)) // ENOSPC
+        })
+        .unwrap_err();
+        assert!(e.to_string().contains("state.json"), "{e}");
+        assert!(e.to_string().contains("No space left"), "{e}");
+        assert_eq!(std::fs::read(&path).unwrap(), before);
+        let names: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names, ["state.json"], "a temporary file was left behind");
+        assert_eq!(content_hash(&before), old_hash);
+        // Space again: the change lands.
+        write_atomic(&path, &new).unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert_eq!(StateFile::parse(&text, &path).unwrap().aliases.len(), 2);
+    }
 
     #[test]
     fn pipelines_parse_and_must_name_aliases() {

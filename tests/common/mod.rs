@@ -80,6 +80,30 @@ pub fn run_capot(args: &[&str], stdin: &[u8]) -> Output {
     out
 }
 
+/// Runs capot with `args` as on a disk that fills up after `max_kib` KiB per file: under
+/// `ulimit -f` (RLIMIT_FSIZE) with SIGXFSZ ignored, so a write past the limit fails with EFBIG
+/// ("File too large") through the same error paths a full disk (ENOSPC) takes.
+pub fn run_capot_with_file_limit(args: &[&str], max_kib: u64) -> Output {
+    let bin = env!("CARGO_BIN_EXE_capot");
+    let mut cmd = Command::new("bash");
+    cmd.arg("-c")
+        .arg(format!(
+            "trap '' XFSZ; ulimit -f {max_kib}; exec \"$0\" \"$@\""
+        ))
+        .arg(bin)
+        .args(args);
+    let c = capot();
+    for (k, v) in c.get_envs() {
+        match v {
+            Some(v) => cmd.env(k, v),
+            None => cmd.env_remove(k),
+        };
+    }
+    cmd.stdin(Stdio::null())
+        .output()
+        .expect("run capot under ulimit")
+}
+
 /// Imports MiniLM under `name` into a new temporary directory (kept alive by the returned guard).
 pub fn import_minilm_as(name: &str) -> (tempfile::TempDir, PathBuf) {
     let dir = tempfile::tempdir().expect("tempdir");
