@@ -16,4 +16,6 @@ pub mod server;
 pub mod sync;
 
 #[cfg(test)]
+mod fuzz;
+#[cfg(test)]
 pub(crate) mod test_assets;

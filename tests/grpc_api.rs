@@ -430,3 +430,73 @@ fn sigterm_ends_open_streams_and_stops_promptly() {
     assert_eq!(out["error"]["error_code"], "not_ready", "{out}");
     assert!(server.stderr.lock().unwrap().contains("capot: stopped"));
 }
+
+#[test]
+fn hostile_grpc_messages_get_status_codes_never_internal_errors() {
+    let index = default_index().to_str().unwrap().to_string();
+    let bundle = minilm_bundle().to_str().unwrap().to_string();
+    let stubs = tempfile::tempdir().expect("tempdir");
+    generate_stubs(stubs.path());
+    let server = Server::start(&serve_args(&index, &bundle));
+    let out = run_client(&server, stubs.path(), &["--mode", "fuzz", "--cases", "600"]);
+    println!("gRPC fuzz: {out}");
+    let count = |kind: &str| -> u64 {
+        out["codes"][kind]
+            .as_object()
+            .expect("codes")
+            .values()
+            .map(|v| v.as_u64().unwrap())
+            .sum()
+    };
+    assert_eq!(count("raw") + count("typed"), 600, "{out}");
+    // Well-formed messages with hostile values: answered, or refused with the reason.
+    for (code, n) in out["codes"]["typed"].as_object().unwrap() {
+        assert!(
+            matches!(
+                code.as_str(),
+                "OK" | "INVALID_ARGUMENT" | "NOT_FOUND" | "OUT_OF_RANGE" | "RESOURCE_EXHAUSTED"
+            ),
+            "{n} calls answered {code}: {out}\nserver log:\n{}",
+            server.stderr.lock().unwrap()
+        );
+    }
+    // Bytes that are not a message of the method's type fail to decode; gRPC's status-code
+    // table names INTERNAL for "error parsing request proto", which is what tonic answers.
+    // Nothing else may be INTERNAL or UNKNOWN.
+    for (code, n) in out["codes"]["raw"].as_object().unwrap() {
+        assert!(
+            matches!(
+                code.as_str(),
+                "OK" | "INVALID_ARGUMENT" | "NOT_FOUND" | "INTERNAL"
+            ),
+            "{n} raw calls answered {code}: {out}"
+        );
+    }
+    let messages: Vec<&str> = out["internal_messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m.as_str().unwrap())
+        .collect();
+    assert!(
+        messages
+            .iter()
+            .all(|m| m.starts_with("failed to decode Protobuf message")),
+        "{messages:?}"
+    );
+    assert!(
+        out["codes"]["typed"]["OK"].as_u64().unwrap_or(0) > 0,
+        "{out}"
+    );
+    assert!(
+        out["codes"]["typed"]["INVALID_ARGUMENT"]
+            .as_u64()
+            .unwrap_or(0)
+            > 0,
+        "{out}"
+    );
+    assert_eq!(out["health_after"], "SERVING", "{out}");
+    assert_eq!(out["hits_after"], 3, "{out}");
+    let log = server.stderr.lock().unwrap().clone();
+    assert!(!log.contains("panicked"), "{log}");
+}

@@ -423,3 +423,69 @@ mod grpc_addr_tests {
         assert_eq!(f.encoder_workers, Some(toml::Value::String("auto".into())));
     }
 }
+
+#[cfg(test)]
+mod config_fuzz {
+    use super::*;
+    use proptest::prelude::*;
+    use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
+
+    /// Any text as `--config`: read or refused with one line naming the file and the place,
+    /// never a panic (see `src/fuzz.rs` for the other parsers).
+    #[test]
+    fn config_files_of_any_text_are_read_or_refused_on_one_line() {
+        let key = prop_oneof![
+            Just("index"),
+            Just("encoders"),
+            Just("addr"),
+            Just("grpc_addr"),
+            Just("encoder_workers"),
+            Just("max_batch"),
+            Just("repair"),
+            Just("models_dir"),
+            Just("lexicon"),
+            Just("jobs_nice"),
+            Just("bogus")
+        ];
+        let value = prop_oneof![
+            any::<i64>().prop_map(|n| n.to_string()),
+            ".{0,20}".prop_map(|s| format!("{s:?}")),
+            Just("[\"a\", 1]".to_string()),
+            Just("true".to_string()),
+            Just("{ x = 1 }".to_string()),
+            Just("\"auto\"".to_string()),
+            Just("\"off\"".to_string()),
+            Just("1e400".to_string()),
+        ];
+        let text = prop_oneof![
+            3 => proptest::collection::vec((key, value), 0..6).prop_map(|kv| {
+                kv.iter()
+                    .map(|(k, v)| format!("{k} = {v}\n"))
+                    .collect::<String>()
+            }),
+            1 => "\\PC{0,200}",
+            1 => (1usize..100_000).prop_map(|n| format!("x = {}", "[".repeat(n))),
+        ];
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let path = tmp.path().join("capot.toml");
+        let mut runner = TestRunner::new_with_rng(
+            Config {
+                cases: 512,
+                failure_persistence: None,
+                ..Config::default()
+            },
+            TestRng::from_seed(RngAlgorithm::ChaCha, &[7; 32]),
+        );
+        runner
+            .run(&text, |text| {
+                std::fs::write(&path, &text).expect("write");
+                if let Err(e) = read_file(&path) {
+                    let line = format!("{e:#}");
+                    prop_assert!(!line.contains('\n'), "{}", line);
+                    prop_assert!(line.contains("capot.toml"), "{}", line);
+                }
+                Ok(())
+            })
+            .expect("config reader");
+    }
+}

@@ -10,6 +10,10 @@ Modes:
   auth  The same service with an API key: calls without, with a wrong and with the right key.
   hold  Opens a SearchStream, prints "answered" once the first request is answered, then keeps
         the stream open until the server ends it (the test stops the server meanwhile).
+  fuzz  Hostile messages, seeded: raw random bytes as Search, Embed and SearchStream messages,
+        and well-formed ones with random field values (control characters, huge or zero k and
+        ef, unknown encoders and modes, a megabyte of one character); counts the status codes
+        and checks that the service still answers health and a real search afterwards.
 """
 
 import argparse
@@ -265,11 +269,101 @@ def hold_mode(channel, pb, pb_grpc):
     return {"answered": answers, "error": err}
 
 
+def fuzz_mode(channel, pb, pb_grpc, health_pb, health_grpc, cases):
+    import random
+    import time
+
+    import grpc
+
+    rng = random.Random(7)
+    stub = pb_grpc.RetrievalStub(channel)
+    raw = {
+        name: channel.unary_unary(f"/capot.v1.Retrieval/{name}")
+        for name in ("Search", "Embed", "Info")
+    }
+    raw_stream = channel.stream_stream("/capot.v1.Retrieval/SearchStream")
+    codes = {"raw": {}, "typed": {}}
+    internal_messages = set()
+
+    def count(call, kind="typed"):
+        try:
+            call()
+            code = "OK"
+        except grpc.RpcError as e:
+            code = code_name(e)
+            if code in ("INTERNAL", "UNKNOWN"):
+                internal_messages.add(e.details().split(":")[0])
+        codes[kind][code] = codes[kind].get(code, 0) + 1
+
+    def text():
+        kind = rng.randrange(5)
+        if kind == 0:
+            return "".join(chr(rng.randrange(0, 32)) for _ in range(rng.randrange(0, 20)))
+        if kind == 1:
+            return "".join(chr(rng.randrange(32, 0x2FFF)) for _ in range(rng.randrange(0, 60)))
+        if kind == 2:
+            return rng.choice(["", " ", "\u200b", "a" * rng.randrange(1, 300_000)])
+        if kind == 3:
+            return "symptoms of vitamin d deficeincy"
+        return "".join(rng.choice("abcdefghij ") for _ in range(rng.randrange(1, 40)))
+
+    def optional_uint():
+        return rng.choice([None, 0, 1, 5, 1000, 2**31, 2**32 - 1])
+
+    started = time.monotonic()
+    for _ in range(cases):
+        blob = bytes(rng.randrange(256) for _ in range(rng.randrange(0, 200)))
+        kind = rng.randrange(6)
+        if kind == 0:
+            name = rng.choice(list(raw))
+            count(lambda: raw[name](blob, timeout=DEADLINE), "raw")
+        elif kind == 1:
+            count(lambda: list(raw_stream(iter([blob, blob]), timeout=DEADLINE)), "raw")
+        elif kind in (2, 3):
+            req = pb.SearchRequest(
+                queries=[text() for _ in range(rng.randrange(0, 4))],
+                encoder=rng.choice(["", "default", "nope", "\x00", "a" * 1000]),
+                repair=rng.choice(["", "off", "on", "auto", "sometimes"]),
+                repair_fusion=rng.choice(["", "max", "repaired", "rrf"]),
+            )
+            for field in ("k", "ef"):
+                v = optional_uint()
+                if v is not None:
+                    setattr(req, field, v)
+            if kind == 2:
+                count(lambda: stub.Search(req, timeout=DEADLINE))
+            else:
+                count(lambda: list(stub.SearchStream(iter([req, req]), timeout=DEADLINE)))
+        else:
+            req = pb.EmbedRequest(
+                texts=[text() for _ in range(rng.randrange(0, 4))],
+                encoder=rng.choice(["", "default", "nope"]),
+            )
+            v = optional_uint()
+            if v is not None:
+                req.dimensions = v
+            count(lambda: stub.Embed(req, timeout=DEADLINE))
+    seconds = time.monotonic() - started
+    health = health_grpc.HealthStub(channel).Check(
+        health_pb.HealthCheckRequest(service=""), timeout=DEADLINE
+    )
+    after = stub.Search(pb.SearchRequest(queries=["vitamin d"], k=3), timeout=DEADLINE)
+    return {
+        "cases": cases,
+        "seconds": round(seconds, 2),
+        "codes": codes,
+        "internal_messages": sorted(internal_messages),
+        "health_after": health_pb.HealthCheckResponse.ServingStatus.Name(health.status),
+        "hits_after": len(after.results[0].hits),
+    }
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--target", required=True, help="HOST:PORT of capot's gRPC listener")
     ap.add_argument("--stubs", required=True, help="directory of the generated *_pb2 modules")
-    ap.add_argument("--mode", choices=["main", "auth", "hold"], default="main")
+    ap.add_argument("--mode", choices=["main", "auth", "hold", "fuzz"], default="main")
+    ap.add_argument("--cases", type=int, default=600)
     ap.add_argument("--api-key")
     args = ap.parse_args()
 
@@ -289,6 +383,8 @@ def main():
             out = main_mode(channel, *mods)
         elif args.mode == "hold":
             out = hold_mode(channel, pb, pb_grpc)
+        elif args.mode == "fuzz":
+            out = fuzz_mode(channel, pb, pb_grpc, health_pb, health_grpc, args.cases)
         else:
             out = auth_mode(channel, *mods, args.api_key)
     print(json.dumps(out))
