@@ -120,6 +120,24 @@ fn bad_input_is_refused_before_training() {
     a[2] = p(&serve_only);
     expect_error(&a, "has no weights");
 
+    // A flipped byte in the base's weights: refused with the file named, nothing trained.
+    let flipped = s.dir.path().join("flipped");
+    std::fs::create_dir(&flipped).unwrap();
+    for entry in std::fs::read_dir(&s.base).unwrap() {
+        let entry = entry.unwrap();
+        if entry.file_type().unwrap().is_file() {
+            std::fs::copy(entry.path(), flipped.join(entry.file_name())).unwrap();
+        }
+    }
+    let weights = flipped.join("model.safetensors");
+    let mut bytes = std::fs::read(&weights).unwrap();
+    let at = bytes.len() - 7;
+    bytes[at] ^= 0x40;
+    std::fs::write(&weights, bytes).unwrap();
+    let mut a = align_args(&s, &out);
+    a[2] = p(&flipped);
+    expect_error(&a, "model.safetensors: sha256 does not match the manifest");
+
     // An index of another dimension.
     let index = s.dir.path().join("index8");
     let docs: Vec<Document> = (0..5)

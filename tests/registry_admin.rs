@@ -665,3 +665,78 @@ fn router_sends_noisy_queries_to_typo_and_fusion_merges_by_rrf() {
         "unknown_encoder"
     );
 }
+
+#[test]
+fn kill_9_during_admin_changes_restarts_on_one_whole_state() {
+    let index = common::default_index();
+    let a = common::minilm_bundle();
+    let b = second_bundle();
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    let state_path = data.join("state.json");
+    let mut server = start(index, a, &data, &[]);
+    let admin = Admin::of(&server, &data);
+    let (code, v) = admin.call(
+        "POST",
+        "/admin/encoders",
+        Some(&json!({ "name": "minilm-b", "path": b }).to_string()),
+    );
+    assert_eq!(code, 201, "{v}");
+    // A stream of admin changes (each one a state-file write) until the process dies under it.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let changes = {
+        let (stop, base, token) = (stop.clone(), admin.base.clone(), admin.token.clone());
+        std::thread::spawn(move || {
+            let mut acknowledged = 0u32;
+            for i in 0u32.. {
+                if stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    break;
+                }
+                let target = if i % 2 == 0 { "minilm-b" } else { "minilm" };
+                let out = std::process::Command::new("curl")
+                    .args([
+                        "-s",
+                        "-o",
+                        "/dev/null",
+                        "-w",
+                        "%{http_code}",
+                        "--max-time",
+                        "5",
+                    ])
+                    .args(["-X", "PUT", "-H", &format!("Authorization: Bearer {token}")])
+                    .args(["-H", "Content-Type: application/json"])
+                    .args(["--data-binary", &json!({ "encoder": target }).to_string()])
+                    .arg(format!("{base}/admin/aliases/a{}", i % 7))
+                    .output()
+                    .expect("curl");
+                if String::from_utf8_lossy(&out.stdout) == "200" {
+                    acknowledged += 1;
+                }
+            }
+            acknowledged
+        })
+    };
+    std::thread::sleep(Duration::from_millis(1500));
+    server.child.kill().unwrap();
+    server.child.wait().unwrap();
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let acknowledged = changes.join().unwrap();
+    assert!(
+        acknowledged >= 5,
+        "only {acknowledged} changes before the kill"
+    );
+    // The file on disk is whole: it parses, and names only aliases a change could have made.
+    let file: Value = serde_json::from_str(&std::fs::read_to_string(&state_path).unwrap())
+        .expect("the state file is whole after kill -9");
+    for (alias, target) in file["aliases"].as_object().unwrap() {
+        assert!(
+            alias == "default" || alias.starts_with('a'),
+            "{alias} in {file}"
+        );
+        assert!(target == "minilm" || target == "minilm-b", "{file}");
+    }
+    // A restart serves exactly that state: registry, admin API and /info agree with the file.
+    let server = start(index, a, &data, &[]);
+    let admin = Admin::of(&server, &data);
+    assert_eq!(assert_consistent(&server, &admin, &state_path), file);
+}

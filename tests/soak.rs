@@ -30,7 +30,6 @@ fn fds_and_threads(pid: u32) -> (usize, usize) {
 
 #[test]
 fn a_short_soak_fails_no_request_and_leaks_no_descriptors_or_threads() {
-    let w = world();
     let data = tempfile::tempdir().unwrap();
     // A second and a third name for the tiny encoder: alias flips and reloads.
     let models = tempfile::tempdir().unwrap();
@@ -57,7 +56,7 @@ fn a_short_soak_fails_no_request_and_leaks_no_descriptors_or_threads() {
     let k6 = python().with_file_name("k6");
     let summary = data.path().join("summary.json");
     let job = job_body("soak", 100_000, json!({}));
-    let mut child = std::process::Command::new(&k6)
+    let child = std::process::Command::new(&k6)
         .args(["run", "--quiet", "--no-usage-report"])
         .args(["-e", &format!("BASE_URL={}", s.server.base)])
         .args(["-e", &format!("ADMIN_URL={}", s.admin.base)])

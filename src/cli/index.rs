@@ -177,6 +177,7 @@ fn encode_chunk(
     pool: &EncoderPool,
     docs: &[(usize, dataset::Document)],
     batch_size: usize,
+    on_batch: &(dyn Fn(usize) + Sync),
 ) -> anyhow::Result<Vec<Vec<f32>>> {
     let texts: Vec<String> = docs.iter().map(|(_, d)| d.encoded_text()).collect();
     let mut order: Vec<usize> = (0..texts.len()).collect();
@@ -187,7 +188,7 @@ fn encode_chunk(
         .map(|chunk| chunk.iter().map(|&i| texts[i].as_str()).collect())
         .collect();
     let encoded = pool
-        .encode_batches(&batches, &|_| ())
+        .encode_batches(&batches, on_batch)
         .context("encoding documents")?;
     let mut vectors = vec![Vec::new(); texts.len()];
     for (chunk, batch) in chunks.iter().zip(encoded) {
@@ -346,7 +347,22 @@ fn write_documents(
                 check_rows(pool, &sampled, path)?;
                 vectors
             }
-            None => encode_chunk(pool, &chunk, input.batch_size)?,
+            None => {
+                // The bar moves by corpus bytes a chunk at a time; the count of documents
+                // encoded moves with every batch.
+                let before = writer.len() - resumed;
+                let encoded = std::sync::atomic::AtomicUsize::new(0);
+                let show = |n: usize| {
+                    let done =
+                        before + n + encoded.fetch_add(n, std::sync::atomic::Ordering::Relaxed);
+                    pb.set_message(format!(
+                        "{} docs · {:.0} docs/s",
+                        resumed + done,
+                        done as f64 / started.elapsed().as_secs_f64().max(1e-9)
+                    ));
+                };
+                encode_chunk(pool, &chunk, input.batch_size, &show)?
+            }
         };
         for ((line, doc), v) in chunk.iter().zip(&vectors) {
             match writer.push(&doc.id, &doc.title, &doc.text, v) {

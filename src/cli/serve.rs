@@ -379,11 +379,17 @@ pub fn options(args: ServeArgs, global: &GlobalArgs) -> anyhow::Result<ServeOpti
     })
 }
 
+/// Threads of the runtime's blocking pool (request preparation, admin loads, job store calls).
+const MAX_BLOCKING_THREADS: usize = 64;
+
 pub fn run(args: ServeArgs, global: &GlobalArgs) -> anyhow::Result<()> {
     let options = options(args, global)?;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .thread_name("capot-async")
+        // Every request takes one short blocking hop (tokenization, repair); tokio's default of
+        // 512 blocking threads would let a burst of slow clients leave hundreds of idle threads.
+        .max_blocking_threads(MAX_BLOCKING_THREADS)
         .build()
         .context("cannot start the async runtime")?;
     rt.block_on(serve(options))?;

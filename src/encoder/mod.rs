@@ -65,6 +65,26 @@ pub struct Encoder {
     session: Mutex<Session>,
     ids_are_i32: bool,
     provider: Provider,
+    /// Last field, so it drops after the session: gives the session's memory back to the OS.
+    _release: ReleaseFreedMemory,
+}
+
+/// Returns the C heap's free pages to the OS when dropped (glibc's `malloc_trim`).
+///
+/// ONNX Runtime allocates a session's weights and arena with the C allocator, from whichever
+/// glibc arena the loading thread had; after the session is freed those pages stay in that arena.
+/// An operator who loads and unloads encoders all day (hot swap) would see the process grow by
+/// tens of MB per cycle; trimming after each encoder is dropped keeps it flat. A no-op elsewhere.
+struct ReleaseFreedMemory;
+
+impl Drop for ReleaseFreedMemory {
+    fn drop(&mut self) {
+        #[cfg(all(target_os = "linux", target_env = "gnu"))]
+        // SAFETY: malloc_trim only walks the allocator's own free lists; it is thread-safe.
+        unsafe {
+            libc::malloc_trim(0);
+        }
+    }
 }
 
 impl std::fmt::Debug for Encoder {
@@ -116,6 +136,7 @@ impl Encoder {
             session: Mutex::new(session),
             ids_are_i32,
             provider,
+            _release: ReleaseFreedMemory,
         })
     }
 
