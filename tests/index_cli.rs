@@ -24,10 +24,9 @@ fn max_abs_diff(a: &[f32], b: &[f32]) -> f32 {
         .fold(0f32, f32::max)
 }
 
-/// `capot index build` of the default corpus with MiniLM into `out`, plus `extra` flags.
-fn build(out: &Path, extra: &[&str]) -> std::process::Output {
-    let corpus = root().join("data/default-corpus");
-    let mut all = vec![
+/// The arguments of `capot index build` of `corpus` with MiniLM into `out`, plus `extra` flags.
+fn build_args(corpus: &Path, out: &Path, extra: &[&str]) -> Vec<String> {
+    let mut all: Vec<String> = [
         "index",
         "build",
         "--doc-encoder",
@@ -36,9 +35,23 @@ fn build(out: &Path, extra: &[&str]) -> std::process::Output {
         corpus.to_str().unwrap(),
         "--out",
         out.to_str().unwrap(),
-    ];
-    all.extend_from_slice(extra);
-    run_capot(&all, b"")
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    all.extend(extra.iter().map(|s| s.to_string()));
+    all
+}
+
+/// Runs `capot index build` of `corpus` into `out` with `extra` flags.
+fn build_corpus(corpus: &Path, out: &Path, extra: &[&str]) -> std::process::Output {
+    let args = build_args(corpus, out, extra);
+    run_capot(&args.iter().map(String::as_str).collect::<Vec<_>>(), b"")
+}
+
+/// `capot index build` of the default corpus with MiniLM into `out`, plus `extra` flags.
+fn build(out: &Path, extra: &[&str]) -> std::process::Output {
+    build_corpus(&root().join("data/default-corpus"), out, extra)
 }
 
 #[test]
@@ -180,19 +193,7 @@ fn checkpointed(out: &Path) -> Option<u64> {
 /// `docs` documents are durable; returns how many were.
 fn build_and_kill(corpus: &Path, out: &Path, docs: u64) -> u64 {
     let mut child = capot()
-        .args([
-            "index",
-            "build",
-            "--doc-encoder",
-            minilm_bundle().to_str().unwrap(),
-            "--corpus",
-            corpus.to_str().unwrap(),
-            "--out",
-            out.to_str().unwrap(),
-            "--chunk-size",
-            "50",
-            "--force",
-        ])
+        .args(build_args(corpus, out, &["--chunk-size", "50", "--force"]))
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .spawn()
@@ -265,22 +266,7 @@ fn a_killed_build_leaves_the_old_index_served_and_resumes() {
     server.terminate();
 
     // The same command again continues after the last checkpoint.
-    let o = run_capot(
-        &[
-            "index",
-            "build",
-            "--doc-encoder",
-            minilm_bundle().to_str().unwrap(),
-            "--corpus",
-            corpus.to_str().unwrap(),
-            "--out",
-            out.to_str().unwrap(),
-            "--chunk-size",
-            "50",
-            "--force",
-        ],
-        b"",
-    );
+    let o = build_corpus(&corpus, &out, &["--chunk-size", "50", "--force"]);
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(o.status.success(), "{err}");
     assert!(
@@ -299,20 +285,7 @@ fn a_killed_build_leaves_the_old_index_served_and_resumes() {
     // It equals a build that was never interrupted: kill one, then --restart it from scratch.
     let fresh = dir.path().join("fresh");
     build_and_kill(&corpus, &fresh, 50);
-    let o = run_capot(
-        &[
-            "index",
-            "build",
-            "--doc-encoder",
-            minilm_bundle().to_str().unwrap(),
-            "--corpus",
-            corpus.to_str().unwrap(),
-            "--out",
-            fresh.to_str().unwrap(),
-            "--restart",
-        ],
-        b"",
-    );
+    let o = build_corpus(&corpus, &fresh, &["--restart"]);
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(o.status.success(), "{err}");
     assert!(err.contains("discarded the interrupted build"), "{err}");
@@ -333,19 +306,8 @@ fn a_full_disk_fails_the_build_clearly_and_running_it_again_resumes() {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let served = std::fs::read(out.join("index.json")).unwrap();
     let corpus = root().join("data/default-corpus");
-    let args = [
-        "index",
-        "build",
-        "--doc-encoder",
-        minilm_bundle().to_str().unwrap(),
-        "--corpus",
-        corpus.to_str().unwrap(),
-        "--out",
-        out.to_str().unwrap(),
-        "--chunk-size",
-        "20",
-        "--force",
-    ];
+    let owned = build_args(&corpus, &out, &["--chunk-size", "20", "--force"]);
+    let args: Vec<&str> = owned.iter().map(String::as_str).collect();
     // Files may not grow past 64 KiB: vectors.f32 fills up in the third chunk of 20 documents.
     let o = run_capot_with_file_limit(&args, 64);
     assert_eq!(o.status.code(), Some(1));
@@ -374,9 +336,8 @@ fn a_full_disk_fails_the_build_clearly_and_running_it_again_resumes() {
 
     // Full before the first checkpoint: nothing is left behind at all.
     let fresh = dir.path().join("fresh");
-    let mut first = args.to_vec();
-    first[7] = fresh.to_str().unwrap();
-    first[9] = "200";
+    let owned = build_args(&corpus, &fresh, &["--chunk-size", "200"]);
+    let first: Vec<&str> = owned.iter().map(String::as_str).collect();
     let o = run_capot_with_file_limit(&first, 64);
     assert_eq!(o.status.code(), Some(1));
     let err = String::from_utf8_lossy(&o.stderr);

@@ -300,17 +300,7 @@ fn write_documents(
                 None => break,
             }
         }
-        for s in corpus.take_skipped() {
-            pb.suspend(|| {
-                eprintln!(
-                    "skipped {}:{}: {}",
-                    corpus.path().display(),
-                    s.line,
-                    s.reason
-                )
-            });
-            skipped += 1;
-        }
+        skipped += report_skipped(corpus, &pb);
         if chunk.is_empty() {
             break;
         }
@@ -402,17 +392,7 @@ fn write_documents(
             done as f64 / started.elapsed().as_secs_f64().max(1e-9)
         ));
     }
-    for s in corpus.take_skipped() {
-        pb.suspend(|| {
-            eprintln!(
-                "skipped {}:{}: {}",
-                corpus.path().display(),
-                s.line,
-                s.reason
-            )
-        });
-        skipped += 1;
-    }
+    skipped += report_skipped(corpus, &pb);
     pb.finish_and_clear();
     if skipped > 0 {
         eprintln!("skipped {skipped} bad line(s); --strict fails on the first instead");
@@ -433,6 +413,23 @@ fn write_documents(
         }
     }
     Ok(())
+}
+
+/// Prints the lines the corpus reader skipped since the last call (above the progress bar);
+/// returns how many.
+fn report_skipped(corpus: &mut CorpusStream, pb: &ProgressBar) -> usize {
+    let skipped = corpus.take_skipped();
+    for s in &skipped {
+        pb.suspend(|| {
+            eprintln!(
+                "skipped {}:{}: {}",
+                corpus.path().display(),
+                s.line,
+                s.reason
+            )
+        });
+    }
+    skipped.len()
 }
 
 fn bar(len: u64, template: &str) -> ProgressBar {
