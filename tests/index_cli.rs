@@ -351,3 +351,100 @@ fn a_full_disk_fails_the_build_clearly_and_running_it_again_resumes() {
         .collect();
     assert_eq!(left, ["idx"], "left behind: {left:?}");
 }
+
+#[test]
+fn a_build_killed_while_inserting_into_the_graph_resumes_the_graph() {
+    let dir = tempfile::tempdir().unwrap();
+    // 2,000 documents with random unit vectors from a .npy: a graph phase of a few seconds.
+    let (rows, dim) = (2000usize, 384usize);
+    let corpus = dir.path().join("corpus.jsonl");
+    let lines: Vec<String> = (0..rows)
+        .map(|i| {
+            serde_json::json!({"_id": format!("d{i}"), "text": format!("passage {i}")}).to_string()
+        })
+        .collect();
+    std::fs::write(&corpus, lines.join("\n") + "\n").unwrap();
+    let mut state = 0x2545_f491_4f6c_dd1du64;
+    let mut vectors: Vec<f32> = (0..rows * dim)
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state >> 40) as f32 / (1u64 << 24) as f32 - 0.5
+        })
+        .collect();
+    for row in vectors.chunks_exact_mut(dim) {
+        let norm = row.iter().map(|x| x * x).sum::<f32>().sqrt();
+        row.iter_mut().for_each(|x| *x /= norm);
+    }
+    let npy_path = dir.path().join("vectors.npy");
+    npy::write_f32_matrix(&npy_path, rows, dim, &vectors).unwrap();
+    let out = dir.path().join("idx");
+    let args = build_args(
+        &corpus,
+        &out,
+        &[
+            "--vectors",
+            npy_path.to_str().unwrap(),
+            "--check-vectors",
+            "0",
+            "--graph-checkpoint-secs",
+            "1",
+            "--m",
+            "8",
+            "--ef-construction",
+            "40",
+        ],
+    );
+
+    // Killed (SIGKILL) once the graph's progress has been saved.
+    let progress = dir.path().join("idx.partial/graph.progress");
+    let mut child = capot()
+        .args(&args)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(180);
+    while !progress.exists() {
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "the build ended before its graph's progress was saved"
+        );
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no graph progress in time"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(!out.exists());
+
+    // The same command: every document kept, the graph continued, a whole index at the end.
+    let o = run_capot(&args.iter().map(String::as_str).collect::<Vec<_>>(), b"");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(
+        err.contains(&format!("{rows} documents kept")) && err.contains("resuming the graph: "),
+        "{err}"
+    );
+    assert!(!dir.path().join("idx.partial").exists());
+    assert!(!out.join("graph.progress").exists());
+    let index = capot::index::Index::load(&out).unwrap();
+    assert_eq!(index.len(), rows);
+    let found = (0..rows)
+        .step_by(20)
+        .filter(|&i| {
+            index
+                .search(&vectors[i * dim..(i + 1) * dim], 1, 64)
+                .unwrap()[0]
+                .index
+                == i
+        })
+        .count();
+    assert!(
+        found >= 95,
+        "{found} of 100 documents find themselves first"
+    );
+}

@@ -1,7 +1,7 @@
 //! `capot index build|show`.
 
 use std::path::PathBuf;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 use clap::{Args, Subcommand};
@@ -93,6 +93,10 @@ pub struct BuildArgs {
     /// Discard an interrupted build of --out (`<out>.partial`) instead of resuming it.
     #[arg(long)]
     pub restart: bool,
+    /// Seconds between two saves of the graph built so far, which an interrupted build
+    /// continues from (0: never save; the graph is then rebuilt from its first node).
+    #[arg(long, value_name = "SECS", default_value_t = 600)]
+    pub graph_checkpoint_secs: u64,
     #[command(flatten)]
     pub device: DeviceArgs,
 }
@@ -507,7 +511,11 @@ fn build(args: BuildArgs, global: &GlobalArgs) -> anyhow::Result<()> {
     let builder = IndexBuilder::new(&args.out, fields)
         .params(params)
         .overwrite(args.force)
-        .graph_vectors(args.graph_vectors.into());
+        .graph_vectors(args.graph_vectors.into())
+        .graph_checkpoint_every(
+            (args.graph_checkpoint_secs > 0)
+                .then(|| Duration::from_secs(args.graph_checkpoint_secs)),
+        );
     if args.restart && builder.discard_partial()? {
         eprintln!("discarded the interrupted build of {}", args.out.display());
     }
@@ -570,6 +578,14 @@ fn build(args: BuildArgs, global: &GlobalArgs) -> anyhow::Result<()> {
         Ok(())
     };
     let work = writer.work_dir().to_path_buf();
+    if let Some(inserted) = writer.saved_graph_progress() {
+        pb.suspend(|| {
+            eprintln!(
+                "resuming the graph: {inserted} of {} nodes were inserted before the interruption",
+                writer.len()
+            )
+        });
+    }
     let index = writer.finish(&mut progress).map_err(|e| {
         anyhow::Error::new(e).context(format!(
             "the documents and vectors written so far are kept in {}; run the same command again to resume",

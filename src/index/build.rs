@@ -64,7 +64,11 @@ pub struct IndexBuilder {
     overwrite: bool,
     threads: usize,
     graph_vectors: GraphVectors,
+    graph_checkpoint: Option<Duration>,
 }
+
+/// Default time between two saves of the graph's progress in a resumable build.
+pub const DEFAULT_GRAPH_CHECKPOINT_INTERVAL: Duration = Duration::from_secs(600);
 
 static SEQ: AtomicUsize = AtomicUsize::new(0);
 
@@ -78,6 +82,7 @@ impl IndexBuilder {
             overwrite: false,
             threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
             graph_vectors: GraphVectors::Float32,
+            graph_checkpoint: Some(DEFAULT_GRAPH_CHECKPOINT_INTERVAL),
         }
     }
 
@@ -97,6 +102,15 @@ impl IndexBuilder {
     /// smaller copy beside `vectors.f32` and re-score with it).
     pub fn graph_vectors(mut self, precision: GraphVectors) -> Self {
         self.graph_vectors = precision;
+        self
+    }
+
+    /// How often a [resumable](Self::resumable_writer) build saves the graph built so far
+    /// (default every 10 minutes; `None`: never), so that after a crash the next build
+    /// continues the graph instead of starting it again. Each save pauses insertion while the
+    /// graph is written (about 1.3 GB at 10M documents with m = 16).
+    pub fn graph_checkpoint_every(mut self, every: Option<Duration>) -> Self {
+        self.graph_checkpoint = every;
         self
     }
 
@@ -122,6 +136,10 @@ impl IndexBuilder {
 
     pub(crate) fn thread_count(&self) -> usize {
         self.threads
+    }
+
+    pub(crate) fn graph_checkpoint_interval(&self) -> Option<Duration> {
+        self.graph_checkpoint
     }
 
     pub(crate) fn graph_vector_precision(&self) -> GraphVectors {

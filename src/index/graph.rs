@@ -213,11 +213,67 @@ impl Header {
             .checked_add(up)
     }
 
-    fn offsets_start(&self) -> usize {
+    /// Reads the header of a graph file's words and checks it against the expected node
+    /// `count` and `m`, and the file's size against it (not the lists: see [`validate`]).
+    pub(crate) fn parse(words: &[u32], count: usize, m: usize) -> Result<Header, String> {
+        if words.len() < HEADER_WORDS {
+            return Err(format!(
+                "{} bytes: shorter than the header",
+                words.len() * 4
+            ));
+        }
+        if words[0..2] != MAGIC {
+            return Err("bad magic: not a capot graph file".into());
+        }
+        if words[2] != LAYOUT_VERSION {
+            return Err(format!(
+                "graph layout version {} (this build reads {LAYOUT_VERSION})",
+                words[2]
+            ));
+        }
+        let h = Header {
+            m: words[3] as usize,
+            m0: words[4] as usize,
+            count: words[5] as usize,
+            entry: words[6],
+            top_level: words[7] as usize,
+            upper_lists: words[8] as usize,
+        };
+        if h.m != m || h.m0 != 2 * m {
+            return Err(format!(
+                "m = {}, m0 = {}; the manifest says m = {m} (m0 = 2m)",
+                h.m, h.m0
+            ));
+        }
+        if h.count != count {
+            return Err(format!(
+                "holds {} nodes, the manifest says {count}",
+                h.count
+            ));
+        }
+        let expected = h.file_words().ok_or("sizes overflow")?;
+        if words.len() != expected {
+            return Err(format!(
+                "size is {} bytes, the header implies {}{}",
+                words.len() * 4,
+                expected * 4,
+                if words.len() < expected {
+                    " (truncated)"
+                } else {
+                    ""
+                }
+            ));
+        }
+        Ok(h)
+    }
+
+    /// Word index of the level table.
+    pub(crate) fn offsets_start(&self) -> usize {
         HEADER_WORDS + self.count * (1 + self.m0)
     }
 
-    fn upper_start(&self) -> usize {
+    /// Word index of the first upper list.
+    pub(crate) fn upper_start(&self) -> usize {
         self.offsets_start() + self.count + 1
     }
 }
@@ -307,58 +363,11 @@ fn neighbours_in<'a>(words: &'a [u32], h: &Header, node: u32, level: usize) -> &
 
 /// Checks a whole word array; returns its header or what is wrong.
 pub(crate) fn validate(words: &[u32], count: usize, m: usize) -> Result<Header, String> {
-    if words.len() < HEADER_WORDS {
-        return Err(format!(
-            "{} bytes: shorter than the header",
-            words.len() * 4
-        ));
-    }
-    if words[0..2] != MAGIC {
-        return Err("bad magic: not a capot graph file".into());
-    }
-    if words[2] != LAYOUT_VERSION {
-        return Err(format!(
-            "graph layout version {} (this build reads {LAYOUT_VERSION})",
-            words[2]
-        ));
-    }
-    let h = Header {
-        m: words[3] as usize,
-        m0: words[4] as usize,
-        count: words[5] as usize,
-        entry: words[6],
-        top_level: words[7] as usize,
-        upper_lists: words[8] as usize,
-    };
-    if h.m != m || h.m0 != 2 * m {
-        return Err(format!(
-            "m = {}, m0 = {}; the manifest says m = {m} (m0 = 2m)",
-            h.m, h.m0
-        ));
-    }
-    if h.count != count {
-        return Err(format!(
-            "holds {} nodes, the manifest says {count}",
-            h.count
-        ));
-    }
+    let h = Header::parse(words, count, m)?;
     if h.top_level > MAX_LEVEL || h.entry as usize >= count {
         return Err(format!(
             "invalid entry point {} or top level {}",
             h.entry, h.top_level
-        ));
-    }
-    let expected = h.file_words().ok_or("sizes overflow")?;
-    if words.len() != expected {
-        return Err(format!(
-            "size is {} bytes, the header implies {}{}",
-            words.len() * 4,
-            expected * 4,
-            if words.len() < expected {
-                " (truncated)"
-            } else {
-                ""
-            }
         ));
     }
     // Layer 0.

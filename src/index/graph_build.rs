@@ -10,15 +10,24 @@
 //! own lists are set. Levels come from a hash of the node id and
 //! a seed, so they do not depend on the insertion order; with one thread the whole graph
 //! is deterministic.
+//!
+//! A long build can save its progress ([`GraphCheckpoint`], `checkpoint.rs`): the workers
+//! pause between two nodes, the lists so far are written, and a later build over the same
+//! vectors continues from there instead of from the first node.
 
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Mutex, RwLock};
-use std::time::Duration;
+use std::sync::{Condvar, Mutex, RwLock};
+use std::time::{Duration, Instant};
 
 use super::error::{panic_message, IndexError};
 use super::graph::{greedy, search_layer, Header, Scored, Visited, MAX_LEVEL};
 use super::manifest::HnswParams;
 use super::vectors::dot;
+
+mod checkpoint;
+
+pub(crate) use checkpoint::saved_progress;
 
 /// Seed of the level draw (fixed: the same vectors and parameters give the same levels).
 const LEVEL_SEED: u64 = 0x5eed_ca90_7000_0001;
@@ -38,16 +47,37 @@ struct Building<'a> {
     top: RwLock<(u32, usize)>,
 }
 
+/// Saving a long build's progress, so that a crash or a stop loses at most `every` of work.
+pub(crate) struct GraphCheckpoint<'p> {
+    /// The file of saved progress (replaced atomically at each save).
+    pub path: &'p Path,
+    /// Time between two saves.
+    pub every: Duration,
+}
+
+/// How a build with a [`GraphCheckpoint`] began.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum GraphStart {
+    /// From the first node.
+    Fresh,
+    /// From saved progress: `inserted` nodes were already in the graph.
+    Resumed { inserted: usize },
+    /// Saved progress was there but unusable (`reason`); built from the first node.
+    Discarded { reason: String },
+}
+
 /// Builds the graph over `vectors` (`n × dim`, unit length) with `threads` threads and
 /// returns the words of `graph.bin`. `progress(done, total)` is called from this thread
-/// about every 200 ms; an error from it stops the build and is returned.
+/// about every 200 ms; an error from it stops the build and is returned. With `checkpoint`,
+/// saved progress at its path is continued and progress is saved there as the build goes.
 pub(crate) fn build(
     vectors: &[f32],
     dim: usize,
     params: &HnswParams,
     threads: usize,
+    checkpoint: Option<&GraphCheckpoint<'_>>,
     progress: &mut dyn FnMut(usize, usize) -> Result<(), IndexError>,
-) -> Result<Vec<u32>, IndexError> {
+) -> Result<(Vec<u32>, GraphStart), IndexError> {
     let n = vectors.len() / dim.max(1);
     if n == 0 || u32::try_from(n).is_err() {
         return Err(IndexError::InvalidInput(format!(
@@ -58,29 +88,60 @@ pub(crate) fn build(
     let m = params.m;
     let level_scale = 1.0 / (m as f64).ln();
     let levels: Vec<u8> = (0..n as u64).map(|i| draw_level(i, level_scale)).collect();
+    let ef_construction = params.ef_construction.max(m);
+    let (saved, start) = match checkpoint {
+        None => (None, GraphStart::Fresh),
+        Some(c) => match checkpoint::load(c.path, &levels, m, ef_construction) {
+            Ok(None) => (None, GraphStart::Fresh),
+            Ok(Some(saved)) => {
+                let inserted = saved.inserted;
+                (Some(saved), GraphStart::Resumed { inserted })
+            }
+            Err(reason) => (None, GraphStart::Discarded { reason }),
+        },
+    };
+    let (links, top, first) = match saved {
+        Some(s) => (
+            s.links,
+            (s.entry, usize::from(levels[s.entry as usize])),
+            s.inserted,
+        ),
+        None => (
+            levels
+                .iter()
+                .map(|&l| vec![Vec::new(); usize::from(l) + 1])
+                .collect(),
+            (0, usize::from(levels[0])),
+            1,
+        ),
+    };
     let b = Building {
         vectors,
         dim,
         m,
         m0: 2 * m,
-        ef_construction: params.ef_construction.max(m),
-        links: levels
-            .iter()
-            .map(|&l| Mutex::new(vec![Vec::new(); usize::from(l) + 1]))
-            .collect(),
-        top: RwLock::new((0, usize::from(levels[0]))),
+        ef_construction,
+        links: links.into_iter().map(Mutex::new).collect(),
+        top: RwLock::new(top),
         levels,
     };
-    let next = AtomicUsize::new(1);
-    let done = AtomicUsize::new(1);
+    let next = AtomicUsize::new(first);
+    let done = AtomicUsize::new(first);
     let stop = AtomicBool::new(false);
+    let pause = Pause::default();
     let threads = threads.clamp(1, n);
+    let mut last_save = Instant::now();
     let outcome = std::thread::scope(|s| {
         let workers: Vec<_> = (0..threads)
             .map(|_| {
                 s.spawn(|| {
+                    let _exit = pause.on_exit();
                     let mut visited = Visited::new();
                     while !stop.load(Ordering::Relaxed) {
+                        if pause.requested.load(Ordering::Acquire) {
+                            pause.park();
+                            continue;
+                        }
                         let i = next.fetch_add(1, Ordering::Relaxed);
                         if i >= n {
                             break;
@@ -100,6 +161,22 @@ pub(crate) fn build(
                     stop.store(true, Ordering::Relaxed);
                 }
             }
+            if let Some(c) = checkpoint {
+                if result.is_ok() && last_save.elapsed() >= c.every {
+                    // Between two nodes every claimed node is inserted: a consistent graph.
+                    pause.hold(threads, || {
+                        let inserted = next.load(Ordering::Relaxed).min(n);
+                        if inserted < n {
+                            if let Err(e) = checkpoint::save(c.path, &b, inserted) {
+                                tracing::warn!(
+                                    "could not save the graph's progress ({e}); the build goes on"
+                                );
+                            }
+                        }
+                    });
+                    last_save = Instant::now();
+                }
+            }
         }
         for w in workers {
             if let Err(p) = w.join() {
@@ -113,7 +190,58 @@ pub(crate) fn build(
     });
     outcome?;
     progress(n, n)?;
-    Ok(b.freeze())
+    Ok((b.freeze(), start))
+}
+
+/// Workers parking between two nodes while the coordinator saves the graph.
+#[derive(Default)]
+struct Pause {
+    requested: AtomicBool,
+    /// (parked, exited) workers.
+    state: Mutex<(usize, usize)>,
+    changed: Condvar,
+}
+
+impl Pause {
+    fn state(&self) -> std::sync::MutexGuard<'_, (usize, usize)> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Called by a worker that saw the request: waits until it is lifted.
+    fn park(&self) {
+        let mut st = self.state();
+        st.0 += 1;
+        self.changed.notify_all();
+        while self.requested.load(Ordering::Acquire) {
+            st = self.changed.wait(st).unwrap_or_else(|e| e.into_inner());
+        }
+        st.0 -= 1;
+    }
+
+    /// Held by a worker for its life: counts it out when it ends, by return or by panic.
+    fn on_exit(&self) -> impl Drop + '_ {
+        struct Exit<'a>(&'a Pause);
+        impl Drop for Exit<'_> {
+            fn drop(&mut self) {
+                self.0.state().1 += 1;
+                self.0.changed.notify_all();
+            }
+        }
+        Exit(self)
+    }
+
+    /// Stops all `threads` workers between two nodes, runs `f`, and lets them go on.
+    fn hold(&self, threads: usize, f: impl FnOnce()) {
+        let mut st = self.state();
+        self.requested.store(true, Ordering::Release);
+        while st.0 + st.1 < threads {
+            st = self.changed.wait(st).unwrap_or_else(|e| e.into_inner());
+        }
+        f();
+        self.requested.store(false, Ordering::Release);
+        drop(st);
+        self.changed.notify_all();
+    }
 }
 
 /// Level of node `i`: `floor(−ln(u) · scale)` for `u` uniform in (0, 1] from a hash of `i`.
@@ -242,45 +370,61 @@ impl Building<'_> {
 
     /// The flat `graph.bin` words.
     fn freeze(self) -> Vec<u32> {
-        let n = self.levels.len();
         let (entry, top_level) = *self.top.read().unwrap_or_else(|e| e.into_inner());
-        let upper_lists: usize = self.levels.iter().map(|&l| usize::from(l)).sum();
-        let header = Header {
-            m: self.m,
-            m0: self.m0,
-            count: n,
-            entry,
-            top_level,
-            upper_lists,
-        };
+        let header = self.header(entry, top_level);
         let mut words = Vec::with_capacity(header.file_words().unwrap_or(0));
-        words.extend_from_slice(&header.words());
-        let links: Vec<Lists> = self
-            .links
-            .into_iter()
-            .map(|l| l.into_inner().unwrap_or_else(|e| e.into_inner()))
-            .collect();
-        let put = |words: &mut Vec<u32>, list: &[u32], cap: usize| {
-            let len = list.len().min(cap);
-            words.push(len as u32);
-            words.extend_from_slice(&list[..len]);
-            words.extend(std::iter::repeat_n(0, cap - len));
-        };
-        for lists in &links {
-            put(&mut words, &lists[0], self.m0);
-        }
-        let mut first = 0u32;
-        words.push(0);
-        for &l in &self.levels {
-            first += u32::from(l);
-            words.push(first);
-        }
-        for lists in &links {
-            for list in &lists[1..] {
-                put(&mut words, list, self.m);
-            }
-        }
+        self.emit(&header, &mut |w| {
+            words.extend_from_slice(w);
+            Ok(())
+        })
+        .unwrap_or_else(|e: std::io::Error| unreachable!("writing to a Vec cannot fail: {e}"));
         debug_assert_eq!(Some(words.len()), header.file_words());
         words
+    }
+
+    /// The header of the graph as it stands, entered at `entry` on `top_level`.
+    fn header(&self, entry: u32, top_level: usize) -> Header {
+        Header {
+            m: self.m,
+            m0: self.m0,
+            count: self.levels.len(),
+            entry,
+            top_level,
+            upper_lists: self.levels.iter().map(|&l| usize::from(l)).sum(),
+        }
+    }
+
+    /// Passes the words of a graph file with `header` and the current lists to `sink`, in
+    /// order (the layout of `graph.rs`): a node not inserted yet has empty lists.
+    fn emit(
+        &self,
+        header: &Header,
+        sink: &mut dyn FnMut(&[u32]) -> std::io::Result<()>,
+    ) -> std::io::Result<()> {
+        sink(&header.words())?;
+        let mut buf = Vec::with_capacity(1 + self.m0);
+        let mut put = |list: &[u32], cap: usize, sink: &mut dyn FnMut(&[u32]) -> _| {
+            let len = list.len().min(cap);
+            buf.clear();
+            buf.push(len as u32);
+            buf.extend_from_slice(&list[..len]);
+            buf.resize(1 + cap, 0);
+            sink(&buf)
+        };
+        for i in 0..self.levels.len() {
+            put(&self.lists(i as u32)[0], self.m0, sink)?;
+        }
+        let mut first = 0u32;
+        sink(&[0])?;
+        for &l in &self.levels {
+            first += u32::from(l);
+            sink(&[first])?;
+        }
+        for i in 0..self.levels.len() {
+            for list in &self.lists(i as u32)[1..] {
+                put(list, self.m, sink)?;
+            }
+        }
+        Ok(())
     }
 }

@@ -39,7 +39,9 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
-pub use build::{build, BuildProgress, BuildStage, IndexBuilder, ProgressFn};
+pub use build::{
+    build, BuildProgress, BuildStage, IndexBuilder, ProgressFn, DEFAULT_GRAPH_CHECKPOINT_INTERVAL,
+};
 pub use error::IndexError;
 pub use exact::merge_best;
 pub use manifest::{

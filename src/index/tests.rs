@@ -852,18 +852,25 @@ fn file_bytes(dir: &Path, name: &str) -> Vec<u8> {
     std::fs::read(dir.join(name)).unwrap()
 }
 
+/// An uninterrupted one-thread (deterministic) build of `docs` at `parent/whole`.
+fn one_thread_build(parent: &Path, docs: &[Document], vecs: &[f32]) -> std::path::PathBuf {
+    let whole = parent.join("whole");
+    let dim = vecs.len() / docs.len();
+    IndexBuilder::new(&whole, fields(dim))
+        .params(quick_params())
+        .threads(1)
+        .build(docs.to_vec(), vecs.to_vec(), &mut |_| Ok(()))
+        .unwrap();
+    whole
+}
+
 #[test]
 fn resumed_build_equals_an_uninterrupted_one() {
     let tmp = tempfile::tempdir().unwrap();
     let (n, dim) = (600, 16);
     let (docs, vecs) = corpus(n, dim, 21);
     let none = &mut |_: &BuildProgress| Ok(());
-    let whole = tmp.path().join("whole");
-    IndexBuilder::new(&whole, fields(dim))
-        .params(quick_params())
-        .threads(1)
-        .build(docs.clone(), vecs.clone(), none)
-        .unwrap();
+    let whole = one_thread_build(tmp.path(), &docs, &vecs);
 
     let out = tmp.path().join("resumed");
     let builder = IndexBuilder::new(&out, fields(dim))
@@ -1037,4 +1044,121 @@ fn a_temporary_writer_leaves_nothing_when_dropped() {
     assert!(matches!(e, IndexError::DimensionMismatch { .. }), "{e}");
     drop(w);
     assert_eq!(leftovers(tmp.path(), "nothing"), Vec::<String>::new());
+}
+
+/// A graph build that saves its progress at every tick and is stopped (like a kill) at the
+/// first tick after a save: what the interrupted build left in `progress_file`.
+fn interrupted_graph_build(vecs: &[f32], dim: usize, params: &HnswParams, progress_file: &Path) {
+    let every = graph_build::GraphCheckpoint {
+        path: progress_file,
+        every: std::time::Duration::ZERO,
+    };
+    let e = graph_build::build(vecs, dim, params, 2, Some(&every), &mut |_, _| {
+        if progress_file.exists() {
+            Err(IndexError::Cancelled("killed".into()))
+        } else {
+            Ok(())
+        }
+    })
+    .unwrap_err();
+    assert!(matches!(e, IndexError::Cancelled(_)), "{e}");
+}
+
+#[test]
+fn saved_graph_progress_is_continued_only_when_it_fits() {
+    let tmp = tempfile::tempdir().unwrap();
+    let file = tmp.path().join("graph.progress");
+    let (n, dim) = (2000, 16);
+    let (_, vecs) = corpus(n, dim, 31);
+    let params = quick_params();
+    interrupted_graph_build(&vecs, dim, &params, &file);
+    let inserted = graph_build::saved_progress(&file).expect("progress was saved");
+    assert!(0 < inserted && inserted < n, "{inserted} of {n}");
+    let start_of = |params: &HnswParams, path: &Path| {
+        let every = graph_build::GraphCheckpoint {
+            path,
+            every: std::time::Duration::from_secs(3600),
+        };
+        graph_build::build(&vecs, dim, params, 2, Some(&every), &mut |_, _| Ok(())).unwrap()
+    };
+    // Another m or ef_construction: not continued, and the build is whole anyway.
+    let mut other_m = params;
+    other_m.m = 12;
+    let (words, start) = start_of(&other_m, &file);
+    assert!(
+        matches!(&start, graph_build::GraphStart::Discarded { reason } if reason.contains("m = 16")),
+        "{start:?}"
+    );
+    assert!(graph::validate(&words, n, 12).is_ok());
+    let mut other_ef = params;
+    other_ef.ef_construction = 120;
+    let (_, start) = start_of(&other_ef, &file);
+    assert!(
+        matches!(&start, graph_build::GraphStart::Discarded { reason } if reason.contains("ef_construction 100")),
+        "{start:?}"
+    );
+    // A damaged file: refused by its checksum.
+    let damaged = tmp.path().join("damaged.progress");
+    std::fs::copy(&file, &damaged).unwrap();
+    patch(&damaged, 4 * 40, &[0xff]);
+    let (_, start) = start_of(&params, &damaged);
+    assert!(
+        matches!(&start, graph_build::GraphStart::Discarded { reason } if reason.contains("checksum")),
+        "{start:?}"
+    );
+    // The same build: continued from where it stopped, into a graph as good as a whole one.
+    let (words, start) = start_of(&params, &file);
+    assert_eq!(start, graph_build::GraphStart::Resumed { inserted });
+    assert!(graph::validate(&words, n, params.m).is_ok());
+}
+
+#[test]
+fn an_interrupted_graph_resumes_into_the_same_index() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (n, dim) = (2000, 16);
+    let (docs, vecs) = corpus(n, dim, 32);
+    let none = &mut |_: &BuildProgress| Ok(());
+    // One thread: the graph is deterministic, so a resumed one must equal it word for word.
+    let whole = one_thread_build(tmp.path(), &docs, &vecs);
+    let out = tmp.path().join("resumed");
+    let builder = IndexBuilder::new(&out, fields(dim))
+        .params(quick_params())
+        .threads(1)
+        .graph_checkpoint_every(Some(std::time::Duration::ZERO));
+    let (mut w, _) = builder.resumable_writer("corpus G").unwrap();
+    push_range(&mut w, &docs, &vecs, dim, 0..n);
+    w.checkpoint(SourcePosition {
+        byte: 1,
+        line: n as u64,
+    })
+    .unwrap();
+    assert_eq!(w.saved_graph_progress(), None);
+    let progress_file = w.work_dir().join("graph.progress");
+    let e = w
+        .finish(&mut |p: &BuildProgress| {
+            if p.stage == BuildStage::Inserting && progress_file.exists() {
+                Err(IndexError::Cancelled("killed".into()))
+            } else {
+                Ok(())
+            }
+        })
+        .unwrap_err();
+    assert!(matches!(e, IndexError::Cancelled(_)), "{e}");
+    let (w, resume) = builder.resumable_writer("corpus G").unwrap();
+    assert!(
+        matches!(resume, Resume::Continue { documents, .. } if documents == n),
+        "{resume:?}"
+    );
+    let inserted = w
+        .saved_graph_progress()
+        .expect("the graph's progress is kept");
+    assert!(0 < inserted && inserted < n, "{inserted} of {n}");
+    let index = w.finish(none).unwrap();
+    assert_eq!(index.len(), n);
+    assert!(
+        file_bytes(&whole, GRAPH_FILE) == file_bytes(&out, GRAPH_FILE),
+        "the resumed graph differs from the uninterrupted one"
+    );
+    assert!(!out.join("graph.progress").exists());
+    assert_eq!(leftovers(tmp.path(), "resumed"), vec!["whole".to_string()]);
 }

@@ -28,6 +28,7 @@ use super::build::{BuildProgress, BuildStage, IndexBuilder, ProgressFn, RemoveOn
 use super::error::IndexError;
 use super::fileio::{hash_file, sync_dir, write_values};
 use super::graph::GRAPH_FILE;
+use super::graph_build::{self, GraphCheckpoint, GraphStart};
 use super::manifest::{
     HnswInfo, IndexManifest, Metric, DOCS_FILE, FORMAT_VERSION, GRAPH_DISTANCE, GRAPH_LIBRARY,
     VECTORS_FILE,
@@ -35,12 +36,14 @@ use super::manifest::{
 use super::mapped::Mapped;
 use super::store::{DocStoreWriter, MappedDocs, BLOB_PART, OFFSETS_PART};
 use super::vocab::Vocabulary;
-use super::{graph_build, vectors, Index, LoadOptions};
+use super::{vectors, Index, LoadOptions};
 
 /// Checkpoint file of a resumable build (never part of a finished index).
 pub const CHECKPOINT_FILE: &str = "build.json";
 /// Lock file of a build's work directory (never part of a finished index).
 const LOCK_FILE: &str = "build.lock";
+/// The graph's saved progress in a resumable build (see `graph_build/checkpoint.rs`).
+const GRAPH_PROGRESS_FILE: &str = "graph.progress";
 /// Layout version of [`CHECKPOINT_FILE`].
 const CHECKPOINT_VERSION: u32 = 1;
 
@@ -304,6 +307,12 @@ impl IndexWriter {
         })
     }
 
+    /// Nodes already in the graph according to the graph progress saved by an interrupted
+    /// [`finish`](Self::finish), which the next one continues (if the file proves usable).
+    pub fn saved_graph_progress(&self) -> Option<usize> {
+        graph_build::saved_progress(&self.work.join(GRAPH_PROGRESS_FILE))
+    }
+
     /// Documents a checkpoint has made durable (from this run or the one it resumed; always 0
     /// for a temporary writer): what running the build again keeps.
     pub fn checkpointed(&self) -> usize {
@@ -439,8 +448,10 @@ impl IndexWriter {
             mut vectors,
             docs,
             ids,
+            source,
             ..
         } = self;
+        let resumable = source.is_some();
         // The duplicate check is over (~20 B per document): free it before the graph is built
         // (fields left in a partly moved `self` would live to the end of this function).
         drop(ids);
@@ -485,13 +496,28 @@ impl IndexWriter {
         // 3. Graph over the mapped vectors.
         let mapped = Mapped::<f32>::open(&vectors_path, Some(n * dim))?;
         let params = config.hnsw_params();
-        let graph = graph_build::build(
+        let progress_path = work.join(GRAPH_PROGRESS_FILE);
+        let checkpoint = match (resumable, config.graph_checkpoint_interval()) {
+            (true, Some(every)) => Some(GraphCheckpoint {
+                path: &progress_path,
+                every,
+            }),
+            _ => None,
+        };
+        let (graph, start) = graph_build::build(
             mapped.as_slice(),
             dim,
             params,
             config.thread_count(),
+            checkpoint.as_ref(),
             &mut |done, total| report(progress, BuildStage::Inserting, done, total),
         )?;
+        if let GraphStart::Discarded { reason } = start {
+            tracing::warn!(
+                "the graph's saved progress in {} was not used: {reason}",
+                progress_path.display()
+            );
+        }
         let top_level = graph.get(7).map_or(0, |&l| l as usize);
         // 4. Files, manifest last.
         files.insert(
@@ -540,7 +566,13 @@ impl IndexWriter {
         manifest.write(&work)?;
         // What only the build needs goes before the rename; the lock stays held by its open
         // file until the commit is done.
-        for name in [CHECKPOINT_FILE, LOCK_FILE, BLOB_PART, OFFSETS_PART] {
+        for name in [
+            CHECKPOINT_FILE,
+            GRAPH_PROGRESS_FILE,
+            LOCK_FILE,
+            BLOB_PART,
+            OFFSETS_PART,
+        ] {
             match std::fs::remove_file(work.join(name)) {
                 Ok(()) => {}
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
