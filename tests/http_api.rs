@@ -1455,17 +1455,15 @@ fn queued_requests_of_clients_that_left_are_not_encoded() {
         );
         (text, counts)
     };
-    let (mut text, mut counts) = read();
-    loop {
+    let mut before = read().1;
+    let (text, (encoded, abandoned, _)) = loop {
         std::thread::sleep(std::time::Duration::from_millis(500));
-        let (t, c) = read();
-        let settled = c == counts && c.2 == 0.0;
-        (text, counts) = (t, c);
-        if settled || std::time::Instant::now() > deadline {
-            break;
+        let (text, now) = read();
+        if (now == before && now.2 == 0.0) || std::time::Instant::now() > deadline {
+            break (text, now);
         }
-    }
-    let (encoded, abandoned, _) = counts;
+        before = now;
+    };
     println!(
         "{timed_out} of {n} requests timed out; {abandoned} dropped unencoded; {encoded} texts encoded"
     );
