@@ -53,17 +53,10 @@ pub(crate) fn saved_progress(path: &Path) -> Option<usize> {
 /// paused, to `path` (through a temporary file, fsynced and renamed: a crash leaves the old
 /// file or the new one).
 pub(super) fn save(path: &Path, b: &Building<'_>, inserted: usize) -> Result<(), IndexError> {
-    let tmp = path.with_file_name(format!(
-        "{}.tmp",
-        path.file_name().map_or_else(
-            || "graph-progress".into(),
-            |n| n.to_string_lossy().into_owned()
-        )
-    ));
-    let result = write(&tmp, b, inserted).and_then(|()| {
-        std::fs::rename(&tmp, path)?;
-        Ok(())
-    });
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".tmp");
+    let tmp = std::path::PathBuf::from(tmp);
+    let result = write(&tmp, b, inserted).and_then(|()| std::fs::rename(&tmp, path));
     if let Err(e) = result {
         let _ = std::fs::remove_file(&tmp);
         return Err(IndexError::io(path, e));
