@@ -1989,6 +1989,7 @@ fn dl19_hnsw_recall_and_ndcg_match_exact_search() {
                 .map(|h| {
                     index
                         .index_of(h["id"].as_str().expect("id"))
+                        .expect("docs.bin readable")
                         .expect("known id")
                 })
                 .collect()

@@ -421,7 +421,7 @@ fn search(args: SearchBenchArgs, global: &GlobalArgs) -> anyhow::Result<()> {
         let mut found = 0;
         for v in &vectors {
             for hit in index.search(v, args.k, ef)? {
-                found += usize::from(index.document(hit.index).is_some());
+                found += usize::from(index.document(hit.index)?.is_some());
             }
         }
         let t_all = t.elapsed().as_secs_f64();

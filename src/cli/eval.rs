@@ -137,15 +137,17 @@ impl Retriever for LocalRetriever {
                 lists.push(self.search(&raw[i], k)?);
             }
             let hits = capot::index::merge_best(lists, k);
-            rankings.push(
-                hits.iter()
-                    .filter_map(|h| {
-                        self.index
-                            .document(h.index)
-                            .map(|d| (d.id.to_string(), h.score))
-                    })
-                    .collect(),
-            );
+            let mut ranking = Vec::with_capacity(hits.len());
+            for h in &hits {
+                let doc = self
+                    .index
+                    .document(h.index)
+                    .map_err(|e| EvalError::Retrieval(e.to_string()))?;
+                if let Some(d) = doc {
+                    ranking.push((d.id, h.score));
+                }
+            }
+            rankings.push(ranking);
         }
         Ok((rankings, vectors))
     }

@@ -49,7 +49,7 @@ pub use manifest::{
     FORMAT_VERSION, GRAPH_FILE, MANIFEST_FILE, VECTORS_FILE,
 };
 pub use quantized::GraphVectors;
-pub use store::{DocRef, Document};
+pub use store::Document;
 pub use upgrade::{upgrade, Upgrade};
 pub use writer::{IndexWriter, Resume, SourcePosition, CHECKPOINT_FILE};
 
@@ -57,7 +57,7 @@ use error::panic_message;
 use graph::Graph;
 use mapped::Mapped;
 use quantized::SmallVectors;
-use store::{DocStore, MappedDocs};
+use store::{DocReader, DocStore, MappedDocs};
 use vocab::Vocabulary;
 
 /// With a float16 or int8 graph walk, how many of its best candidates per requested hit are
@@ -98,7 +98,7 @@ impl Default for LoadOptions {
 pub struct Index {
     dir: PathBuf,
     manifest: IndexManifest,
-    store: MappedDocs,
+    store: DocReader,
     vectors: Mapped<f32>,
     small: Option<SmallVectors>,
     /// `vectors.f32` opened for reading the rows a smaller walk re-scores (see `search`).
@@ -167,7 +167,8 @@ impl Index {
                 }
                 Ok::<(), IndexError>(())
             });
-            let store = MappedDocs::open(&dir.join(DOCS_FILE), n);
+            let store = MappedDocs::open(&dir.join(DOCS_FILE), n)
+                .and_then(|docs| docs.into_reader(&dir.join(DOCS_FILE)));
             let vectors = Mapped::<f32>::open(&dir.join(VECTORS_FILE), Some(n * dim));
             let small = SmallVectors::open(&dir, manifest.graph_vectors, n, dim);
             let graph = Graph::open(&dir.join(GRAPH_FILE), n, manifest.hnsw.m);
@@ -322,13 +323,14 @@ impl Index {
         self.vectors.as_slice()
     }
 
-    /// Document `i`, `None` if out of range.
-    pub fn document(&self, i: usize) -> Option<DocRef<'_>> {
+    /// Document `i`, `None` if out of range; read from `docs.bin` on each call (an error only
+    /// if the file cannot be read).
+    pub fn document(&self, i: usize) -> Result<Option<Document>, IndexError> {
         self.store.get(i)
     }
 
     /// Internal index of the document with id `id`.
-    pub fn index_of(&self, id: &str) -> Option<usize> {
+    pub fn index_of(&self, id: &str) -> Result<Option<usize>, IndexError> {
         self.store.index_of(id)
     }
 
@@ -337,14 +339,11 @@ impl Index {
         self.vocab.as_ref().map_or(0, |v| v.heap_bytes())
     }
 
-    /// Bytes mapped from `vectors.f32`, `graph.bin`, `docs.bin` and the graph walk's smaller
-    /// copy of the vectors if any (resident as far as searches touch them; shared with every
-    /// process that maps the same files).
+    /// Bytes mapped from `vectors.f32`, `graph.bin` and the graph walk's smaller copy of the
+    /// vectors if any (resident as far as searches touch them; shared with every process that
+    /// maps the same files). `docs.bin` is read, not mapped.
     pub fn mapped_bytes(&self) -> usize {
-        self.vectors.bytes()
-            + self.graph.bytes()
-            + self.store.bytes()
-            + self.small.as_ref().map_or(0, |s| s.bytes())
+        self.vectors.bytes() + self.graph.bytes() + self.small.as_ref().map_or(0, |s| s.bytes())
     }
 
     /// Checks the dimension and normalises the query (cosine is scale invariant).

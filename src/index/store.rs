@@ -16,10 +16,11 @@
 //! (Format 1 indexes had `b"CAPOTDS\x01"` and no `by_id`; [`DocStore::read`] reads both,
 //! for `capot index upgrade`.)
 //!
-//! A served index maps the file ([`MappedDocs`]): loading checks the offsets and the id
-//! order, and a document's text is only read when a hit returns it, so a million documents
-//! cost neither load time nor resident memory until asked for. The corpus stays
-//! inspectable through the original `corpus.jsonl`.
+//! Loading maps the file once to check the offsets and the id order ([`MappedDocs`]); a
+//! served index then reads a document only when a hit returns it, with positioned reads
+//! ([`DocReader`]), so ten million documents cost neither load time nor resident memory: the
+//! text stays in the OS page cache, shared, and is never mapped into the process. The corpus
+//! stays inspectable through the original `corpus.jsonl`.
 
 use std::path::Path;
 
@@ -51,7 +52,7 @@ pub struct Document {
 
 /// A borrowed view of one stored document.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub struct DocRef<'a> {
+pub(crate) struct DocRef<'a> {
     /// Document id.
     pub id: &'a str,
     /// Title (may be empty).
@@ -62,7 +63,7 @@ pub struct DocRef<'a> {
 
 impl DocRef<'_> {
     /// Copies the view into an owned [`Document`].
-    pub fn to_document(&self) -> Document {
+    pub(crate) fn to_document(self) -> Document {
         Document {
             id: self.id.to_string(),
             title: self.title.to_string(),
@@ -386,15 +387,20 @@ impl DocStoreWriter {
     }
 }
 
-/// The document store of a served index: `docs.bin` memory-mapped (see the module
-/// documentation).
-pub(crate) struct MappedDocs {
-    map: Mapped<u8>,
+/// Where the tables of a validated `docs.bin` lie (byte ranges inside the file).
+#[derive(Debug, Clone)]
+struct Layout {
     count: usize,
-    /// Byte ranges of the offsets table, the id order and the blob inside the file.
     offsets: std::ops::Range<usize>,
     by_id: std::ops::Range<usize>,
     blob: std::ops::Range<usize>,
+}
+
+/// `docs.bin` memory-mapped and validated: what passes over every document (the vocabulary of
+/// a build) read. A served index keeps a [`DocReader`] instead (see the module documentation).
+pub(crate) struct MappedDocs {
+    map: Mapped<u8>,
+    layout: Layout,
 }
 
 impl MappedDocs {
@@ -433,13 +439,16 @@ impl MappedDocs {
         }
         let docs = MappedDocs {
             map,
-            count,
-            offsets,
-            by_id,
-            blob,
+            layout: Layout {
+                count,
+                offsets,
+                by_id,
+                blob,
+            },
         };
-        let offs: &[u64] = bytemuck::try_cast_slice(&docs.map.as_slice()[docs.offsets.clone()])
-            .map_err(|_| corrupt("offsets table is not aligned".into()))?;
+        let offs: &[u64] =
+            bytemuck::try_cast_slice(&docs.map.as_slice()[docs.layout.offsets.clone()])
+                .map_err(|_| corrupt("offsets table is not aligned".into()))?;
         if offs[0] != 0 || offs[offs.len() - 1] != blob_len {
             return Err(corrupt("offsets table does not span the text".into()));
         }
@@ -460,12 +469,23 @@ impl MappedDocs {
         Ok(docs)
     }
 
+    /// Positioned reads of the same file, for serving; the mapping (and with it every page
+    /// the validation touched) is let go.
+    pub(crate) fn into_reader(self, path: &Path) -> Result<DocReader, IndexError> {
+        let file = std::fs::File::open(path).map_err(|e| super::fileio::open_error(path, e))?;
+        Ok(DocReader {
+            file,
+            path: path.to_path_buf(),
+            layout: self.layout,
+        })
+    }
+
     fn offsets(&self) -> &[u64] {
-        bytemuck::try_cast_slice(&self.map.as_slice()[self.offsets.clone()]).unwrap_or(&[])
+        bytemuck::try_cast_slice(&self.map.as_slice()[self.layout.offsets.clone()]).unwrap_or(&[])
     }
 
     fn id_order(&self) -> &[u32] {
-        bytemuck::try_cast_slice(&self.map.as_slice()[self.by_id.clone()]).unwrap_or(&[])
+        bytemuck::try_cast_slice(&self.map.as_slice()[self.layout.by_id.clone()]).unwrap_or(&[])
     }
 
     /// Field `f` of document `i` (U+FFFD if its bytes are not UTF-8, which a verified
@@ -473,7 +493,7 @@ impl MappedDocs {
     fn field(&self, i: usize, f: usize) -> &str {
         let offs = self.offsets();
         let (a, b) = (offs[3 * i + f] as usize, offs[3 * i + f + 1] as usize);
-        let blob = &self.map.as_slice()[self.blob.clone()];
+        let blob = &self.map.as_slice()[self.layout.blob.clone()];
         blob.get(a..b)
             .and_then(|bytes| std::str::from_utf8(bytes).ok())
             .unwrap_or("\u{FFFD}")
@@ -481,24 +501,170 @@ impl MappedDocs {
 
     /// Document `i`, if in range.
     pub(crate) fn get(&self, i: usize) -> Option<DocRef<'_>> {
-        (i < self.count).then(|| DocRef {
+        (i < self.layout.count).then(|| DocRef {
             id: self.field(i, 0),
             title: self.field(i, 1),
             text: self.field(i, 2),
         })
     }
+}
 
-    /// Internal index of the document with this id.
-    pub(crate) fn index_of(&self, id: &str) -> Option<usize> {
-        let order = self.id_order();
-        order
-            .binary_search_by(|&j| self.field(j as usize, 0).cmp(id))
-            .ok()
-            .map(|pos| order[pos] as usize)
+/// The document store of a served index: a validated `docs.bin` read with positioned reads,
+/// one document at a time. Reading the hits' text through a mapping would make the whole file
+/// resident in the process over a few thousand searches (the kernel maps the cached neighbours
+/// of every page a mapping faults in); two small reads per hit keep it in the page cache only.
+pub(crate) struct DocReader {
+    file: std::fs::File,
+    path: std::path::PathBuf,
+    layout: Layout,
+}
+
+impl DocReader {
+    fn read_at(&self, buf: &mut [u8], at: usize) -> Result<(), IndexError> {
+        use std::os::unix::fs::FileExt;
+        self.file
+            .read_exact_at(buf, at as u64)
+            .map_err(|e| IndexError::io(&self.path, e))
     }
 
-    /// Bytes mapped.
-    pub(crate) fn bytes(&self) -> usize {
-        self.map.bytes()
+    /// Where document `i`'s fields lie in the text: id `e[0]..e[1]`, title `e[1]..e[2]`,
+    /// text `e[2]..e[3]`.
+    fn bounds(&self, i: usize) -> Result<[usize; 4], IndexError> {
+        let mut raw = [0u8; 32];
+        self.read_at(&mut raw, self.layout.offsets.start + 3 * i * 8)?;
+        Ok(std::array::from_fn(|k| {
+            u64::from_le_bytes(raw[8 * k..8 * k + 8].try_into().unwrap_or([0; 8])) as usize
+        }))
+    }
+
+    /// Bytes `a..b` of the text.
+    fn span(&self, a: usize, b: usize) -> Result<Vec<u8>, IndexError> {
+        if a > b || b > self.layout.blob.len() {
+            return Err(IndexError::corrupt(
+                &self.path,
+                format!("text range {a}..{b} outside the store (the file changed after load?)"),
+            ));
+        }
+        let mut bytes = vec![0; b - a];
+        self.read_at(&mut bytes, self.layout.blob.start + a)?;
+        Ok(bytes)
+    }
+
+    /// Document `i`, `None` if out of range. Fields that are not UTF-8 (which a verified
+    /// checksum rules out) have U+FFFD in place of the bad bytes.
+    pub(crate) fn get(&self, i: usize) -> Result<Option<Document>, IndexError> {
+        if i >= self.layout.count {
+            return Ok(None);
+        }
+        let [a, b, c, d] = self.bounds(i)?;
+        let bytes = self.span(a, d)?;
+        let field = |x: usize, y: usize| {
+            bytes
+                .get(x.saturating_sub(a)..y.saturating_sub(a))
+                .map_or_else(
+                    || "\u{FFFD}".into(),
+                    |f| String::from_utf8_lossy(f).into_owned(),
+                )
+        };
+        Ok(Some(Document {
+            id: field(a, b),
+            title: field(b, c),
+            text: field(c, d),
+        }))
+    }
+
+    /// Internal index of the document with this id: a binary search over the id order.
+    pub(crate) fn index_of(&self, id: &str) -> Result<Option<usize>, IndexError> {
+        let (mut lo, mut hi) = (0, self.layout.count);
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            let mut raw = [0u8; 4];
+            self.read_at(&mut raw, self.layout.by_id.start + 4 * mid)?;
+            let j = u32::from_le_bytes(raw) as usize;
+            if j >= self.layout.count {
+                return Err(IndexError::corrupt(
+                    &self.path,
+                    format!("id order names document {j} (the file changed after load?)"),
+                ));
+            }
+            let [a, b, ..] = self.bounds(j)?;
+            match self.span(a, b)?.as_slice().cmp(id.as_bytes()) {
+                std::cmp::Ordering::Less => lo = mid + 1,
+                std::cmp::Ordering::Greater => hi = mid,
+                std::cmp::Ordering::Equal => return Ok(Some(j)),
+            }
+        }
+        Ok(None)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn write_store(dir: &Path, docs: &[(&str, &str, &str)]) -> std::path::PathBuf {
+        let mut w = DocStoreWriter::create(dir).unwrap();
+        for (id, title, text) in docs {
+            w.push(id, title, text).unwrap();
+        }
+        let path = dir.join("docs.bin");
+        w.finish(&path).unwrap();
+        path
+    }
+
+    #[test]
+    fn a_reader_returns_every_document_and_finds_every_id() {
+        let tmp = tempfile::tempdir().unwrap();
+        let docs = [
+            ("ab", "Title", "text of ab"),
+            ("a", "", "empty title"),
+            ("z\u{e9}", "caf\u{e9}", "\u{1F600} emoji"),
+            ("b", "only a title", ""),
+            ("", "", ""),
+        ];
+        let path = write_store(tmp.path(), &docs);
+        let reader = MappedDocs::open(&path, docs.len())
+            .unwrap()
+            .into_reader(&path)
+            .unwrap();
+        for (i, (id, title, text)) in docs.iter().enumerate() {
+            let d = reader.get(i).unwrap().unwrap();
+            assert_eq!(
+                (d.id.as_str(), d.title.as_str(), d.text.as_str()),
+                (*id, *title, *text)
+            );
+            assert_eq!(reader.index_of(id).unwrap(), Some(i), "{id:?}");
+        }
+        assert!(reader.get(docs.len()).unwrap().is_none());
+        for missing in ["aa", "abc", "c", "z", "\u{ffff}"] {
+            assert_eq!(reader.index_of(missing).unwrap(), None, "{missing:?}");
+        }
+    }
+
+    #[test]
+    fn a_store_cut_short_after_load_is_an_error_not_a_panic() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = write_store(
+            tmp.path(),
+            &[("a", "t", "some text"), ("b", "u", "more text")],
+        );
+        let reader = MappedDocs::open(&path, 2)
+            .unwrap()
+            .into_reader(&path)
+            .unwrap();
+        // Outside the contract (index files are immutable), but still no panic.
+        let len = std::fs::metadata(&path).unwrap().len();
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&path)
+            .unwrap()
+            .set_len(len - 4)
+            .unwrap();
+        assert!(
+            matches!(reader.get(1), Err(IndexError::Io { .. })),
+            "{:?}",
+            reader.get(1)
+        );
+        assert!(reader.get(0).unwrap().is_some());
     }
 }

@@ -134,17 +134,16 @@ fn build_load_roundtrip_identical_results_and_recall() {
 
     // Store and vectors round trip.
     for i in [0, 1, 2, 999, n - 1] {
-        let d = loaded.document(i).unwrap();
-        assert_eq!(d.to_document(), docs[i]);
-        assert_eq!(loaded.index_of(&docs[i].id), Some(i));
+        assert_eq!(loaded.document(i).unwrap().as_ref(), Some(&docs[i]));
+        assert_eq!(loaded.index_of(&docs[i].id).unwrap(), Some(i));
         let v = loaded.vector(i).unwrap();
         assert_eq!(v, built.vector(i).unwrap());
         for (a, b) in v.iter().zip(&vecs[i * dim..(i + 1) * dim]) {
             assert!((a - b).abs() < 1e-6);
         }
     }
-    assert!(loaded.document(n).is_none() && loaded.vector(n).is_none());
-    assert_eq!(loaded.index_of("nope"), None);
+    assert!(loaded.document(n).unwrap().is_none() && loaded.vector(n).is_none());
+    assert_eq!(loaded.index_of("nope").unwrap(), None);
 
     // Same results before and after reload; recall vs exact.
     let mut rng = Rng(99);
@@ -738,7 +737,7 @@ fn format_1_indexes_are_refused_with_a_hint_and_upgrade_in_place() {
     let q = Rng(8).unit_vector(16);
     let exact = original.search_exact(&q, 10).unwrap();
     let docs: Vec<Document> = (0..400)
-        .map(|i| original.document(i).unwrap().to_document())
+        .map(|i| original.document(i).unwrap().unwrap())
         .collect();
     drop(original);
     downgrade_to_v1(&out);
@@ -768,7 +767,7 @@ fn format_1_indexes_are_refused_with_a_hint_and_upgrade_in_place() {
     assert_eq!(loaded.search_exact(&q, 10).unwrap(), exact);
     assert_eq!(loaded.search(&q, 10, 400).unwrap(), exact);
     for (i, d) in docs.iter().enumerate() {
-        assert_eq!(&loaded.document(i).unwrap().to_document(), d);
+        assert_eq!(loaded.document(i).unwrap().as_ref(), Some(d));
     }
     assert!(!out.join("hnsw.hnsw.graph").exists());
     assert_eq!(leftovers(tmp.path(), "idx"), Vec::<String>::new());
@@ -800,7 +799,7 @@ fn float16_and_int8_graph_vectors_keep_recall_and_exact_scores() {
             .unwrap();
         let index = Index::load(&out).unwrap();
         assert_eq!(index.manifest().graph_vectors, precision);
-        let copy = index.mapped_bytes() - n * dim * 4 - index.graph.bytes() - index.store.bytes();
+        let copy = index.mapped_bytes() - n * dim * 4 - index.graph.bytes();
         assert_eq!(copy, precision.bytes(n, dim));
         // Scores are the float32 ones whatever the walk read.
         for q in &queries[..20] {
@@ -939,7 +938,7 @@ fn a_failed_finish_keeps_the_work_and_the_old_index() {
     let tmp = tempfile::tempdir().unwrap();
     let out = tmp.path().join("idx");
     let old = build_small(&out, 40, 8, 1);
-    let old_first = old.document(0).unwrap().id.to_string();
+    let old_first = old.document(0).unwrap().unwrap().id;
     drop(old);
     let (docs, vecs) = corpus(300, 8, 2);
     let builder = IndexBuilder::new(&out, fields(8))
@@ -963,7 +962,7 @@ fn a_failed_finish_keeps_the_work_and_the_old_index() {
     // The old index is untouched and still loads.
     let still = Index::load(&out).unwrap();
     assert_eq!(still.len(), 40);
-    assert_eq!(still.document(0).unwrap().id, old_first);
+    assert_eq!(still.document(0).unwrap().unwrap().id, old_first);
     // Running it again resumes with every document and goes straight to the finish.
     let (w, resume) = builder.resumable_writer("corpus B").unwrap();
     assert!(

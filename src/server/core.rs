@@ -359,14 +359,29 @@ pub async fn search(state: &AppState, p: SearchParams) -> Result<SearchOutput, A
         let search_started = Instant::now();
         let idx = index.clone();
         let slots = prepared.slots;
-        let lists = tokio::task::spawn_blocking(move || {
+        // The hits' documents are read here too: positioned reads of `docs.bin`, blocking I/O.
+        let results = tokio::task::spawn_blocking(move || {
             slots
                 .iter()
                 .map(|own| {
-                    own.iter()
+                    let lists = own
+                        .iter()
                         .map(|&i| idx.search(&vectors[i], k, ef))
+                        .collect::<Result<Vec<_>, _>>()?;
+                    crate::index::merge_best(lists, k)
+                        .into_iter()
+                        .enumerate()
+                        .filter_map(|(rank, h)| {
+                            let doc = idx.document(h.index).transpose()?;
+                            Some(doc.map(|d| Hit {
+                                id: d.id,
+                                score: h.score,
+                                rank: rank + 1,
+                                title: d.title,
+                                text: d.text,
+                            }))
+                        })
                         .collect::<Result<Vec<_>, _>>()
-                        .map(|lists| crate::index::merge_best(lists, k))
                 })
                 .collect::<Result<Vec<_>, _>>()
         })
@@ -379,28 +394,11 @@ pub async fn search(state: &AppState, p: SearchParams) -> Result<SearchOutput, A
             encode: timings,
             search: Some(search_started.elapsed().as_secs_f64()),
         };
-        Ok::<_, ApiError>((lists, prepared.repairs, stages))
+        Ok::<_, ApiError>((results, prepared.repairs, stages))
     };
-    let (lists, repairs, stages) = tokio::time::timeout(state.request_timeout(), work)
+    let (results, repairs, stages) = tokio::time::timeout(state.request_timeout(), work)
         .await
         .map_err(|_| timeout_error(state))??;
-    let results = lists
-        .into_iter()
-        .map(|hits| {
-            hits.into_iter()
-                .enumerate()
-                .filter_map(|(rank, h)| {
-                    index.document(h.index).map(|d| Hit {
-                        id: d.id.to_string(),
-                        score: h.score,
-                        rank: rank + 1,
-                        title: d.title.to_string(),
-                        text: d.text.to_string(),
-                    })
-                })
-                .collect()
-        })
-        .collect();
     let total = started.elapsed().as_secs_f64();
     let manifest = loaded.encoder().manifest();
     record(state, loaded.name(), &stages, total);
