@@ -1,7 +1,7 @@
 """capot's HNSW graph against hnswlib and faiss (IndexHNSWFlat) on the SAME vectors: the
 document vectors a capot index stores (vectors.f32) and query vectors encoded by capot. Same
-HNSW parameters (M=16, ef_construction=200, inner product on normalised vectors), single-threaded
-search, recall@k against exact search, a sweep over ef, and queries/s at equal recall.
+HNSW parameters (the M and ef_construction in the index's manifest, inner product on normalised
+vectors), single-threaded search, recall@k against exact search, a sweep over ef, and queries/s at equal recall.
 
     python bench/ann.py --capot BIN --index DIR --encoder BUNDLE --queries FILE [FILE...] --out DIR
 
@@ -23,8 +23,6 @@ import time
 import faiss
 import hnswlib
 import numpy as np
-
-M, EF_CONSTRUCTION = 16, 200
 
 
 def read_texts(path):
@@ -115,6 +113,7 @@ def main():
     efs = [int(x) for x in a.ef.split(",")]
     meta = json.load(open(os.path.join(a.index, "index.json")))
     n, dim = meta["count"], meta["dimension"]
+    M, EF_CONSTRUCTION = meta["hnsw"]["m"], meta["hnsw"]["ef_construction"]
     docs = np.fromfile(os.path.join(a.index, "vectors.f32"), dtype="<f4").reshape(n, dim)
     qpath = os.path.join(a.out, "ann-queries.f32")
     if os.path.exists(qpath):
@@ -173,7 +172,7 @@ def main():
               "build_seconds_python": build, "sweep": libs, "equal_recall": equal}
     json.dump(report, open(os.path.join(a.out, "ann.json"), "w"), indent=2)
 
-    print(f"#### Recall@{a.k} and queries/s per ef (single thread, {len(queries)} queries, {n} vectors)\n")
+    print(f"#### Recall@{a.k} and queries/s per ef (single thread, {len(queries)} queries, {n} vectors, M={M})\n")
     print("| ef | " + " | ".join(f"{l} recall | {l} q/s" for l in libs) + " |")
     print("|---|" + "---|---|" * len(libs))
     for i, ef in enumerate(efs):
