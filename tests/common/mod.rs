@@ -104,10 +104,19 @@ pub fn run_capot_with_file_limit(args: &[&str], max_kib: u64) -> Output {
         .expect("run capot under ulimit")
 }
 
-/// Imports MiniLM under `name` into a new temporary directory (kept alive by the returned guard).
-pub fn import_minilm_as(name: &str) -> (tempfile::TempDir, PathBuf) {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let out = dir.path().join(name);
+/// Imports MiniLM under `name`, once per test binary, into
+/// `CARGO_TARGET_TMPDIR/test-bundles/<pid>-<name>/<name>` (a directory of its own, so that it is
+/// outside the model directories of a server that does not name it). A bundle held by a `static`
+/// is never dropped, so a temporary directory would outlive the process (174 MB a binary, a
+/// run); these are removed by a later test binary once their process has exited.
+pub fn import_minilm_as(name: &str) -> PathBuf {
+    let parent = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("test-bundles");
+    remove_bundles_of_exited_processes(&parent);
+    let dir = parent.join(format!("{}-{name}", std::process::id()));
+    // Left by an earlier process with the same id.
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("bundle directory");
+    let out = dir.join(name);
     let hf = minilm_hf_dir();
     let o = run_capot(
         &[
@@ -126,13 +135,36 @@ pub fn import_minilm_as(name: &str) -> (tempfile::TempDir, PathBuf) {
         "import failed: {}",
         String::from_utf8_lossy(&o.stderr)
     );
-    (dir, out)
+    out
+}
+
+/// Removes the `<pid>-<name>` directories under `parent` whose process is gone (Linux: only
+/// where `/proc` says which processes live).
+fn remove_bundles_of_exited_processes(parent: &Path) {
+    if !Path::new("/proc/self").exists() {
+        return;
+    }
+    let Ok(entries) = std::fs::read_dir(parent) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let pid = name
+            .to_str()
+            .and_then(|n| n.split('-').next())
+            .and_then(|p| p.parse::<u32>().ok());
+        if let Some(pid) = pid {
+            if pid != std::process::id() && !Path::new("/proc").join(pid.to_string()).exists() {
+                let _ = std::fs::remove_dir_all(entry.path());
+            }
+        }
+    }
 }
 
 /// A MiniLM bundle named `minilm`, imported once per test binary.
 pub fn minilm_bundle() -> &'static Path {
-    static BUNDLE: OnceLock<(tempfile::TempDir, PathBuf)> = OnceLock::new();
-    &BUNDLE.get_or_init(|| import_minilm_as("minilm")).1
+    static BUNDLE: OnceLock<PathBuf> = OnceLock::new();
+    BUNDLE.get_or_init(|| import_minilm_as("minilm"))
 }
 
 /// Imports a tiny randomly initialised BERT (MiniLM's tokenizer, weights from `seed`) as the

@@ -14,10 +14,8 @@ use crate::common::{self, Server};
 
 /// MiniLM imported a second time, under the name `minilm-b`, once per test binary.
 pub fn second_bundle() -> &'static Path {
-    static BUNDLE: OnceLock<(tempfile::TempDir, PathBuf)> = OnceLock::new();
-    &BUNDLE
-        .get_or_init(|| common::import_minilm_as("minilm-b"))
-        .1
+    static BUNDLE: OnceLock<PathBuf> = OnceLock::new();
+    BUNDLE.get_or_init(|| common::import_minilm_as("minilm-b"))
 }
 
 /// The directory holding [`second_bundle`]: servers that load it through the admin API name it
