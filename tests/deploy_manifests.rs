@@ -142,25 +142,23 @@ struct Rendered {
     docs: Vec<Value>,
 }
 
-/// Every overlay rendered once per test binary into a temporary directory.
+/// Every overlay rendered once per test binary into a fixture directory.
 fn rendered() -> &'static [Rendered] {
-    static R: OnceLock<(tempfile::TempDir, Vec<Rendered>)> = OnceLock::new();
-    &R.get_or_init(|| {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let all = OVERLAYS
+    static R: OnceLock<Vec<Rendered>> = OnceLock::new();
+    R.get_or_init(|| {
+        let dir = fixture_dir("rendered-manifests");
+        OVERLAYS
             .iter()
             .map(|&name| {
-                let file = dir.path().join(format!("{}.yaml", name.replace('/', "-")));
+                let file = dir.join(format!("{}.yaml", name.replace('/', "-")));
                 std::fs::write(&file, kustomize(&deploy().join(name)))
                     .expect("write rendered manifests");
                 let docs = yaml_docs(&file);
                 assert!(!docs.is_empty(), "{name} rendered nothing");
                 Rendered { name, file, docs }
             })
-            .collect();
-        (dir, all)
+            .collect()
     })
-    .1
 }
 
 fn find<'a>(docs: &'a [Value], kind: &str, name: &str) -> &'a Value {

@@ -198,18 +198,21 @@ fn assert_error(r: &Reply, status: u16, code: &str, says: &str) {
 fn default_server(extra: &[&str]) -> Server {
     let index = default_index().to_str().expect("utf-8 path").to_string();
     let bundle = minilm_bundle().to_str().expect("utf-8 path").to_string();
-    let data = tempfile::tempdir().expect("tempdir").keep();
+    let data = tempfile::tempdir().expect("tempdir");
     let mut args = vec![
         "--index".to_string(),
         index,
         "--encoder".into(),
         bundle,
         "--data-dir".into(),
-        data.to_str().expect("utf-8").into(),
+        data.path().to_str().expect("utf-8").into(),
     ];
     args.extend(extra.iter().map(|s| s.to_string()));
     let refs: Vec<&str> = args.iter().map(String::as_str).collect();
-    Server::start(&refs)
+    let mut server = Server::start(&refs);
+    // Removed with the server.
+    server.data_dir = Some(data);
+    server
 }
 
 /// The value of one sample in a Prometheus text exposition (labels matched as a subset).

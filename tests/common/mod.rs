@@ -104,19 +104,47 @@ pub fn run_capot_with_file_limit(args: &[&str], max_kib: u64) -> Output {
         .expect("run capot under ulimit")
 }
 
-/// Imports MiniLM under `name`, once per test binary, into
-/// `CARGO_TARGET_TMPDIR/test-bundles/<pid>-<name>/<name>` (a directory of its own, so that it is
-/// outside the model directories of a server that does not name it). A bundle held by a `static`
-/// is never dropped, so a temporary directory would outlive the process (174 MB a binary, a
-/// run); these are removed by a later test binary once their process has exited.
-pub fn import_minilm_as(name: &str) -> PathBuf {
-    let parent = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("test-bundles");
-    remove_bundles_of_exited_processes(&parent);
+/// An empty directory for a fixture made once per test binary and held by a `static`:
+/// `CARGO_TARGET_TMPDIR/test-fixtures/<pid>-<name>`. A `static` is never dropped, so a `TempDir`
+/// held by one would outlive the process (a MiniLM bundle is 174 MB, per binary and run); these
+/// directories are removed instead by a later test binary once their process has exited.
+pub fn fixture_dir(name: &str) -> PathBuf {
+    let parent = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("test-fixtures");
+    remove_fixtures_of_exited_processes(&parent);
     let dir = parent.join(format!("{}-{name}", std::process::id()));
     // Left by an earlier process with the same id.
     let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("bundle directory");
-    let out = dir.join(name);
+    std::fs::create_dir_all(&dir).expect("fixture directory");
+    dir
+}
+
+/// Removes the `<pid>-<name>` directories under `parent` whose process is gone (Linux: only
+/// where `/proc` says which processes live).
+fn remove_fixtures_of_exited_processes(parent: &Path) {
+    if !Path::new("/proc/self").exists() {
+        return;
+    }
+    let Ok(entries) = std::fs::read_dir(parent) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let pid = name
+            .to_str()
+            .and_then(|n| n.split('-').next())
+            .and_then(|p| p.parse::<u32>().ok());
+        if let Some(pid) = pid {
+            if pid != std::process::id() && !Path::new("/proc").join(pid.to_string()).exists() {
+                let _ = std::fs::remove_dir_all(entry.path());
+            }
+        }
+    }
+}
+
+/// Imports MiniLM under `name` into a [`fixture_dir`] of its own (so that it is outside the model
+/// directories of a server that does not name it); returns the bundle directory.
+pub fn import_minilm_as(name: &str) -> PathBuf {
+    let out = fixture_dir(name).join(name);
     let hf = minilm_hf_dir();
     let o = run_capot(
         &[
@@ -136,29 +164,6 @@ pub fn import_minilm_as(name: &str) -> PathBuf {
         String::from_utf8_lossy(&o.stderr)
     );
     out
-}
-
-/// Removes the `<pid>-<name>` directories under `parent` whose process is gone (Linux: only
-/// where `/proc` says which processes live).
-fn remove_bundles_of_exited_processes(parent: &Path) {
-    if !Path::new("/proc/self").exists() {
-        return;
-    }
-    let Ok(entries) = std::fs::read_dir(parent) else {
-        return;
-    };
-    for entry in entries.flatten() {
-        let name = entry.file_name();
-        let pid = name
-            .to_str()
-            .and_then(|n| n.split('-').next())
-            .and_then(|p| p.parse::<u32>().ok());
-        if let Some(pid) = pid {
-            if pid != std::process::id() && !Path::new("/proc").join(pid.to_string()).exists() {
-                let _ = std::fs::remove_dir_all(entry.path());
-            }
-        }
-    }
 }
 
 /// A MiniLM bundle named `minilm`, imported once per test binary.

@@ -20,7 +20,6 @@ pub fn p(path: &Path) -> &str {
 
 /// What every jobs test needs, made once per test binary.
 pub struct World {
-    _dir: tempfile::TempDir,
     /// The tiny encoder bundle (`tiny`), with weights.
     pub base: PathBuf,
     /// The built-in corpus indexed with it.
@@ -39,10 +38,10 @@ pub fn world() -> &'static World {
 }
 
 fn make_world() -> World {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let base = common::import_tiny(dir.path(), "tiny", 11);
+    let dir = common::fixture_dir("jobs-world");
+    let base = common::import_tiny(&dir, "tiny", 11);
     let dataset = common::root().join("data/default-corpus");
-    let index = dir.path().join("index");
+    let index = dir.join("index");
     let o = run_capot(
         &[
             "index",
@@ -71,13 +70,12 @@ fn make_world() -> World {
         q += &format!("t{i}\t{text}\n");
         v += &format!("t{i}\t{}\n", text.replacen('a', "", 1));
     }
-    let queries = dir.path().join("train.tsv");
-    let variants = dir.path().join("train.typo1.tsv");
+    let queries = dir.join("train.tsv");
+    let variants = dir.join("train.typo1.tsv");
     std::fs::write(&queries, q).unwrap();
     std::fs::write(&variants, v).unwrap();
     World {
         eval_variants: dataset.join("queries.typo.tsv"),
-        _dir: dir,
         base,
         index,
         dataset,
