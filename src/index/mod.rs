@@ -167,8 +167,7 @@ impl Index {
                 }
                 Ok::<(), IndexError>(())
             });
-            let store = MappedDocs::open(&dir.join(DOCS_FILE), n)
-                .and_then(|docs| docs.into_reader(&dir.join(DOCS_FILE)));
+            let store = MappedDocs::open(&dir.join(DOCS_FILE), n).and_then(MappedDocs::into_reader);
             let vectors = Mapped::<f32>::open(&dir.join(VECTORS_FILE), Some(n * dim));
             let small = SmallVectors::open(&dir, manifest.graph_vectors, n, dim);
             let graph = Graph::open(&dir.join(GRAPH_FILE), n, manifest.hnsw.m);

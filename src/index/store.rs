@@ -400,6 +400,7 @@ struct Layout {
 /// a build) read. A served index keeps a [`DocReader`] instead (see the module documentation).
 pub(crate) struct MappedDocs {
     map: Mapped<u8>,
+    path: std::path::PathBuf,
     layout: Layout,
 }
 
@@ -439,6 +440,7 @@ impl MappedDocs {
         }
         let docs = MappedDocs {
             map,
+            path: path.to_path_buf(),
             layout: Layout {
                 count,
                 offsets,
@@ -471,11 +473,12 @@ impl MappedDocs {
 
     /// Positioned reads of the same file, for serving; the mapping (and with it every page
     /// the validation touched) is let go.
-    pub(crate) fn into_reader(self, path: &Path) -> Result<DocReader, IndexError> {
-        let file = std::fs::File::open(path).map_err(|e| super::fileio::open_error(path, e))?;
+    pub(crate) fn into_reader(self) -> Result<DocReader, IndexError> {
+        let file = std::fs::File::open(&self.path)
+            .map_err(|e| super::fileio::open_error(&self.path, e))?;
         Ok(DocReader {
             file,
-            path: path.to_path_buf(),
+            path: self.path,
             layout: self.layout,
         })
     }
@@ -625,7 +628,7 @@ mod tests {
         let path = write_store(tmp.path(), &docs);
         let reader = MappedDocs::open(&path, docs.len())
             .unwrap()
-            .into_reader(&path)
+            .into_reader()
             .unwrap();
         for (i, (id, title, text)) in docs.iter().enumerate() {
             let d = reader.get(i).unwrap().unwrap();
@@ -648,10 +651,7 @@ mod tests {
             tmp.path(),
             &[("a", "t", "some text"), ("b", "u", "more text")],
         );
-        let reader = MappedDocs::open(&path, 2)
-            .unwrap()
-            .into_reader(&path)
-            .unwrap();
+        let reader = MappedDocs::open(&path, 2).unwrap().into_reader().unwrap();
         // Outside the contract (index files are immutable), but still no panic.
         let len = std::fs::metadata(&path).unwrap().len();
         std::fs::OpenOptions::new()
