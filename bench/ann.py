@@ -3,7 +3,7 @@ document vectors a capot index stores (vectors.f32) and query vectors encoded by
 HNSW parameters (the M and ef_construction in the index's manifest, inner product on normalised
 vectors), single-threaded search, recall@k against exact search, a sweep over ef, and queries/s at equal recall.
 
-    python bench/ann.py --capot BIN --index DIR --encoder BUNDLE --queries FILE [FILE...] --out DIR
+    python bench/ann.py --capot BIN --index DIR [DIR...] --encoder BUNDLE --queries FILE [FILE...] --out DIR
 
 capot is measured by `capot bench ann` (the graph capot built and serves, searched through
 `Index::search`); hnswlib and faiss are built here from the same vectors. Every library answers
@@ -11,6 +11,12 @@ the whole query set in one call from a single thread (hnswlib `num_threads=1`, f
 `omp_set_num_threads(1)`), so no Python loop is timed. Exact neighbours: NumPy brute force here,
 capot's own exact search for capot (same vectors, same dot products up to rounding).
 Writes OUT/ann.json and prints Markdown tables.
+
+Near recall 0.99 the recall-per-ef curve is flat, so the ef a graph needs there (and the ratio
+of two libraries' queries/s) moves with the build's random levels. Several `--index` directories
+over the same vectors (built with `capot index build --seed`) and several `--hnswlib-seed` values
+measure that spread: each graph is a column, and a last table compares the libraries' medians
+over their seeds.
 """
 
 import argparse
@@ -99,7 +105,8 @@ def qps_at(rows, target):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--capot", required=True, help="capot binary")
-    ap.add_argument("--index", required=True)
+    ap.add_argument("--index", nargs="+", required=True,
+                    help="capot index directories over the same vectors (e.g. built with other --seed)")
     ap.add_argument("--encoder", required=True, help="bundle that encodes the queries")
     ap.add_argument("--queries", nargs="+", required=True, help="queries.jsonl / TSV files")
     ap.add_argument("--out", default="bench/out")
@@ -108,13 +115,24 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--targets", default="0.95,0.99")
     ap.add_argument("--peers", default="hnswlib,faiss", help="peer libraries to build and measure")
+    ap.add_argument("--hnswlib-seed", default="100", help="hnswlib's random_seed, or several: 100,1,2")
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
     efs = [int(x) for x in a.ef.split(",")]
-    meta = json.load(open(os.path.join(a.index, "index.json")))
+    metas = [json.load(open(os.path.join(d, "index.json"))) for d in a.index]
+    meta = metas[0]
     n, dim = meta["count"], meta["dimension"]
     M, EF_CONSTRUCTION = meta["hnsw"]["m"], meta["hnsw"]["ef_construction"]
-    docs = np.fromfile(os.path.join(a.index, "vectors.f32"), dtype="<f4").reshape(n, dim)
+    for d, m in zip(a.index, metas):
+        same = (m["files"]["vectors.f32"] == meta["files"]["vectors.f32"]
+                and (m["hnsw"]["m"], m["hnsw"]["ef_construction"]) == (M, EF_CONSTRUCTION))
+        if not same:
+            sys.exit(f"{d}: other vectors or HNSW parameters than {a.index[0]}")
+    hnswlib_seeds = [int(s) for s in a.hnswlib_seed.split(",")]
+    capot_seeds = [m["hnsw"].get("seed", "default") for m in metas]
+    if len(set(capot_seeds)) < len(capot_seeds) or len(set(hnswlib_seeds)) < len(hnswlib_seeds):
+        sys.exit("the same seed twice: its graph would be measured twice")
+    docs = np.fromfile(os.path.join(a.index[0], "vectors.f32"), dtype="<f4").reshape(n, dim)
     qpath = os.path.join(a.out, "ann-queries.f32")
     if os.path.exists(qpath):
         queries = np.fromfile(qpath, dtype="<f4").reshape(-1, dim)
@@ -125,26 +143,34 @@ def main():
     exact = exact_top_k(docs, queries, a.k)
     print(f"{n} documents, {len(queries)} queries, dimension {dim}, k={a.k}", file=sys.stderr)
 
-    res = subprocess.run([a.capot, "bench", "ann", "--index", a.index, "--queries-vectors", qpath,
-                          "--ef", ",".join(map(str, efs)), "--k", str(a.k), "--rounds", str(a.rounds)],
-                         capture_output=True, text=True, check=True)
-    libs = {"capot": json.loads(res.stdout)["results"]}
+    # One column per graph: "capot" and "hnswlib" alone, "capot seed S" with several.
+    def name(lib, seed, several):
+        return f"{lib} seed {seed}" if several else lib
+
+    libs, family = {}, {}
+    for d, m in zip(a.index, metas):
+        res = subprocess.run([a.capot, "bench", "ann", "--index", d, "--queries-vectors", qpath,
+                              "--ef", ",".join(map(str, efs)), "--k", str(a.k), "--rounds", str(a.rounds)],
+                             capture_output=True, text=True, check=True)
+        col = name("capot", m["hnsw"].get("seed", "default"), len(a.index) > 1)
+        libs[col], family[col] = json.loads(res.stdout)["results"], "capot"
 
     peers = a.peers.split(",")
     build = {}
     faiss.omp_set_num_threads(os.cpu_count() or 1)
-    if "hnswlib" in peers:
+    for seed in hnswlib_seeds if "hnswlib" in peers else []:
+        col = name("hnswlib", seed, len(hnswlib_seeds) > 1)
         t = time.perf_counter()
         h = hnswlib.Index(space="ip", dim=dim)
-        h.init_index(max_elements=n, M=M, ef_construction=EF_CONSTRUCTION, random_seed=100)
+        h.init_index(max_elements=n, M=M, ef_construction=EF_CONSTRUCTION, random_seed=seed)
         h.add_items(docs, np.arange(n))
-        build["hnswlib"] = time.perf_counter() - t
+        build[col] = time.perf_counter() - t
 
         def hnswlib_search(ef):
             h.set_ef(max(ef, a.k))
             return h.knn_query(queries, k=a.k, num_threads=1)[0]
 
-        libs["hnswlib"] = sweep(hnswlib_search, efs, exact, a.rounds)
+        libs[col], family[col] = sweep(hnswlib_search, efs, exact, a.rounds), "hnswlib"
         del h
     if "faiss" in peers:
         t = time.perf_counter()
@@ -158,7 +184,7 @@ def main():
             f.hnsw.efSearch = max(ef, a.k)
             return f.search(queries, a.k)[1]
 
-        libs["faiss"] = sweep(faiss_search, efs, exact, a.rounds)
+        libs["faiss"], family["faiss"] = sweep(faiss_search, efs, exact, a.rounds), "faiss"
         del f
 
     targets = [float(x) for x in a.targets.split(",")]
@@ -168,9 +194,9 @@ def main():
                            for lib, rows in libs.items()}
     report = {"documents": n, "queries": len(queries), "dimension": dim, "k": a.k, "m": M,
               "ef_construction": EF_CONSTRUCTION, "threads": 1, "rounds": a.rounds,
+              "seeds": {"capot": [m["hnsw"].get("seed") for m in metas], "hnswlib": hnswlib_seeds},
               "versions": {"hnswlib": "0.8.0", "faiss": faiss.__version__},
               "build_seconds_python": build, "sweep": libs, "equal_recall": equal}
-    json.dump(report, open(os.path.join(a.out, "ann.json"), "w"), indent=2)
 
     print(f"#### Recall@{a.k} and queries/s per ef (single thread, {len(queries)} queries, {n} vectors, M={M})\n")
     print("| ef | " + " | ".join(f"{l} recall | {l} q/s" for l in libs) + " |")
@@ -179,9 +205,10 @@ def main():
         cells = [f"{libs[l][i]['recall']:.4f} | {libs[l][i]['queries_per_second']:.0f}" for l in libs]
         print(f"| {ef} | " + " | ".join(cells) + " |")
     print(f"\n#### Queries/s at equal recall@{a.k} (interpolated between the ef values around it)\n")
-    others = [l for l in libs if l != "capot"]
+    capot0 = next(iter(libs))
+    others = [l for l in libs if family[l] != "capot"]
     print("| recall@10 | " + " | ".join(f"{l} q/s (ef)" for l in libs) + " | "
-          + " | ".join(f"capot / {l}" for l in others) + " |")
+          + " | ".join(f"{capot0} / {l}" for l in others) + " |")
     print("|---|" + "---|" * (len(libs) + len(others)))
     ratio = lambda x, y: "–" if x is None or y is None else f"{x / y:.2f}"
 
@@ -195,8 +222,27 @@ def main():
         e = equal[str(tgt)]
         q = {l: e[l]["queries_per_second"] for l in libs}
         print(f"| ≥ {tgt} | " + " | ".join(cell(e[l]) for l in libs) + " | "
-              + " | ".join(ratio(q["capot"], q[l]) for l in others) + " |")
+              + " | ".join(ratio(q[capot0], q[l]) for l in others) + " |")
     print(f"\n(a target already passed at the smallest ef, ef = k = {a.k}, is credited with that ef's q/s)")
+
+    families = sorted(set(family.values()), key=["capot", "hnswlib", "faiss"].index)
+    if any(list(family.values()).count(f) > 1 for f in families):
+        # A graph that never reaches the target counts as 0 q/s there.
+        def median(fam, tgt):
+            qs = [equal[str(tgt)][l]["queries_per_second"] or 0.0 for l in libs if family[l] == fam]
+            return float(np.median(qs)), len(qs)
+
+        print(f"\n#### Median over the seeds of queries/s at equal recall@{a.k}\n")
+        print("| recall@10 | " + " | ".join(f"{f} median (graphs)" for f in families) + " | "
+              + " | ".join(f"capot / {f}" for f in families if f != "capot") + " |")
+        print("|---|" + "---|" * (2 * len(families) - 1))
+        for tgt in targets:
+            med = {f: median(f, tgt) for f in families}
+            print(f"| ≥ {tgt} | " + " | ".join(f"{med[f][0]:.0f} ({med[f][1]})" for f in families) + " | "
+                  + " | ".join(ratio(med["capot"][0], med[f][0] or None) for f in families if f != "capot")
+                  + " |")
+        equal["median"] = {str(t): {f: median(f, t)[0] for f in families} for t in targets}
+    json.dump(report, open(os.path.join(a.out, "ann.json"), "w"), indent=2)
 
 
 if __name__ == "__main__":

@@ -13,8 +13,9 @@
 # Environment: BENCH_WORK (default /tmp/bench: minilm bundle, dl19 index), OUT (default
 # /tmp/scale), QUERIES_ANN (default 1000), PEERS (default hnswlib; add faiss), EFS (the ef sweep),
 # SKIP_ANN=1, GRAPH_VECTORS (float32, float16 or int8: what the build writes), M (HNSW links,
-# default 16), NICE (niceness of the build), INDEX (measure an index already built there instead
-# of OUT/index-N).
+# default 16), SEED (capot's level seed, `capot index build --seed`), HNSWLIB_SEED (hnswlib's
+# random_seed, default 100), NICE (niceness of the build), INDEX (measure an index already built
+# there instead of OUT/index-N).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 N=${1:-1000000}
@@ -50,7 +51,7 @@ if [ ! -f "$index/index.json" ]; then
   # the peak of RssAnon (the heap: what the build itself holds) once a second.
   /usr/bin/time -v -o "$OUT/build.time" nice -n "${NICE:-0}" "$bin" index build --doc-encoder "$bundle" \
     --corpus "$corpus" --vectors "$vectors" --check-vectors 0 --graph-vectors "${GRAPH_VECTORS:-float32}" \
-    --m "${M:-16}" --out "$index" 2> "$OUT/build.err" &
+    --m "${M:-16}" ${SEED:+--seed "$SEED"} --out "$index" 2> "$OUT/build.err" &
   tpid=$!
   peak_anon=0
   while kill -0 "$tpid" 2>/dev/null; do
@@ -110,7 +111,7 @@ stop
 if [ "${SKIP_ANN:-0}" != 1 ]; then
   head -n "${QUERIES_ANN:-1000}" "$QUERIES" > "$OUT/ann-queries.tsv"
   "$py" bench/ann.py --capot "$bin" --index "$index" --encoder "$bundle" --queries "$OUT/ann-queries.tsv" \
-    --out "$OUT/ann-$N" --rounds 1 --ef "${EFS:-16,32,64,128,256,512,1024,2048}" --peers "${PEERS:-hnswlib}" > "$OUT/ann.md"
+    --out "$OUT/ann-$N" --rounds 1 --ef "${EFS:-16,32,64,128,256,512,1024,2048}" --peers "${PEERS:-hnswlib}" --hnswlib-seed "${HNSWLIB_SEED:-100}" > "$OUT/ann.md"
 fi
 
 python3 - "$OUT" "$N" "$build_s" "$build_rss_kb" "$index_bytes" "$cold" "$warm" "$rss_large" "$warm_small" "$rss_small" "$rss_large_after" "${build_anon_kb:-}" <<'PY'

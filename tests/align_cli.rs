@@ -161,6 +161,7 @@ fn bad_input_is_refused_before_training() {
         m: 4,
         ef_construction: 10,
         ef_search: 10,
+        ..HnswParams::default()
     })
     .build(docs, vectors, &mut |_| Ok(()))
     .unwrap();

@@ -394,6 +394,8 @@ fn a_build_killed_while_inserting_into_the_graph_resumes_the_graph() {
             "8",
             "--ef-construction",
             "40",
+            "--seed",
+            "11",
         ],
     );
 
@@ -433,6 +435,7 @@ fn a_build_killed_while_inserting_into_the_graph_resumes_the_graph() {
     assert!(!out.join("graph.progress").exists());
     let index = capot::index::Index::load(&out).unwrap();
     assert_eq!(index.len(), rows);
+    assert_eq!(index.manifest().hnsw.seed, 11, "--seed is recorded");
     let found = (0..rows)
         .step_by(20)
         .filter(|&i| {

@@ -107,6 +107,7 @@ pub(crate) fn fixture() -> Fixture {
         m: 8,
         ef_construction: 40,
         ef_search: 16,
+        ..HnswParams::default()
     })
     .build(docs, vectors, &mut |_| Ok(()))
     .unwrap();

@@ -13,7 +13,7 @@ use capot::encoder::Role;
 use capot::eval::metrics::cosine;
 use capot::index::{
     npy, BuildStage, HnswParams, IndexBuilder, IndexError, IndexManifest, IndexWriter,
-    ManifestFields, Resume, SourcePosition,
+    ManifestFields, Resume, SourcePosition, DEFAULT_LEVEL_SEED,
 };
 
 use super::{DeviceArgs, GlobalArgs};
@@ -21,7 +21,7 @@ use super::{DeviceArgs, GlobalArgs};
 #[derive(Debug, Subcommand)]
 pub enum IndexCommand {
     /// Encode a corpus with a document encoder and build a frozen HNSW index.
-    Build(BuildArgs),
+    Build(Box<BuildArgs>),
     /// Print an index's manifest.
     Show {
         /// Index directory.
@@ -61,6 +61,11 @@ pub struct BuildArgs {
     /// Default candidate list size for searches (the service uses it when a request gives none).
     #[arg(long, default_value_t = 64)]
     pub ef_search: usize,
+    /// Seed of the graph's level draw, recorded in the manifest (default: one fixed seed, so
+    /// that rebuilding the same vectors gives the same levels). Another seed builds another
+    /// graph of the same quality on average; benchmarks use it to measure the spread.
+    #[arg(long, value_name = "N")]
+    pub seed: Option<u64>,
     /// Documents per inference call.
     #[arg(long, default_value_t = 32)]
     pub batch_size: usize,
@@ -121,7 +126,7 @@ impl From<GraphVectorsArg> for capot::index::GraphVectors {
 
 pub fn run(cmd: IndexCommand, global: &GlobalArgs) -> anyhow::Result<()> {
     match cmd {
-        IndexCommand::Build(args) => build(args, global),
+        IndexCommand::Build(args) => build(*args, global),
         IndexCommand::Vocab { dir } => {
             let info = capot::index::Index::add_vocab(&dir)
                 .with_context(|| format!("cannot add a vocabulary to {}", dir.display()))?;
@@ -455,6 +460,7 @@ fn build(args: BuildArgs, global: &GlobalArgs) -> anyhow::Result<()> {
         m: args.m,
         ef_construction: args.ef_construction,
         ef_search: args.ef_search,
+        seed: args.seed.unwrap_or(DEFAULT_LEVEL_SEED),
     };
     params.validate()?;
     if args.out.exists() && !args.force {

@@ -7,9 +7,9 @@
 //! neighbour whose list is full re-selects with the same heuristic (at most `2m` on layer 0,
 //! `m` above). Threads insert different nodes at once; each node's lists sit behind their
 //! own lock, held only to copy or change them; a node becomes reachable only once all its
-//! own lists are set. Levels come from a hash of the node id and
-//! a seed, so they do not depend on the insertion order; with one thread the whole graph
-//! is deterministic.
+//! own lists are set. Levels come from a hash of the node id and the build's seed
+//! (`HnswParams::seed`), so they do not depend on the insertion order; with one thread the
+//! whole graph is deterministic.
 //!
 //! A long build can save its progress ([`GraphCheckpoint`], `checkpoint.rs`): the workers
 //! pause between two nodes, the lists so far are written, and a later build over the same
@@ -28,9 +28,6 @@ use super::vectors::dot;
 mod checkpoint;
 
 pub(crate) use checkpoint::saved_progress;
-
-/// Seed of the level draw (fixed: the same vectors and parameters give the same levels).
-const LEVEL_SEED: u64 = 0x5eed_ca90_7000_0001;
 
 /// Node lists during the build: `lists[l]` for levels `0..=level`.
 type Lists = Vec<Vec<u32>>;
@@ -87,7 +84,9 @@ pub(crate) fn build(
     }
     let m = params.m;
     let level_scale = 1.0 / (m as f64).ln();
-    let levels: Vec<u8> = (0..n as u64).map(|i| draw_level(i, level_scale)).collect();
+    let levels: Vec<u8> = (0..n as u64)
+        .map(|i| draw_level(i, params.seed, level_scale))
+        .collect();
     let ef_construction = params.ef_construction.max(m);
     let (saved, start) = match checkpoint {
         None => (None, GraphStart::Fresh),
@@ -244,11 +243,10 @@ impl Pause {
     }
 }
 
-/// Level of node `i`: `floor(−ln(u) · scale)` for `u` uniform in (0, 1] from a hash of `i`.
-fn draw_level(i: u64, scale: f64) -> u8 {
-    let mut z = i
-        .wrapping_add(LEVEL_SEED)
-        .wrapping_mul(0x9e37_79b9_7f4a_7c15);
+/// Level of node `i`: `floor(−ln(u) · scale)` for `u` uniform in (0, 1] from a hash of `i`
+/// and `seed`.
+fn draw_level(i: u64, seed: u64, scale: f64) -> u8 {
+    let mut z = i.wrapping_add(seed).wrapping_mul(0x9e37_79b9_7f4a_7c15);
     z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
     z ^= z >> 31;

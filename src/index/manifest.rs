@@ -48,15 +48,30 @@ pub struct HnswParams {
     /// Default candidate list size for searches (what a server should use
     /// when the request does not say).
     pub ef_search: usize,
+    /// Seed of the nodes' level draw. The same vectors, parameters and seed give the same
+    /// levels (and, built on one thread, the same graph); another seed gives another graph of
+    /// the same law, which is how a benchmark measures the spread between builds.
+    #[serde(default = "default_level_seed")]
+    pub seed: u64,
+}
+
+/// The level seed of an index that does not name one ([`HnswParams::default`], and every
+/// index built before the seed was recorded).
+pub const DEFAULT_LEVEL_SEED: u64 = 0x5eed_ca90_7000_0001;
+
+fn default_level_seed() -> u64 {
+    DEFAULT_LEVEL_SEED
 }
 
 impl Default for HnswParams {
-    /// M=16, ef_construction=200, ef_search=64 (recall@10 ≈ 0.92 on 10k MiniLM vectors).
+    /// M=16, ef_construction=200, ef_search=64 (recall@10 ≈ 0.92 on 10k MiniLM vectors),
+    /// [`DEFAULT_LEVEL_SEED`].
     fn default() -> Self {
         HnswParams {
             m: 16,
             ef_construction: 200,
             ef_search: 64,
+            seed: DEFAULT_LEVEL_SEED,
         }
     }
 }
@@ -97,6 +112,10 @@ pub struct HnswInfo {
     pub ef_construction: usize,
     /// Default search candidate list size.
     pub ef_search: usize,
+    /// Seed of the level draw ([`HnswParams::seed`]; absent in manifests written before it
+    /// was recorded, which were all built with [`DEFAULT_LEVEL_SEED`]).
+    #[serde(default = "default_level_seed")]
+    pub seed: u64,
     /// Highest level of the built graph (layer 0 is the bottom).
     pub top_level: usize,
     /// How neighbours are scored ([`GRAPH_DISTANCE`]).

@@ -45,8 +45,8 @@ pub use build::{
 pub use error::IndexError;
 pub use exact::merge_best;
 pub use manifest::{
-    FileInfo, HnswInfo, HnswParams, IndexManifest, ManifestFields, Metric, DOCS_FILE,
-    FORMAT_VERSION, GRAPH_FILE, MANIFEST_FILE, VECTORS_FILE,
+    FileInfo, HnswInfo, HnswParams, IndexManifest, ManifestFields, Metric, DEFAULT_LEVEL_SEED,
+    DOCS_FILE, FORMAT_VERSION, GRAPH_FILE, MANIFEST_FILE, VECTORS_FILE,
 };
 pub use quantized::GraphVectors;
 pub use store::Document;

@@ -64,6 +64,7 @@ fn quick_params() -> HnswParams {
         m: 16,
         ef_construction: 100,
         ef_search: 64,
+        ..HnswParams::default()
     }
 }
 
@@ -580,31 +581,66 @@ fn one_thread_builds_are_deterministic_and_threads_agree_on_quality() {
     let tmp = tempfile::tempdir().unwrap();
     let (n, dim) = (1500, 24);
     let (docs, vecs) = corpus(n, dim, 21);
-    let build = |name: &str, threads: usize| {
+    let build = |name: &str, threads: usize, seed: u64| {
         IndexBuilder::new(tmp.path().join(name), fields(dim))
-            .params(quick_params())
+            .params(HnswParams {
+                seed,
+                ..quick_params()
+            })
             .threads(threads)
             .build(docs.clone(), vecs.clone(), &mut |_| Ok(()))
             .unwrap()
     };
-    let (a, b, par) = (build("a", 1), build("b", 1), build("par", 4));
+    let (a, b, par) = (
+        build("a", 1, DEFAULT_LEVEL_SEED),
+        build("b", 1, DEFAULT_LEVEL_SEED),
+        build("par", 4, DEFAULT_LEVEL_SEED),
+    );
+    let other = build("other-seed", 1, 7);
     let bytes = |i: &Index| std::fs::read(i.dir().join(GRAPH_FILE)).unwrap();
     assert_eq!(bytes(&a), bytes(&b), "one-thread builds differ");
     assert_eq!(
         a.manifest().files[GRAPH_FILE],
         b.manifest().files[GRAPH_FILE]
     );
+    assert_ne!(
+        bytes(&a),
+        bytes(&other),
+        "another seed built the same graph"
+    );
+    assert_eq!(
+        (a.manifest().hnsw.seed, other.manifest().hnsw.seed),
+        (DEFAULT_LEVEL_SEED, 7)
+    );
     let mut rng = Rng(77);
     let queries: Vec<Vec<f32>> = (0..200).map(|_| rng.unit_vector(dim)).collect();
-    let (r1, r4) = (
+    let (r1, r4, r_other) = (
         recall_at(&a, &queries, 10, 64),
         recall_at(&par, &queries, 10, 64),
+        recall_at(&other, &queries, 10, 64),
     );
-    println!("recall@10 ef=64: 1 thread {r1:.4}, 4 threads {r4:.4}");
+    println!("recall@10 ef=64: 1 thread {r1:.4}, 4 threads {r4:.4}, seed 7 {r_other:.4}");
     assert!(
-        r1 >= 0.9 && r4 >= 0.9 && (r1 - r4).abs() < 0.05,
-        "{r1} {r4}"
+        [r1, r4, r_other]
+            .iter()
+            .all(|&r| r >= 0.9 && (r - r1).abs() < 0.05),
+        "{r1} {r4} {r_other}"
     );
+}
+
+#[test]
+fn a_manifest_without_a_level_seed_reads_as_the_default_one() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("idx");
+    build_small(&dir, 50, 8, 3);
+    let path = dir.join(MANIFEST_FILE);
+    let mut json: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    assert_eq!(json["hnsw"]["seed"], DEFAULT_LEVEL_SEED);
+    json["hnsw"].as_object_mut().unwrap().remove("seed");
+    std::fs::write(&path, serde_json::to_vec_pretty(&json).unwrap()).unwrap();
+    let index = Index::load(&dir).unwrap();
+    assert_eq!(index.manifest().hnsw.seed, DEFAULT_LEVEL_SEED);
 }
 
 fn rss_bytes() -> usize {

@@ -120,6 +120,7 @@ pub fn upgrade(dir: &Path, progress: ProgressFn<'_>) -> Result<Upgrade, IndexErr
         m: old.hnsw.m,
         ef_construction: old.hnsw.ef_construction,
         ef_search: old.hnsw.ef_search,
+        ..HnswParams::default()
     };
     let index = IndexBuilder::new(dir, fields)
         .params(params)

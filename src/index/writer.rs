@@ -552,6 +552,7 @@ impl IndexWriter {
                 m: params.m,
                 ef_construction: params.ef_construction,
                 ef_search: params.ef_search,
+                seed: params.seed,
                 top_level,
                 distance: GRAPH_DISTANCE.to_string(),
                 library: GRAPH_LIBRARY.to_string(),

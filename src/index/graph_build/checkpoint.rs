@@ -13,7 +13,7 @@
 //! Nodes are claimed in id order and every claimed node was inserted when the workers paused,
 //! so the inserted nodes are exactly `0..inserted` and a build continues at node `inserted`.
 //! Levels are not stored beyond the graph's level table: they are drawn from the node id, and
-//! a file whose levels differ from the draw (other `m`, other node count) is refused.
+//! a file whose levels differ from the draw (other `m`, other seed, other node count) is refused.
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
