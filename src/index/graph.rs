@@ -290,6 +290,8 @@ impl Graph {
     /// read out of bounds or loop on a malformed file.
     pub(crate) fn open(path: &Path, count: usize, m: usize) -> Result<Graph, IndexError> {
         let words = Mapped::<u32>::open(path, None)?;
+        // Validation reads it in order; searches at random. Read-ahead stays on for the former.
+        words.advise_huge_pages();
         let header = validate(words.as_slice(), count, m)
             .map_err(|reason| IndexError::corrupt(path, reason))?;
         Ok(Graph { words, header })

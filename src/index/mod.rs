@@ -195,7 +195,15 @@ impl Index {
         });
         let (store, vectors, small, graph, vocab) = (store?, vectors?, small?, graph?, vocab?);
         verified?;
-        vectors.advise_random();
+        // The float32 vectors are walked unless a smaller copy is; then they are only read
+        // a few rows at a time for re-scoring.
+        match &small {
+            None => vectors.advise_walk(),
+            Some(small) => {
+                vectors.advise_random();
+                small.advise_walk();
+            }
+        }
         let rescore_file = match &small {
             Some(_) => {
                 let path = dir.join(VECTORS_FILE);
@@ -203,9 +211,6 @@ impl Index {
             }
             None => None,
         };
-        if let Some(small) = &small {
-            small.advise_random();
-        }
         Ok(Index {
             dir,
             manifest,

@@ -150,10 +150,11 @@ impl SmallVectors {
         }
     }
 
-    pub(crate) fn advise_random(&self) {
+    /// Advice for vectors a graph walk scores (see [`Mapped::advise_walk`]).
+    pub(crate) fn advise_walk(&self) {
         match self {
-            SmallVectors::Float16(m) => m.advise_random(),
-            SmallVectors::Int8 { map, .. } => map.advise_random(),
+            SmallVectors::Float16(m) => m.advise_walk(),
+            SmallVectors::Int8 { map, .. } => map.advise_walk(),
         }
     }
 

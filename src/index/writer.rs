@@ -18,7 +18,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::fs::File;
 use std::hash::{Hash, Hasher};
-use std::io::{BufWriter, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -26,7 +26,7 @@ use serde::{Deserialize, Serialize};
 
 use super::build::{BuildProgress, BuildStage, IndexBuilder, ProgressFn, RemoveOnDrop};
 use super::error::IndexError;
-use super::fileio::{hash_file, sync_dir, write_values};
+use super::fileio::{hash_file, sync_dir, write_values, ChunkWriter};
 use super::graph::GRAPH_FILE;
 use super::graph_build::{self, GraphCheckpoint, GraphStart};
 use super::manifest::{
@@ -97,7 +97,7 @@ pub struct IndexWriter {
     /// Held for the writer's life: the lock on `build.lock`.
     _lock: Option<File>,
     source: Option<String>,
-    vectors: BufWriter<File>,
+    vectors: ChunkWriter<File>,
     docs: DocStoreWriter,
     ids: IdSet,
     row: Vec<f32>,
@@ -249,7 +249,7 @@ impl IndexWriter {
             cleanup: None,
             _lock: lock,
             source,
-            vectors: BufWriter::with_capacity(1 << 20, vectors),
+            vectors: ChunkWriter::new(vectors, 0),
             docs,
             ids: IdSet::default(),
             row: vec![0f32; dim],
@@ -299,7 +299,7 @@ impl IndexWriter {
             cleanup: None,
             _lock: Some(lock),
             source: Some(source.to_string()),
-            vectors: BufWriter::with_capacity(1 << 20, file),
+            vectors: ChunkWriter::new(file, want),
             docs,
             ids,
             row: vec![0f32; dim],
@@ -495,6 +495,7 @@ impl IndexWriter {
         report(progress, BuildStage::Validated, n, n)?;
         // 3. Graph over the mapped vectors.
         let mapped = Mapped::<f32>::open(&vectors_path, Some(n * dim))?;
+        mapped.advise_walk();
         let params = config.hnsw_params();
         let progress_path = work.join(GRAPH_PROGRESS_FILE);
         let checkpoint = match (resumable, config.graph_checkpoint_interval()) {
