@@ -27,9 +27,9 @@ mkdir -p "$OUT" "$WORK"
 command -v wrk >/dev/null || { echo "scale.sh: needs wrk (apt-get install -y wrk)" >&2; exit 1; }
 [ -x /usr/bin/time ] || { echo "scale.sh: needs GNU time (apt-get install -y time)" >&2; exit 1; }
 py=bench/.venv/bin/python
-if ! "$py" -c 'import numpy, hnswlib, faiss' 2>/dev/null; then
+if ! "$py" -c 'import numpy, hnswlib, faiss, blake3' 2>/dev/null; then
   [ -x "$py" ] || python3 -m venv bench/.venv
-  bench/.venv/bin/pip install --quiet --disable-pip-version-check numpy==2.4.6 hnswlib==0.8.0 faiss-cpu==1.15.1
+  bench/.venv/bin/pip install --quiet --disable-pip-version-check numpy==2.4.6 hnswlib==0.8.0 faiss-cpu==1.15.1 blake3==1.0.11
 fi
 cargo build --release --locked --quiet
 bin=${CARGO_TARGET_DIR:-target}/release/capot
