@@ -22,6 +22,9 @@ pub(crate) const WRITE_CHUNK: u64 = 2 << 20;
 /// walk over them, one random vector after another, misses the TLB on most reads (a served
 /// 1M index answered ~1.35× fewer queries/s from a freshly built file than from one read back
 /// into the cache; docs/benchmarks.md). Filesystems without large folios are unaffected.
+///
+/// Unlike `BufWriter`, dropping it discards what was not flushed: every caller flushes (a
+/// checkpoint, `finish`) or gives the file up.
 pub(crate) struct ChunkWriter<W: Write> {
     inner: W,
     /// Bytes of the file before `buf`.
