@@ -197,19 +197,17 @@ impl Index {
         verified?;
         // The float32 vectors are walked unless a smaller copy is; then they are only read
         // a few rows at a time for re-scoring.
-        match &small {
-            None => vectors.advise_walk(),
+        let rescore_file = match &small {
+            None => {
+                vectors.advise_walk();
+                None
+            }
             Some(small) => {
                 vectors.advise_random();
                 small.advise_walk();
-            }
-        }
-        let rescore_file = match &small {
-            Some(_) => {
                 let path = dir.join(VECTORS_FILE);
                 Some(std::fs::File::open(&path).map_err(|e| IndexError::io(&path, e))?)
             }
-            None => None,
         };
         Ok(Index {
             dir,
