@@ -170,12 +170,18 @@ fn repair(args: RepairBenchArgs) -> anyhow::Result<()> {
     );
     let build_seconds = started.elapsed().as_secs_f64();
     let (rss_after, peak) = rss_bytes();
-    let (words_bytes, pairs_bytes) = vocab.file_bytes();
+    let (words_bytes, pairs_bytes, bigrams_bytes) = vocab.file_bytes();
     let info = vocab.info().clone();
     let heap = vocab.heap_bytes();
     drop(corpus);
+    let (rss_before_model, _) = rss_bytes();
+    let model_started = Instant::now();
     let lexicon = args.lexicon.load()?.map(Arc::new);
+    let lexicon_bytes = lexicon.as_ref().map_or(0, |l| l.heap_bytes());
     let repairer = Repairer::new(Arc::new(vocab), lexicon);
+    let model_load_seconds = model_started.elapsed().as_secs_f64();
+    let (rss_after_model, _) = rss_bytes();
+    let model = repairer.model_info();
     let mut timings = Vec::new();
     for path in &args.queries {
         let (queries, _) = dataset::read_queries(path, ReadMode::Strict)?;
@@ -210,8 +216,16 @@ fn repair(args: RepairBenchArgs) -> anyhow::Result<()> {
         "read_seconds": read_seconds,
         "vocab": info,
         "build_seconds": build_seconds,
-        "file_bytes": { "words": words_bytes, "pairs": pairs_bytes },
+        "file_bytes": { "words": words_bytes, "pairs": pairs_bytes, "bigrams": bigrams_bytes },
         "heap_bytes": heap,
+        "model": {
+            "load_seconds": model_load_seconds,
+            "lexicon_heap_bytes": lexicon_bytes,
+            "candidate_heap_bytes": model.heap_bytes,
+            "candidates": model.candidates,
+            "rss_growth_bytes": rss_after_model.saturating_sub(rss_before_model),
+            "missing": model.missing,
+        },
         "rss_growth_bytes": rss_after.saturating_sub(rss_before),
         "peak_rss_bytes": peak,
         "repair": timings,

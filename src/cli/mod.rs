@@ -70,10 +70,10 @@ pub fn read_queries_arg(path: Option<&std::path::Path>) -> anyhow::Result<capot:
 /// The language prior of query repair, shared by `serve`, `repair` and `eval`.
 #[derive(Debug, Args, Clone, Default)]
 pub struct LexiconArgs {
-    /// Word list of the language that query repair never corrects (one word per line, the
-    /// first field counts, so `word count` lists work too); repeat for several
-    /// [default: $CAPOT_ASSETS/lexicon/frequency_dictionary_en_82_765.txt, fetched by
-    /// scripts/setup, when it exists].
+    /// General-language lists of query repair's language model, told apart by their fields:
+    /// `word`, `word count` (word lists) or `word word count` (word-pair lists); repeat for
+    /// several [default: SymSpell's English word list and word-pair list under
+    /// $CAPOT_ASSETS/lexicon/, fetched by scripts/setup, when they exist].
     #[arg(
         long = "lexicon",
         env = "CAPOT_LEXICON",
@@ -101,7 +101,7 @@ impl LexiconArgs {
             .unwrap_or_else(|| PathBuf::from("assets"));
         let default = capot::repair::lexicon::default_path(&assets);
         if default.is_file() {
-            vec![default]
+            capot::repair::lexicon::default_paths(&assets)
         } else {
             tracing::warn!(
                 "no lexicon at {} (scripts/setup fetches it): query repair runs without a \

@@ -1,23 +1,29 @@
-//! `capot repair`: spelling correction of queries from an index's vocabulary, on its own.
+//! `capot repair`: spelling correction of queries from an index's vocabulary, on its own; and
+//! `capot repair eval`: how well it restores errors people make.
 
 use std::io::{BufWriter, Write};
 use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::Context;
-use clap::{Args, ValueEnum};
+use clap::{Args, Subcommand, ValueEnum};
 use serde_json::json;
 
 use capot::index::Index;
-use capot::repair::Repairer;
+use capot::noise::human::Misspellings;
+use capot::repair::eval::{self, Injection};
+use capot::repair::{Params, Repairer};
 
 use super::LexiconArgs;
 
 #[derive(Debug, Args)]
+#[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
 pub struct RepairArgs {
-    /// Index whose vocabulary names the words queries are corrected towards.
-    #[arg(long, value_name = "DIR")]
-    pub index: PathBuf,
+    #[command(subcommand)]
+    pub command: Option<RepairCommand>,
+    /// Index whose vocabulary and word counts the speller uses.
+    #[arg(long, value_name = "DIR", required = true)]
+    pub index: Option<PathBuf>,
     /// Queries file (TSV `qid<TAB>text` or BEIR queries.jsonl); default: stdin.
     #[arg(long, value_name = "FILE")]
     pub queries: Option<PathBuf>,
@@ -29,6 +35,46 @@ pub struct RepairArgs {
     pub lexicon: LexiconArgs,
 }
 
+#[derive(Debug, Subcommand)]
+pub enum RepairCommand {
+    /// Inject one error per clean query (a real misspelling from a list, a real-word error, or a
+    /// lost or stray space), repair, and report what was restored, what else changed, and how
+    /// many clean queries changed.
+    Eval(RepairEvalArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct RepairEvalArgs {
+    /// Index whose vocabulary and word counts the speller uses.
+    #[arg(long, value_name = "DIR")]
+    pub index: PathBuf,
+    /// Clean queries (TSV `qid<TAB>text` or BEIR queries.jsonl).
+    #[arg(long, value_name = "FILE")]
+    pub queries: PathBuf,
+    /// Misspelling lists (`right: wrong1 wrong2 ...`, one word a line); each is reported on its
+    /// own. Repeatable.
+    #[arg(long, value_name = "FILE")]
+    pub misspellings: Vec<PathBuf>,
+    /// Also inject real-word errors (a known word one letter from the meant one).
+    #[arg(long)]
+    pub realword: bool,
+    /// Also inject word-boundary errors (two words joined, or one of 6+ letters split).
+    #[arg(long)]
+    pub boundary: bool,
+    /// Seed of the injection.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Speller settings to measure, as JSON (e.g. `{"real_word_cost": 6}`); unnamed ones keep
+    /// their defaults.
+    #[arg(long, value_name = "JSON")]
+    pub params: Option<String>,
+    /// Write the whole report, with misses and every clean query changed, to this JSON file.
+    #[arg(long, value_name = "FILE")]
+    pub out: Option<PathBuf>,
+    #[command(flatten)]
+    pub lexicon: LexiconArgs,
+}
+
 /// Output formats of `capot repair`.
 #[derive(Debug, Clone, Copy, ValueEnum)]
 pub enum OutputFormat {
@@ -36,17 +82,33 @@ pub enum OutputFormat {
     Tsv,
 }
 
-pub fn run(args: RepairArgs) -> anyhow::Result<()> {
-    let vocab = Index::load_vocab(&args.index)
-        .with_context(|| format!("cannot read the vocabulary of {}", args.index.display()))?
+fn load_repairer(
+    index: &std::path::Path,
+    lexicon: &LexiconArgs,
+    params: Params,
+) -> anyhow::Result<Repairer> {
+    let vocab = Index::load_vocab(index)
+        .with_context(|| format!("cannot read the vocabulary of {}", index.display()))?
         .with_context(|| {
             format!(
                 "index {} has no vocabulary; add one with `capot index vocab {0}`",
-                args.index.display()
+                index.display()
             )
         })?;
-    let lexicon = args.lexicon.load()?;
-    let repairer = Repairer::new(Arc::new(vocab), lexicon.map(Arc::new));
+    let lexicon = lexicon.load()?;
+    let repairer = Repairer::with_params(Arc::new(vocab), lexicon.map(Arc::new), params);
+    for m in repairer.model_info().missing {
+        eprintln!("repair: {m}");
+    }
+    Ok(repairer)
+}
+
+pub fn run(args: RepairArgs) -> anyhow::Result<()> {
+    if let Some(RepairCommand::Eval(e)) = args.command {
+        return run_eval(e);
+    }
+    let index = args.index.context("--index is required")?;
+    let repairer = load_repairer(&index, &args.lexicon, Params::default())?;
     let queries = super::read_queries_arg(args.queries.as_deref())?;
     let mut out = BufWriter::new(std::io::stdout().lock());
     let mut changed = 0usize;
@@ -80,5 +142,98 @@ pub fn run(args: RepairArgs) -> anyhow::Result<()> {
             ""
         }
     );
+    Ok(())
+}
+
+fn run_eval(args: RepairEvalArgs) -> anyhow::Result<()> {
+    let params: Params = match &args.params {
+        Some(p) => serde_json::from_str(p).context("--params is not a valid settings object")?,
+        None => Params::default(),
+    };
+    anyhow::ensure!(
+        !args.misspellings.is_empty() || args.realword || args.boundary,
+        "nothing to inject: give --misspellings FILE, --realword or --boundary"
+    );
+    let lists = args
+        .misspellings
+        .iter()
+        .map(|p| Misspellings::load(p).map(|m| (p.clone(), m)))
+        .collect::<Result<Vec<_>, _>>()?;
+    let repairer = load_repairer(&args.index, &args.lexicon, params)?;
+    let queries = super::read_queries_arg(Some(&args.queries))?;
+    let queries: Vec<(String, String)> = queries
+        .queries()
+        .iter()
+        .map(|q| (q.id.clone(), q.text.clone()))
+        .collect();
+    let bar = indicatif::ProgressBar::new(
+        (lists.len() + 1 + usize::from(args.realword) + usize::from(args.boundary)) as u64,
+    )
+    .with_style(indicatif::ProgressStyle::with_template(
+        "repair eval {bar:30} {pos}/{len} {msg}",
+    )?);
+    let mut injected = Vec::new();
+    for (path, list) in &lists {
+        bar.set_message(format!("misspellings {}", path.display()));
+        let r = eval::injected(
+            &repairer,
+            &queries,
+            Injection::Misspell,
+            Some(list),
+            args.seed,
+        );
+        injected.push((format!("misspell {}", path.display()), r));
+        bar.inc(1);
+    }
+    if args.realword {
+        bar.set_message("real-word errors");
+        injected.push((
+            "realword".to_string(),
+            eval::injected(&repairer, &queries, Injection::RealWord, None, args.seed),
+        ));
+        bar.inc(1);
+    }
+    if args.boundary {
+        bar.set_message("word boundaries");
+        injected.push((
+            "boundary".to_string(),
+            eval::injected(&repairer, &queries, Injection::Boundary, None, args.seed),
+        ));
+        bar.inc(1);
+    }
+    bar.set_message("clean queries");
+    let clean = eval::clean(&repairer, &queries);
+    bar.finish_and_clear();
+    println!("| errors | queries | restored | other words changed |");
+    println!("|---|---|---|---|");
+    for (name, r) in &injected {
+        println!(
+            "| {name} | {} | {:.1}% ({}) | {:.2}% ({} of {}) |",
+            r.queries,
+            100.0 * r.restored_rate,
+            r.restored,
+            100.0 * r.other_changed_rate,
+            r.other_changed,
+            r.other_words
+        );
+    }
+    println!(
+        "| none (clean) | {} | — | {:.2}% of queries changed ({}) |",
+        clean.queries,
+        100.0 * clean.changed_rate,
+        clean.changed
+    );
+    if let Some(out) = &args.out {
+        let report = json!({
+            "index": args.index,
+            "queries": args.queries,
+            "seed": args.seed,
+            "params": repairer.params(),
+            "injected": injected.iter().map(|(n, r)| json!({"name": n, "report": r})).collect::<Vec<_>>(),
+            "clean": clean,
+        });
+        std::fs::write(out, serde_json::to_vec_pretty(&report)?)
+            .with_context(|| format!("cannot write {}", out.display()))?;
+    }
     Ok(())
 }

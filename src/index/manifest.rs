@@ -259,8 +259,8 @@ impl IndexManifest {
             }
         }
         if let Some(v) = &self.vocab {
-            for name in [&v.words_file, &v.pairs_file] {
-                if !self.files.contains_key(name.as_str()) {
+            for name in v.files() {
+                if !self.files.contains_key(name) {
                     return Err(format!("vocab names {name}, but files has no entry for it"));
                 }
                 if name.contains(['/', '\\']) || name.starts_with('.') {

@@ -175,14 +175,8 @@ impl Index {
                 .vocab
                 .as_ref()
                 .map(|v| {
-                    Vocabulary::read(
-                        &dir,
-                        v,
-                        &manifest.files[&v.words_file],
-                        &manifest.files[&v.pairs_file],
-                        options.verify_checksums,
-                    )
-                    .map(Arc::new)
+                    Vocabulary::read(&dir, v, &manifest.files, options.verify_checksums)
+                        .map(Arc::new)
                 })
                 .transpose();
             let verified = verified.join().unwrap_or_else(|p| {
@@ -229,15 +223,7 @@ impl Index {
         manifest
             .vocab
             .as_ref()
-            .map(|v| {
-                Vocabulary::read(
-                    dir,
-                    v,
-                    &manifest.files[&v.words_file],
-                    &manifest.files[&v.pairs_file],
-                    true,
-                )
-            })
+            .map(|v| Vocabulary::read(dir, v, &manifest.files, true))
             .transpose()
     }
 
@@ -267,14 +253,16 @@ impl Index {
         fileio::sync_dir(dir)?;
         let old = manifest.vocab.replace(info.clone());
         if let Some(old) = &old {
-            manifest.files.remove(&old.words_file);
-            manifest.files.remove(&old.pairs_file);
+            for name in old.files() {
+                manifest.files.remove(name);
+            }
         }
         manifest.files.extend(files);
         manifest.replace(dir)?;
         if let Some(old) = old {
-            for name in [old.words_file, old.pairs_file] {
-                if name != info.words_file && name != info.pairs_file {
+            let new = info.files();
+            for name in old.files() {
+                if !new.contains(&name) {
                     let _ = std::fs::remove_file(dir.join(name));
                 }
             }

@@ -6,6 +6,12 @@
 //! |---|---|
 //! | `vocab-<tag>.fst` | an [`fst::Map`] from every lower-cased alphabetic word of the corpus to its count |
 //! | `vocab-<tag>.pairs` | a Bloom filter of the unordered pairs of content words that occur within [`PAIR_WINDOW`] content words of each other in one document (little-endian `u64` words) |
+//! | `vocab-<tag>.bigrams` | an [`fst::Map`] from `first second` (two adjacent words of a title or a text, one space between) to its count: the corpus side of the speller's language model |
+//!
+//! An index written before the bigram file existed has only the first two; it still serves, and
+//! repair says what it lacks (`capot index vocab` adds it). Bigrams seen fewer than
+//! `bigram_min_count` times are not stored: the count is raised from 1 until at most
+//! [`MAX_STORED_BIGRAMS`] remain, so the file stays small on corpora of millions of passages.
 //!
 //! The counts say which words exist and how common they are; the pairs are the context signal:
 //! a correction is only made towards a word that the corpus uses near another word of the query.
@@ -34,6 +40,11 @@ pub const MAX_WORD_CHARS: usize = 40;
 const BLOOM_FP_RATE: f64 = 0.01;
 /// Hash functions of the Bloom filter (optimal for 1%: ln 2 × 9.6 bits per pair ≈ 7).
 const BLOOM_HASHES: u32 = 7;
+/// At most this many distinct bigrams are stored (about 10 bytes each in the FST).
+pub const MAX_STORED_BIGRAMS: usize = 4_000_000;
+/// While counting, the table of distinct bigrams is thinned (pairs seen once are dropped) when it
+/// grows past this many entries, which bounds the build's memory (about 1.5 GB) on any corpus.
+const MAX_COUNTED_BIGRAMS: usize = 60_000_000;
 
 /// Words too common to say anything about a query's topic; they are not content words, so they
 /// form no pairs and give no context.
@@ -78,6 +89,24 @@ pub struct VocabInfo {
     pub pairs_file: String,
     /// Seconds the vocabulary took to build.
     pub build_seconds: f64,
+    /// Name of the bigram-count file (absent in indexes built before it existed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bigrams_file: Option<String>,
+    /// Distinct bigrams stored.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bigrams: Option<u64>,
+    /// Bigrams seen fewer times than this were left out.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bigram_min_count: Option<u64>,
+}
+
+impl VocabInfo {
+    /// The files the vocabulary is made of.
+    pub fn files(&self) -> Vec<&str> {
+        let mut f = vec![self.words_file.as_str(), self.pairs_file.as_str()];
+        f.extend(self.bigrams_file.as_deref());
+        f
+    }
 }
 
 /// Splits text into lower-cased alphabetic words: maximal runs of alphabetic characters
@@ -92,6 +121,7 @@ pub fn corpus_words(text: &str) -> impl Iterator<Item = String> + '_ {
 pub struct Vocabulary {
     counts: fst::Map<Vec<u8>>,
     pairs: Bloom,
+    bigrams: Option<fst::Map<Vec<u8>>>,
     info: VocabInfo,
 }
 
@@ -128,20 +158,36 @@ impl Vocabulary {
             }
             for_each_pair(&content, |h| hll.add(h));
         }
-        // Pass 2: the pairs into a filter sized by pass 1.
-        let distinct_pairs = hll.estimate();
-        let mut pairs = Bloom::with_capacity(distinct_pairs);
-        for (title, text) in texts {
-            content.clear();
-            content.extend(
-                corpus_words(title)
-                    .chain(corpus_words(text))
-                    .filter(|w| !is_stopword(w)),
-            );
-            for_each_pair(&content, |h| pairs.insert(h));
-        }
         let mut words: Vec<(String, u64)> = counts.into_iter().collect();
         words.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        // Word ids in sorted order, so that bigrams sorted by id pair are sorted as FST keys.
+        let ids: HashMap<&str, u32> = words
+            .iter()
+            .enumerate()
+            .map(|(i, (w, _))| (w.as_str(), i as u32))
+            .collect();
+        // Pass 2: the pairs into a filter sized by pass 1, and the adjacent-word counts.
+        let distinct_pairs = hll.estimate();
+        let mut pairs = Bloom::with_capacity(distinct_pairs);
+        let mut bigrams = BigramCounter::default();
+        for (title, text) in texts {
+            content.clear();
+            for part in [title, text] {
+                let mut prev: Option<u32> = None;
+                for w in corpus_words(part) {
+                    let id = ids.get(w.as_str()).copied();
+                    if let (Some(a), Some(b)) = (prev, id) {
+                        bigrams.add(a, b);
+                    }
+                    prev = id;
+                    if !is_stopword(&w) {
+                        content.push(w);
+                    }
+                }
+            }
+            for_each_pair(&content, |h| pairs.insert(h));
+        }
+        let (bigrams, bigram_min_count) = bigrams.into_fst(&words);
         let mut builder = fst::MapBuilder::memory();
         for (w, c) in &words {
             // Keys are sorted and distinct, so insertion cannot fail.
@@ -160,10 +206,14 @@ impl Vocabulary {
             words_file: String::new(),
             pairs_file: String::new(),
             build_seconds: (started.elapsed().as_secs_f64() * 1e3).round() / 1e3,
+            bigrams_file: None,
+            bigrams: Some(bigrams.len() as u64),
+            bigram_min_count: Some(bigram_min_count),
         };
         Vocabulary {
             counts,
             pairs,
+            bigrams: Some(bigrams),
             info,
         }
     }
@@ -190,22 +240,36 @@ impl Vocabulary {
         }
         w.put(&buf)?;
         let pairs_info = w.finish()?;
-        self.info.words_file = words_file.clone();
-        self.info.pairs_file = pairs_file.clone();
-        Ok((
-            self.info.clone(),
-            vec![(words_file, words_info), (pairs_file, pairs_info)],
-        ))
+        let mut files = vec![
+            (words_file.clone(), words_info),
+            (pairs_file.clone(), pairs_info),
+        ];
+        if let Some(bigrams) = &self.bigrams {
+            let bigrams_file = format!("vocab-{tag}.bigrams");
+            let mut w = HashingWriter::create(&dir.join(&bigrams_file))?;
+            w.put(bigrams.as_fst().as_bytes())?;
+            files.push((bigrams_file.clone(), w.finish()?));
+            self.info.bigrams_file = Some(bigrams_file);
+        }
+        self.info.words_file = words_file;
+        self.info.pairs_file = pairs_file;
+        Ok((self.info.clone(), files))
     }
 
-    /// Reads the files `info` names from `dir`, checking sizes and (when given) checksums.
+    /// Reads the files `info` names from `dir`, checking sizes and (when `verify`) checksums
+    /// against the manifest's `files`.
     pub(crate) fn read(
         dir: &Path,
         info: &VocabInfo,
-        words: &FileInfo,
-        pairs: &FileInfo,
+        files: &std::collections::BTreeMap<String, FileInfo>,
         verify: bool,
     ) -> Result<Self, IndexError> {
+        let entry = |name: &str| {
+            files.get(name).ok_or_else(|| {
+                IndexError::corrupt(dir.join(name), "the manifest lists no checksum for it")
+            })
+        };
+        let (words, pairs) = (entry(&info.words_file)?, entry(&info.pairs_file)?);
         if info.format != VOCAB_FORMAT {
             return Err(IndexError::corrupt(
                 dir.join(&info.words_file),
@@ -264,12 +328,33 @@ impl Vocabulary {
             .chunks_exact(8)
             .map(|c| u64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]))
             .collect();
+        let bigrams = match &info.bigrams_file {
+            None => None,
+            Some(name) => {
+                let path = dir.join(name);
+                let map = fst::Map::new(read_all(name, entry(name)?)?).map_err(|e| {
+                    IndexError::corrupt(&path, format!("not a bigram-count FST: {e}"))
+                })?;
+                if info.bigrams.is_some_and(|n| n != map.len() as u64) {
+                    return Err(IndexError::corrupt(
+                        &path,
+                        format!(
+                            "holds {} bigrams, the manifest says {}",
+                            map.len(),
+                            info.bigrams.unwrap_or_default()
+                        ),
+                    ));
+                }
+                Some(map)
+            }
+        };
         Ok(Vocabulary {
             counts,
             pairs: Bloom {
                 words: words_vec,
                 hashes: info.bloom_hashes,
             },
+            bigrams,
             info: info.clone(),
         })
     }
@@ -295,17 +380,98 @@ impl Vocabulary {
         &self.counts
     }
 
-    /// Sizes of the two files it is written as: (word counts, pair filter), in bytes.
-    pub fn file_bytes(&self) -> (u64, u64) {
+    /// Whether the adjacent-word counts are there (indexes built before they existed lack them).
+    pub fn has_bigrams(&self) -> bool {
+        self.bigrams.is_some()
+    }
+
+    /// How often `a` is directly followed by `b` in a title or text (lower case); 0 when never,
+    /// when seen fewer than `bigram_min_count` times, or when the index has no bigram counts.
+    pub fn bigram(&self, a: &str, b: &str) -> u64 {
+        let Some(map) = &self.bigrams else {
+            return 0;
+        };
+        let mut key = [0u8; 2 * MAX_WORD_CHARS * 4 + 1];
+        let len = a.len() + 1 + b.len();
+        if len > key.len() {
+            return 0;
+        }
+        key[..a.len()].copy_from_slice(a.as_bytes());
+        key[a.len()] = b' ';
+        key[a.len() + 1..len].copy_from_slice(b.as_bytes());
+        map.get(&key[..len]).unwrap_or(0)
+    }
+
+    /// Sizes of the files it is written as: (word counts, pair filter, bigram counts), in bytes.
+    pub fn file_bytes(&self) -> (u64, u64, u64) {
         (
             self.counts.as_fst().as_bytes().len() as u64,
             self.pairs.words.len() as u64 * 8,
+            self.bigrams
+                .as_ref()
+                .map_or(0, |b| b.as_fst().as_bytes().len() as u64),
         )
     }
 
     /// Bytes held in memory.
     pub fn heap_bytes(&self) -> usize {
-        self.counts.as_fst().as_bytes().len() + self.pairs.words.len() * 8
+        let (w, p, b) = self.file_bytes();
+        (w + p + b) as usize
+    }
+}
+
+/// Counts adjacent word pairs by word id, in bounded memory.
+#[derive(Default)]
+struct BigramCounter {
+    counts: HashMap<u64, u32, foldhash::fast::FixedState>,
+    /// Counts below this may be missing (the table was thinned).
+    floor: u32,
+}
+
+impl BigramCounter {
+    fn add(&mut self, a: u32, b: u32) {
+        let c = self
+            .counts
+            .entry((u64::from(a) << 32) | u64::from(b))
+            .or_default();
+        *c = c.saturating_add(1);
+        if self.counts.len() > MAX_COUNTED_BIGRAMS {
+            self.floor += 1;
+            let floor = self.floor;
+            self.counts.retain(|_, c| *c > floor);
+        }
+    }
+
+    /// The FST of the pairs kept (`first second` → count) and the least count kept.
+    fn into_fst(self, words: &[(String, u64)]) -> (fst::Map<Vec<u8>>, u64) {
+        let mut min = u64::from(self.floor) + 1;
+        let mut by_count: Vec<u32> = self.counts.values().copied().collect();
+        if by_count.len() > MAX_STORED_BIGRAMS {
+            by_count.sort_unstable_by(|a, b| b.cmp(a));
+            // Raise the threshold past the count at the cap, so ties are all in or all out.
+            min = min.max(u64::from(by_count[MAX_STORED_BIGRAMS]) + 1);
+        }
+        drop(by_count);
+        let mut kept: Vec<(u64, u32)> = self
+            .counts
+            .into_iter()
+            .filter(|&(_, c)| u64::from(c) >= min)
+            .collect();
+        kept.sort_unstable_by_key(|&(k, _)| k);
+        let mut builder = fst::MapBuilder::memory();
+        let mut key = Vec::new();
+        for (k, c) in kept {
+            let (a, b) = ((k >> 32) as usize, (k & 0xffff_ffff) as usize);
+            key.clear();
+            key.extend_from_slice(words[a].0.as_bytes());
+            key.push(b' ');
+            key.extend_from_slice(words[b].0.as_bytes());
+            // Sorted by id pair = sorted as keys (ids follow the sorted words, and the space
+            // sorts below every letter); a duplicate cannot occur.
+            let _ = builder.insert(&key, u64::from(c));
+        }
+        let bytes = builder.into_inner().unwrap_or_default();
+        (fst::Map::new(bytes).unwrap_or_default(), min)
     }
 }
 
@@ -465,6 +631,11 @@ mod tests {
         assert!(!v.near("the", "capital"));
         assert_eq!(v.info().words, 12);
         assert_eq!(v.info().tokens, 14);
+        // Adjacent words within a title or a text, not across them.
+        assert_eq!(v.bigram("vitamin", "d"), 2);
+        assert_eq!(v.bigram("d", "deficiency"), 1);
+        assert_eq!(v.bigram("d", "vitamin"), 0);
+        assert_eq!(v.info().bigram_min_count, Some(1));
     }
 
     #[test]
@@ -509,15 +680,32 @@ mod tests {
         let docs = [("", "heart attack symptoms in women"), ("", "chest pain")];
         let mut v = Vocabulary::build(docs.iter().copied());
         let (info, files) = v.write(dir.path()).unwrap();
-        let back = Vocabulary::read(dir.path(), &info, &files[0].1, &files[1].1, true).unwrap();
+        let files: std::collections::BTreeMap<String, FileInfo> = files.into_iter().collect();
+        let back = Vocabulary::read(dir.path(), &info, &files, true).unwrap();
         assert_eq!(back.count("symptoms"), 1);
         assert!(back.near("heart", "symptoms"));
+        assert_eq!(back.bigram("heart", "attack"), 1);
+        assert_eq!(back.bigram("chest", "pain"), 1);
+        assert_eq!(back.bigram("attack", "heart"), 0);
+        assert_eq!(
+            back.bigram("women", "chest"),
+            0,
+            "no bigram across documents"
+        );
+        // A flipped byte in the bigram file is refused too.
+        let b = dir.path().join(info.bigrams_file.as_deref().unwrap());
+        let good = std::fs::read(&b).unwrap();
+        let mut bytes = good.clone();
+        bytes[good.len() / 2] ^= 0x01;
+        std::fs::write(&b, bytes).unwrap();
+        assert!(Vocabulary::read(dir.path(), &info, &files, true).is_err());
+        std::fs::write(&b, good).unwrap();
         // A flipped byte in the pair filter is a checksum error naming the file.
         let p = dir.path().join(&info.pairs_file);
         let mut bytes = std::fs::read(&p).unwrap();
         bytes[3] ^= 0x40;
         std::fs::write(&p, bytes).unwrap();
-        let err = Vocabulary::read(dir.path(), &info, &files[0].1, &files[1].1, true)
+        let err = Vocabulary::read(dir.path(), &info, &files, true)
             .unwrap_err()
             .to_string();
         assert!(err.contains(&info.pairs_file), "{err}");

@@ -43,6 +43,7 @@
 //! clusters (a letter with its combining marks, an emoji ZWJ sequence), so
 //! any Unicode input is safe; no input panics.
 
+pub mod human;
 mod keyboard;
 mod rng;
 mod stopwords;
@@ -61,7 +62,7 @@ pub use keyboard::keyboard_neighbours;
 pub use stopwords::{is_stopword, STOPWORDS};
 pub use wordnet::WordNet;
 
-use rng::NoiseRng;
+pub use rng::NoiseRng;
 use typo::CapotTypo;
 
 /// Errors of the noise module.

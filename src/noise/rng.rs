@@ -29,13 +29,13 @@ pub(crate) fn fnv1a(parts: &[&[u8]]) -> u64 {
 
 /// SplitMix64 generator seeded per (seed, kind, query id, variant).
 #[derive(Debug, Clone)]
-pub(crate) struct NoiseRng {
+pub struct NoiseRng {
     state: u64,
 }
 
 impl NoiseRng {
     /// The generator for one noisy variant of one query.
-    pub(crate) fn for_query(seed: u64, kind: &str, query_id: &str, variant: u32) -> Self {
+    pub fn for_query(seed: u64, kind: &str, query_id: &str, variant: u32) -> Self {
         let state = fnv1a(&[
             b"capot-noise-v1",
             &seed.to_le_bytes(),
@@ -47,7 +47,7 @@ impl NoiseRng {
     }
 
     /// Next 64 random bits (SplitMix64).
-    pub(crate) fn next_u64(&mut self) -> u64 {
+    pub fn next_u64(&mut self) -> u64 {
         self.state = self.state.wrapping_add(0x9e37_79b9_7f4a_7c15);
         let mut z = self.state;
         z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
@@ -56,7 +56,7 @@ impl NoiseRng {
     }
 
     /// Uniform integer in `0..n` (unbiased, Lemire's method); 0 when `n == 0`.
-    pub(crate) fn below(&mut self, n: usize) -> usize {
+    pub fn below(&mut self, n: usize) -> usize {
         if n <= 1 {
             return 0;
         }

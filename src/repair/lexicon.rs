@@ -1,11 +1,16 @@
-//! The language prior: a list of valid words of the language, so that a real word the corpus
-//! happens not to contain is not "corrected".
+//! The general-language side of the speller: a word list with counts (which words exist, how
+//! common they are) and, optionally, a list of word pairs with counts (which words follow which).
+//! Both come from plain text files, so a user can bring the lists of their own language.
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-/// File name of the default lexicon under the assets directory (`scripts/setup` fetches it).
+/// File name of the default word list under the assets directory (`scripts/setup` fetches it).
 pub const DEFAULT_LEXICON: &str = "lexicon/frequency_dictionary_en_82_765.txt";
+/// File name of the default word-pair list under the assets directory (same wheel, same licence).
+pub const DEFAULT_BIGRAMS: &str = "lexicon/frequency_bigramdictionary_en_243_342.txt";
+/// Count given to a word of a plain list (no counts): about that of a rare English word.
+const PLAIN_LIST_COUNT: u64 = 100_000;
 
 /// Why a lexicon could not be read.
 #[derive(Debug, thiserror::Error)]
@@ -20,57 +25,137 @@ pub enum LexiconError {
     Empty(PathBuf),
 }
 
-/// A set of lower-case words, read from word lists.
+/// Words of the language with their counts, and word pairs with theirs.
 #[derive(Debug, Clone, Default)]
 pub struct Lexicon {
-    words: HashSet<Box<str>>,
+    /// Word → (id, count). Ids index `words`.
+    ids: HashMap<Box<str>, u32, foldhash::fast::FixedState>,
+    words: Vec<Box<str>>,
+    counts: Vec<u64>,
+    /// (id of the first word << 32 | id of the second) → count.
+    bigrams: HashMap<u64, u64, foldhash::fast::FixedState>,
+    total: u64,
     sources: Vec<PathBuf>,
 }
 
 impl Lexicon {
-    /// Reads word lists: one word per line, the first whitespace-separated field (so both a
-    /// plain list such as Debian's `/usr/share/dict/words` and a `word count` frequency list
-    /// work). Words are lower-cased; lines that are not valid UTF-8 are skipped.
+    /// Reads word lists and pair lists, one entry per line, told apart by their fields:
+    /// `word` (a plain list such as Debian's `/usr/share/dict/words`), `word count` (a frequency
+    /// list such as SymSpell's) or `word word count` (a pair list such as SymSpell's bigrams).
+    /// Words are lower-cased; lines that are not valid UTF-8 are skipped. A pair whose words are
+    /// in no word list is kept out.
     pub fn load(paths: &[PathBuf]) -> Result<Self, LexiconError> {
         let mut lex = Lexicon::default();
+        let mut pairs: Vec<(String, String, u64)> = Vec::new();
         for path in paths {
             let bytes = std::fs::read(path).map_err(|source| LexiconError::Io {
                 path: path.clone(),
                 source,
             })?;
-            let before = lex.words.len();
-            lex.extend_from(&bytes);
-            if lex.words.len() == before {
+            let before = (lex.words.len(), pairs.len());
+            lex.extend_from(&bytes, &mut pairs);
+            if (lex.words.len(), pairs.len()) == before {
                 return Err(LexiconError::Empty(path.clone()));
             }
             lex.sources.push(path.clone());
         }
+        for (a, b, c) in pairs {
+            if let (Some(a), Some(b)) = (lex.id(&a), lex.id(&b)) {
+                *lex.bigrams.entry(pair_key(a, b)).or_default() += c;
+            }
+        }
         Ok(lex)
     }
 
-    /// Adds the words of a word list held in memory.
-    fn extend_from(&mut self, bytes: &[u8]) {
+    /// Adds the entries of a list held in memory.
+    fn extend_from(&mut self, bytes: &[u8], pairs: &mut Vec<(String, String, u64)>) {
         for line in bytes.split(|&b| b == b'\n') {
             let Ok(line) = std::str::from_utf8(line) else {
                 continue;
             };
-            if let Some(word) = line.split_whitespace().next() {
-                self.words.insert(word.to_lowercase().into_boxed_str());
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            match fields.as_slice() {
+                [w] => self.add(w, PLAIN_LIST_COUNT),
+                [w, c] => self.add(w, c.parse().unwrap_or(PLAIN_LIST_COUNT)),
+                [a, b, c] => {
+                    if let Ok(c) = c.parse() {
+                        pairs.push((a.to_lowercase(), b.to_lowercase(), c));
+                    }
+                }
+                _ => {}
             }
         }
     }
 
-    /// A lexicon of the given words (tests, and callers that hold a list in memory).
-    pub fn from_words<'a>(words: impl IntoIterator<Item = &'a str>) -> Self {
-        Lexicon {
-            words: words.into_iter().map(|w| w.to_lowercase().into()).collect(),
-            sources: Vec::new(),
+    fn add(&mut self, word: &str, count: u64) {
+        let word = word.to_lowercase();
+        self.total = self.total.saturating_add(count);
+        match self.ids.get(word.as_str()) {
+            Some(&id) => self.counts[id as usize] = self.counts[id as usize].saturating_add(count),
+            None => {
+                let id = self.words.len() as u32;
+                self.ids.insert(word.clone().into_boxed_str(), id);
+                self.words.push(word.into_boxed_str());
+                self.counts.push(count);
+            }
         }
+    }
+
+    /// A lexicon of the given words, each with the same count (tests, and callers that hold a
+    /// list in memory).
+    pub fn from_words<'a>(words: impl IntoIterator<Item = &'a str>) -> Self {
+        let mut lex = Lexicon::default();
+        for w in words {
+            lex.add(w, PLAIN_LIST_COUNT);
+        }
+        lex
+    }
+
+    /// A lexicon of words with counts and pairs with counts, held in memory.
+    pub fn from_counts<'a>(
+        words: impl IntoIterator<Item = (&'a str, u64)>,
+        pairs: impl IntoIterator<Item = (&'a str, &'a str, u64)>,
+    ) -> Self {
+        let mut lex = Lexicon::default();
+        for (w, c) in words {
+            lex.add(w, c);
+        }
+        for (a, b, c) in pairs {
+            if let (Some(a), Some(b)) = (lex.id(&a.to_lowercase()), lex.id(&b.to_lowercase())) {
+                *lex.bigrams.entry(pair_key(a, b)).or_default() += c;
+            }
+        }
+        lex
     }
 
     /// Whether `word` (lower case) is a word of the language.
     pub fn contains(&self, word: &str) -> bool {
-        self.words.contains(word)
+        self.ids.contains_key(word)
+    }
+
+    /// The id of `word` (lower case).
+    pub fn id(&self, word: &str) -> Option<u32> {
+        self.ids.get(word).copied()
+    }
+
+    /// The word of an id.
+    pub fn word(&self, id: u32) -> &str {
+        &self.words[id as usize]
+    }
+
+    /// The count of a word by id.
+    pub fn count_of(&self, id: u32) -> u64 {
+        self.counts[id as usize]
+    }
+
+    /// How often `a` is followed by `b` (ids), 0 when the pair is not listed.
+    pub fn bigram(&self, a: u32, b: u32) -> u64 {
+        self.bigrams.get(&pair_key(a, b)).copied().unwrap_or(0)
+    }
+
+    /// Sum of the word counts.
+    pub fn total(&self) -> u64 {
+        self.total
     }
 
     /// Number of words.
@@ -83,13 +168,44 @@ impl Lexicon {
         self.words.is_empty()
     }
 
+    /// Number of word pairs.
+    pub fn bigram_len(&self) -> usize {
+        self.bigrams.len()
+    }
+
+    /// The words, by id.
+    pub fn words(&self) -> impl Iterator<Item = &str> {
+        self.words.iter().map(|w| &**w)
+    }
+
     /// The files it was read from.
     pub fn sources(&self) -> &[PathBuf] {
         &self.sources
     }
+
+    /// Bytes held in memory (approximate: strings, tables and hash maps).
+    pub fn heap_bytes(&self) -> usize {
+        let strings: usize = self.words.iter().map(|w| w.len() * 2).sum();
+        strings + self.words.len() * (16 + 8 + 16 + 8) + self.bigrams.len() * 24
+    }
 }
 
-/// The default lexicon path under `assets` (the `CAPOT_ASSETS` directory, `assets` by default).
+fn pair_key(a: u32, b: u32) -> u64 {
+    (u64::from(a) << 32) | u64::from(b)
+}
+
+/// The default lists under `assets` (the `CAPOT_ASSETS` directory, `assets` by default): the
+/// word list and, when it is there, the pair list.
+pub fn default_paths(assets: &Path) -> Vec<PathBuf> {
+    let mut paths = vec![assets.join(DEFAULT_LEXICON)];
+    let bigrams = assets.join(DEFAULT_BIGRAMS);
+    if bigrams.is_file() {
+        paths.push(bigrams);
+    }
+    paths
+}
+
+/// The default word list path under `assets`.
 pub fn default_path(assets: &Path) -> PathBuf {
     assets.join(DEFAULT_LEXICON)
 }
@@ -99,16 +215,28 @@ mod tests {
     use super::*;
 
     #[test]
-    fn reads_plain_and_frequency_lists() {
+    fn reads_plain_frequency_and_pair_lists() {
         let dir = tempfile::tempdir().unwrap();
         let a = dir.path().join("a.txt");
         let b = dir.path().join("b.txt");
+        let p = dir.path().join("p.txt");
         std::fs::write(&a, "the 23135851162\nOf 13151942776\n\n").unwrap();
         std::fs::write(&b, b"Zurich\nna\xefve\nword\n").unwrap();
-        let lex = Lexicon::load(&[a.clone(), b]).unwrap();
+        std::fs::write(&p, "of the 1000\nthe zurich 7\nthe nowhere 5\n").unwrap();
+        let lex = Lexicon::load(&[a.clone(), b, p]).unwrap();
         assert!(lex.contains("the") && lex.contains("of") && lex.contains("zurich"));
         assert!(lex.contains("word"));
         assert_eq!(lex.len(), 4, "the invalid UTF-8 line is skipped");
+        let (of, the, zurich) = (
+            lex.id("of").unwrap(),
+            lex.id("the").unwrap(),
+            lex.id("zurich").unwrap(),
+        );
+        assert_eq!(lex.count_of(the), 23135851162);
+        assert_eq!(lex.bigram(of, the), 1000);
+        assert_eq!(lex.bigram(the, zurich), 7);
+        assert_eq!(lex.bigram(the, of), 0);
+        assert_eq!(lex.bigram_len(), 2, "a pair of an unknown word is kept out");
         let empty = dir.path().join("empty.txt");
         std::fs::write(&empty, "\n\n").unwrap();
         assert!(matches!(

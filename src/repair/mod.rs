@@ -1,42 +1,42 @@
-//! Query repair: spelling correction from the index's own vocabulary, in front of every encoder.
+//! Query repair: a noisy-channel speller in front of every encoder.
 //!
-//! A query word is corrected only when all of these hold (docs/repair.md gives the reasons and
-//! the measurements behind each):
+//! The meant query is the one that maximises P(typed | meant) × P(meant): an error model of how
+//! people mistype ([`error_model`]) times a language model of general English and of the corpus
+//! ([`language_model`]). Candidates for each word come from the lexicon and the corpus
+//! ([`candidates`]); the decoder ([`decoder`]) searches every reading of the query at once —
+//! each word as typed, a non-word corrected, a real word changed for one its neighbours go with,
+//! a word split in two, two words joined — and keeps the likeliest.
 //!
-//! 1. it is a plain word: ASCII letters only, in a token without digits, `@`, `/`, `.`, `_` and
-//!    the like (URLs, e-mail addresses, product codes, numbers are left alone), not written in
-//!    capitals (`NYU`) or mixed case (`iPhone`);
-//! 2. it is long enough to carry a typo: one edit from [`MIN_CHARS_ONE_EDIT`] letters, two from
-//!    [`MIN_CHARS_TWO_EDITS`] (the conventions of typo-tolerant search engines);
-//! 3. it is unknown: neither in the corpus nor in the language prior ([`Lexicon`]);
-//! 4. a corpus word of at least [`MIN_CANDIDATE_COUNT`] occurrences lies within that many edits
-//!    (Damerau–Levenshtein, adjacent transpositions count one), and
-//! 5. the corpus uses that word near another content word of the same query (the vocabulary's
-//!    pair filter). A query with no other known content word is left alone.
-//!
-//! Among candidates the closest wins, then the most frequent. Corrections feed the context of
-//! the other words until nothing changes, so repairing a repaired query changes nothing.
+//! What is never touched (docs/repair.md gives the measurements): a query with letters outside
+//! ASCII or with a function word of another language; tokens with digits or code characters
+//! (URLs, e-mail, product codes); words in capitals or mixed case, and capitalised words after
+//! the first; words shorter than [`Params::min_letters`]. A known word (in the lexicon or the
+//! corpus) changes only as a real-word error, when its neighbours make another word more likely
+//! by more than [`Params::real_word_cost`]. Repair is idempotent: repairing its output changes
+//! nothing.
 
+pub mod candidates;
+mod decoder;
+pub mod error_model;
+pub mod eval;
+pub mod language_model;
 pub mod lexicon;
+mod query;
 
 use std::fmt;
 use std::str::FromStr;
 use std::sync::Arc;
 
-use levenshtein_automata::{Distance, LevenshteinAutomatonBuilder, DFA, SINK_STATE};
 use serde::{Deserialize, Serialize};
 
-use crate::index::vocab::{is_stopword, Vocabulary};
+use crate::index::vocab::Vocabulary;
+use candidates::CandidateIndex;
+use language_model::{LanguageModel, WordStats};
 pub use lexicon::Lexicon;
 
-/// Words of at least this many letters may be corrected by one edit.
-pub const MIN_CHARS_ONE_EDIT: usize = 4;
-/// Words of at least this many letters may be corrected by two edits.
-pub const MIN_CHARS_TWO_EDITS: usize = 8;
-/// A correction target must occur at least this often in the corpus.
-pub const MIN_CANDIDATE_COUNT: u64 = 2;
-/// Context words shorter than this give no context.
-const MIN_CONTEXT_CHARS: usize = 3;
+/// At most this many words found only in the corpus (not in the lexicon) are candidates, the
+/// most frequent first: it bounds the candidate index on corpora of millions of passages.
+pub const MAX_CORPUS_CANDIDATES: usize = 300_000;
 
 /// Whether a request's query is repaired.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -120,19 +120,47 @@ impl RepairMode {
 }
 names!(RepairFusion, "repair fusion", Repaired => "repaired", Max => "max");
 
+/// The kind of a correction.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EditKind {
+    /// A word that is no word corrected (`recieve` → `receive`).
+    NonWord,
+    /// A real word replaced by the one its neighbours go with (`acid reflex` → `acid reflux`).
+    RealWord,
+    /// A word split in two (`thecauses` → `the causes`).
+    Split,
+    /// Two words joined (`face book` → `facebook`).
+    Join,
+}
+
+impl EditKind {
+    /// The name used in responses and metrics.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EditKind::NonWord => "non_word",
+            EditKind::RealWord => "real_word",
+            EditKind::Split => "split",
+            EditKind::Join => "join",
+        }
+    }
+}
+
 /// One correction.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Edit {
-    /// The word as written.
+    /// What kind of error it corrects.
+    pub kind: EditKind,
+    /// The text as written (for a join, both words and the space between).
     pub from: String,
     /// What it became.
     pub to: String,
-    /// Byte offset of the word in the original text.
+    /// Byte offset of `from` in the original text.
     pub start: usize,
-    /// Edits between the two (1 or 2).
+    /// Letter edits between the two (a split or a join is one).
     pub distance: u8,
-    /// Share of the corpus evidence (occurrences) for `to` among the equally close candidates
-    /// that fit the query's context, 0..=1.
+    /// How much likelier the corrected reading is than the query as typed at this place, as a
+    /// probability in (0.5, 1]: 1 / (1 + P(typed reading) / P(corrected reading)).
     pub confidence: f32,
 }
 
@@ -154,6 +182,13 @@ impl Repaired {
     /// Lowest confidence of its edits (1 when unchanged).
     pub fn confidence(&self) -> f32 {
         self.edits.iter().map(|e| e.confidence).fold(1.0, f32::min)
+    }
+
+    fn unchanged(text: &str) -> Self {
+        Repaired {
+            text: text.to_string(),
+            edits: Vec::new(),
+        }
     }
 }
 
@@ -179,12 +214,79 @@ impl Outcome {
     }
 }
 
-/// The corrector of one index: its vocabulary and, when loaded, the language prior.
+/// The speller's settings. The defaults are the measured ones (docs/repair.md); `capot repair
+/// eval --params` takes others, to measure them.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Params {
+    /// Words shorter than this are never changed.
+    pub min_letters: usize,
+    /// Words of at least this many letters may be corrected by two edits, shorter ones by one.
+    pub two_edits_from: usize,
+    /// Unknown words of at least this many letters may be split.
+    pub min_split_letters: usize,
+    /// Two words are joined only into a word of at least this many letters.
+    pub min_join_letters: usize,
+    /// A corpus word must occur this often to be a candidate (lexicon words always are).
+    pub min_corpus_count: u64,
+    /// Candidates kept per word, the likeliest out of context first.
+    pub max_candidates: usize,
+    /// Prior cost, in nats, of changing a word that is known: the threshold a real-word
+    /// correction's context gain must pass; joining two known words pays it too.
+    pub real_word_cost: f64,
+    /// Cost, in nats, of a space left out (`thecauses`); below zero it is a bonus, which makes up
+    /// for the extra word a split adds to the language model's product.
+    pub split_cost: f64,
+    /// Extra cost, in nats, of a split into two content words, which is as often a compound
+    /// missing from the lists (`handwashing`, `hotspot`) as two words run together.
+    pub compound_split_cost: f64,
+    /// Prior cost, in nats, of joining two words that are both known (`door knocker`).
+    pub join_known_cost: f64,
+    /// How much more an unknown word is believed as typed per letter below six (and less per
+    /// letter above), in nats: short unknown words are mostly acronyms and names (`poct`,
+    /// `tanf`), long ones mostly typos.
+    pub unknown_per_letter: f64,
+    /// Prior cost, in nats, of changing a word that only the corpus knows (it may be one of the
+    /// corpus's own typos, or its jargon).
+    pub corpus_word_cost: f64,
+    /// Bonus, in nats, for a candidate that the corpus uses near another content word of the
+    /// query (the vocabulary's pair filter).
+    pub context_bonus: f64,
+    /// ln of the probability of a word neither the lexicon nor the corpus knows: how strongly an
+    /// unknown word is believed to be meant as typed (a name, an acronym).
+    pub ln_unknown_word: f64,
+}
+
+impl Default for Params {
+    fn default() -> Self {
+        Params {
+            min_letters: 4,
+            two_edits_from: 6,
+            min_split_letters: 5,
+            min_join_letters: 5,
+            min_corpus_count: 2,
+            max_candidates: 8,
+            real_word_cost: 8.0,
+            split_cost: -2.0,
+            compound_split_cost: 3.0,
+            join_known_cost: 12.0,
+            unknown_per_letter: 0.3,
+            corpus_word_cost: 3.0,
+            context_bonus: 1.0,
+            ln_unknown_word: -9.0,
+        }
+    }
+}
+
+/// The corrector of one index: its vocabulary, the lexicon when loaded, and the model built from
+/// the two.
 pub struct Repairer {
     vocab: Arc<Vocabulary>,
     lexicon: Option<Arc<Lexicon>>,
-    one_edit: LevenshteinAutomatonBuilder,
-    two_edits: LevenshteinAutomatonBuilder,
+    pub(crate) lm: LanguageModel,
+    pub(crate) candidates: CandidateIndex,
+    pub(crate) candidate_stats: Vec<WordStats>,
+    pub(crate) params: Params,
 }
 
 impl fmt::Debug for Repairer {
@@ -192,38 +294,72 @@ impl fmt::Debug for Repairer {
         f.debug_struct("Repairer")
             .field("vocab", &self.vocab.info())
             .field("lexicon_words", &self.lexicon.as_ref().map(|l| l.len()))
+            .field("candidates", &self.candidates)
             .finish()
     }
 }
 
-/// A word of a query, as the corrector sees it.
-#[derive(Debug)]
-struct QueryWord {
-    start: usize,
-    end: usize,
-    /// Lower-cased text (the correction once corrected).
-    lower: String,
-    /// Neither known nor excluded by the rules above: a correction may be looked for.
-    correctable: bool,
-    /// In the corpus or the lexicon (or corrected to a corpus word).
-    known: bool,
-    content: bool,
-}
-
-/// Characters that make a whole whitespace-separated token off limits: URLs, e-mail addresses,
-/// paths, identifiers, product codes.
-fn is_code_char(c: char) -> bool {
-    c.is_numeric() || "@/\\:._#&=+%~|<>[]{}$^*".contains(c)
+/// What the model is made of and what it lacks (for `/info` and the log).
+#[derive(Debug, Clone, Serialize)]
+pub struct ModelInfo {
+    /// Words that can be corrected towards.
+    pub candidates: usize,
+    /// Whether the index's adjacent-word counts are loaded (`capot index vocab` adds them).
+    pub corpus_bigrams: bool,
+    /// Whether a general word-pair list is loaded.
+    pub general_bigrams: bool,
+    /// What is missing, in words; empty when nothing is.
+    pub missing: Vec<String>,
+    /// Bytes of memory the model holds beyond the vocabulary and the lexicon.
+    pub heap_bytes: usize,
 }
 
 impl Repairer {
-    /// A corrector over `vocab`, with `lexicon` as the language prior when there is one.
+    /// A corrector over `vocab`, with `lexicon` as general English when there is one.
     pub fn new(vocab: Arc<Vocabulary>, lexicon: Option<Arc<Lexicon>>) -> Self {
+        Self::with_params(vocab, lexicon, Params::default())
+    }
+
+    /// The same, with other settings.
+    pub fn with_params(
+        vocab: Arc<Vocabulary>,
+        lexicon: Option<Arc<Lexicon>>,
+        params: Params,
+    ) -> Self {
+        let lm = LanguageModel::new(vocab.clone(), lexicon.clone(), params.ln_unknown_word.exp());
+        // Candidates: every lexicon word, then the corpus's own words that occur often enough.
+        let mut words: Vec<String> = lexicon
+            .as_ref()
+            .map(|l| l.words().map(str::to_string).collect())
+            .unwrap_or_default();
+        let mut corpus_only: Vec<(u64, String)> = Vec::new();
+        let mut stream = fst::IntoStreamer::into_stream(vocab.counts().stream());
+        while let Some((key, count)) = fst::Streamer::next(&mut stream) {
+            if count < params.min_corpus_count || !key.iter().all(u8::is_ascii_lowercase) {
+                continue;
+            }
+            let Ok(w) = std::str::from_utf8(key) else {
+                continue;
+            };
+            if lexicon.as_ref().is_some_and(|l| l.contains(w)) {
+                continue;
+            }
+            corpus_only.push((count, w.to_string()));
+        }
+        if corpus_only.len() > MAX_CORPUS_CANDIDATES {
+            corpus_only.sort_unstable_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
+            corpus_only.truncate(MAX_CORPUS_CANDIDATES);
+        }
+        words.extend(corpus_only.into_iter().map(|(_, w)| w));
+        let candidate_stats = words.iter().map(|w| lm.stats(w)).collect();
+        let candidates = CandidateIndex::build(words.iter().map(String::as_str));
         Repairer {
             vocab,
             lexicon,
-            one_edit: LevenshteinAutomatonBuilder::new(1, true),
-            two_edits: LevenshteinAutomatonBuilder::new(2, true),
+            lm,
+            candidates,
+            candidate_stats,
+            params,
         }
     }
 
@@ -232,163 +368,231 @@ impl Repairer {
         &self.vocab
     }
 
-    /// The language prior, if loaded.
+    /// The lexicon, if loaded.
     pub fn lexicon(&self) -> Option<&Arc<Lexicon>> {
         self.lexicon.as_ref()
     }
 
-    fn is_known(&self, lower: &str) -> bool {
-        self.vocab.count(lower) > 0 || self.lexicon.as_ref().is_some_and(|l| l.contains(lower))
+    /// Its settings.
+    pub fn params(&self) -> &Params {
+        &self.params
     }
 
-    fn scan(&self, text: &str) -> Vec<QueryWord> {
-        let mut words = Vec::new();
-        let mut token_start = None;
-        let bytes_end = text.len();
-        let mut tokens = Vec::new();
-        for (i, c) in text.char_indices() {
-            match (c.is_whitespace(), token_start) {
-                (true, Some(s)) => {
-                    tokens.push((s, i));
-                    token_start = None;
-                }
-                (false, None) => token_start = Some(i),
-                _ => {}
-            }
+    /// What the model is made of and what it lacks.
+    pub fn model_info(&self) -> ModelInfo {
+        let mut missing = Vec::new();
+        if self.lexicon.is_none() {
+            missing.push("no lexicon: only the corpus decides what is a word".to_string());
+        } else if !self.lm.has_general_bigrams() {
+            missing.push(
+                "no general word-pair list: real-word errors are corrected from the corpus's pairs alone"
+                    .to_string(),
+            );
         }
-        if let Some(s) = token_start {
-            tokens.push((s, bytes_end));
+        if !self.lm.has_corpus_bigrams() {
+            missing.push(
+                "the index has no bigram counts (built before they existed): run `capot index vocab` to add them"
+                    .to_string(),
+            );
         }
-        for (ts, te) in tokens {
-            let token = &text[ts..te];
-            let core = token.trim_matches(|c: char| !c.is_alphanumeric());
-            let code = core.chars().any(is_code_char);
-            let mut run_start = None;
-            let mut push = |s: usize, e: usize| {
-                let raw = &text[s..e];
-                let lower = raw.to_lowercase();
-                let letters = raw.chars().count();
-                let plain = raw.chars().all(|c| c.is_ascii_alphabetic());
-                let capitals = raw.chars().all(|c| c.is_uppercase()) && letters >= 2;
-                let mixed = raw.chars().skip(1).any(char::is_uppercase);
-                let known = self.is_known(&lower);
-                words.push(QueryWord {
-                    start: s,
-                    end: e,
-                    correctable: !known
-                        && !code
-                        && plain
-                        && !capitals
-                        && !mixed
-                        && letters >= MIN_CHARS_ONE_EDIT,
-                    known,
-                    content: !is_stopword(&lower) && letters >= MIN_CONTEXT_CHARS,
-                    lower,
-                });
-            };
-            for (i, c) in token.char_indices() {
-                match (c.is_alphabetic(), run_start) {
-                    (true, None) => run_start = Some(ts + i),
-                    (false, Some(s)) => {
-                        push(s, ts + i);
-                        run_start = None;
-                    }
-                    _ => {}
-                }
-            }
-            if let Some(s) = run_start {
-                push(s, te);
-            }
+        ModelInfo {
+            candidates: self.candidates.len(),
+            corpus_bigrams: self.lm.has_corpus_bigrams(),
+            general_bigrams: self.lm.has_general_bigrams(),
+            missing,
+            heap_bytes: self.candidates.heap_bytes() + self.candidate_stats.len() * 32,
         }
-        words
     }
 
-    /// The best correction of `word` given the context words, with its distance and confidence.
-    fn correct(&self, word: &str, context: &[&str]) -> Option<(String, u8, f32)> {
-        let letters = word.len();
-        let builder = if letters >= MIN_CHARS_TWO_EDITS {
-            &self.two_edits
+    /// Whether a word with these stats may be a split's piece: known to the lexicon, or to the
+    /// corpus often enough.
+    pub(crate) fn usable(&self, s: &WordStats) -> bool {
+        s.general > 0 || s.corpus >= self.params.min_corpus_count
+    }
+
+    /// [`Params::context_bonus`] when the corpus uses `candidate` near a content word of the
+    /// query, else 0.
+    pub(crate) fn context_bonus(&self, candidate: &str, words: &[query::QueryWord]) -> f64 {
+        let near = words.iter().any(|w| {
+            w.content
+                && w.stats.known()
+                && w.lower != candidate
+                && self.vocab.near(candidate, &w.lower)
+        });
+        if near {
+            self.params.context_bonus
         } else {
-            &self.one_edit
-        };
-        let dfa = builder.build_dfa(word);
-        let mut stream = fst::IntoStreamer::into_stream(self.vocab.counts().search(Dfa(&dfa)));
-        let mut found: Vec<(u8, u64, String)> = Vec::new();
-        while let Some((key, count)) = fst::Streamer::next(&mut stream) {
-            if count < MIN_CANDIDATE_COUNT || !key.is_ascii() {
-                continue;
-            }
-            let Ok(candidate) = std::str::from_utf8(key) else {
-                continue;
-            };
-            let Distance::Exact(d) = dfa.eval(key) else {
-                continue;
-            };
-            if d == 0 || !context.iter().any(|o| self.vocab.near(candidate, o)) {
-                continue;
-            }
-            found.push((d, count, candidate.to_string()));
+            0.0
         }
-        let best_distance = found.iter().map(|f| f.0).min()?;
-        found.retain(|f| f.0 == best_distance);
-        let total: u64 = found.iter().map(|f| f.1).sum();
-        found.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.2.cmp(&b.2)));
-        let (d, count, best) = found.into_iter().next()?;
-        Some((best, d, (count as f64 / total.max(1) as f64) as f32))
+    }
+
+    /// One pass of the decoder over `text`.
+    fn repair_once(&self, text: &str) -> Repaired {
+        let Some(words) = query::scan(text, &self.lm) else {
+            return Repaired::unchanged(text);
+        };
+        let readings = decoder::readings(self, &words);
+        if readings.iter().all(|r| r.len() == 1) {
+            return Repaired::unchanged(text);
+        }
+        let (path, best) = decoder::best_path(self, &readings, &[]);
+        let mut edits = Vec::new();
+        for &(pos, ri) in &path {
+            let rd = &readings[pos][ri];
+            let Some(kind) = rd.kind else { continue };
+            let first = &words[pos];
+            let last = &words[pos + rd.span - 1];
+            let from = &text[first.start..last.end];
+            let meant: Vec<&str> = rd.words.iter().map(|w| w.0.as_str()).collect();
+            let to = match_case(from, &meant.join(" "));
+            // How much likelier than reading these words as typed.
+            let forced: Vec<usize> = (pos..pos + rd.span).collect();
+            let (_, alt) = decoder::best_path(self, &readings, &forced);
+            let margin = (best - alt).max(0.0);
+            edits.push(Edit {
+                kind,
+                from: from.to_string(),
+                to,
+                start: first.start,
+                distance: rd.distance,
+                confidence: (1.0 / (1.0 + (-margin).exp())) as f32,
+            });
+        }
+        edits.retain(|e| e.from != e.to);
+        apply(text, edits)
     }
 
     /// Repairs `text`. Never fails: a query it cannot or should not correct comes back as it is.
+    /// Idempotent: the result, repaired again, comes back unchanged.
     pub fn repair(&self, text: &str) -> Repaired {
-        let mut words = self.scan(text);
-        let mut edits: Vec<Edit> = Vec::new();
-        loop {
-            let context: Vec<String> = words
-                .iter()
-                .filter(|w| w.known && w.content)
-                .map(|w| w.lower.clone())
-                .collect();
-            let mut changed = false;
-            for w in words.iter_mut().filter(|w| w.correctable && !w.known) {
-                let ctx: Vec<&str> = context
-                    .iter()
-                    .map(String::as_str)
-                    .filter(|c| *c != w.lower)
-                    .collect();
-                if let Some((to, distance, confidence)) = self.correct(&w.lower, &ctx) {
-                    let raw = &text[w.start..w.end];
-                    edits.push(Edit {
-                        from: raw.to_string(),
-                        to: match_case(raw, &to),
-                        start: w.start,
-                        distance,
-                        confidence,
-                    });
-                    w.lower = to;
-                    w.known = true;
-                    changed = true;
-                }
+        let mut current = self.repair_once(text);
+        for _ in 0..3 {
+            if !current.changed() {
+                return current;
             }
-            if !changed {
-                break;
+            let again = self.repair_once(&current.text);
+            if !again.changed() {
+                return current;
+            }
+            match compose(text, &current, &again) {
+                Some(c) => current = c,
+                None => break,
             }
         }
-        edits.sort_by_key(|e| e.start);
-        let mut out = String::with_capacity(text.len() + 8);
-        let mut at = 0;
-        for e in &edits {
-            out.push_str(&text[at..e.start]);
-            out.push_str(&e.to);
-            at = e.start + e.from.len();
-        }
-        out.push_str(&text[at..]);
-        Repaired { text: out, edits }
+        // No fixed point: leave the query as it is (that, repaired again, gives the same).
+        Repaired::unchanged(text)
     }
 
-    /// Whether the query looks noisy: it has a word repair would try to correct (an unknown
-    /// plain word). The query router's signal when the index has a vocabulary.
-    pub fn has_unknown_word(&self, text: &str) -> bool {
-        self.scan(text).iter().any(|w| w.correctable)
+    /// Known words one letter edit from `word` that a typist could hit instead (for injecting
+    /// real-word errors): lexicon words of 4+ letters, not stopwords, at least a hundredth as
+    /// common as `word`.
+    pub fn real_word_neighbours(&self, word: &str) -> Vec<String> {
+        let s = self.lm.stats(word);
+        if s.general == 0 {
+            return Vec::new();
+        }
+        let mut found = Vec::new();
+        self.candidates.lookup(word, 1, &mut found);
+        found
+            .into_iter()
+            .filter_map(|(id, _)| {
+                let w = self.candidates.word(id);
+                let c = self.candidate_stats[id as usize].general;
+                (w.len() >= 4 && !crate::index::vocab::is_stopword(w) && c * 100 >= s.general)
+                    .then(|| w.to_string())
+            })
+            .collect()
     }
+
+    /// Whether the query looks noisy: it has a word repair could correct (an unknown plain
+    /// word). The query router's signal when the index has a vocabulary.
+    pub fn has_unknown_word(&self, text: &str) -> bool {
+        query::scan(text, &self.lm).is_some_and(|words| {
+            words
+                .iter()
+                .any(|w| w.editable && !w.stats.known() && w.lower.len() >= self.params.min_letters)
+        })
+    }
+}
+
+/// `text` with `edits` (in text order, not overlapping) applied.
+fn apply(text: &str, mut edits: Vec<Edit>) -> Repaired {
+    edits.sort_by_key(|e| e.start);
+    let mut out = String::with_capacity(text.len() + 8);
+    let mut at = 0;
+    for e in &edits {
+        out.push_str(&text[at..e.start]);
+        out.push_str(&e.to);
+        at = e.start + e.from.len();
+    }
+    out.push_str(&text[at..]);
+    Repaired { text: out, edits }
+}
+
+/// The edits of `second` (made on `first.text`) carried back onto `original`, merged with
+/// `first`'s; `None` when they cannot be lined up.
+fn compose(original: &str, first: &Repaired, second: &Repaired) -> Option<Repaired> {
+    // Where each of first's edits sits in first.text.
+    let mut spans = Vec::new(); // (out start, out end, orig start, orig end)
+    let mut shift: isize = 0;
+    for e in &first.edits {
+        let out_start = (e.start as isize + shift) as usize;
+        spans.push((
+            out_start,
+            out_start + e.to.len(),
+            e.start,
+            e.start + e.from.len(),
+        ));
+        shift += e.to.len() as isize - e.from.len() as isize;
+    }
+    // An offset in first.text, widened to whole edits of `first`, mapped to the original.
+    let to_orig = |p: usize, is_end: bool| -> (usize, usize) {
+        let mut shift: isize = 0;
+        for &(os, oe, s, e) in &spans {
+            if (!is_end && p >= os && p < oe) || (is_end && p > os && p <= oe) {
+                return if is_end { (oe, e) } else { (os, s) };
+            }
+            if p < os || (is_end && p == os) {
+                break;
+            }
+            shift += (oe - os) as isize - (e - s) as isize;
+        }
+        (p, (p as isize - shift) as usize)
+    };
+    let mut merged: Vec<Edit> = Vec::new();
+    let mut covered: Vec<(usize, usize)> = Vec::new();
+    for e in &second.edits {
+        let (out_s, orig_s) = to_orig(e.start, false);
+        let (out_e, orig_e) = to_orig(e.start + e.from.len(), true);
+        let to = format!(
+            "{}{}{}",
+            first.text.get(out_s..e.start)?,
+            e.to,
+            first.text.get(e.start + e.from.len()..out_e)?
+        );
+        covered.push((orig_s, orig_e));
+        merged.push(Edit {
+            from: original.get(orig_s..orig_e)?.to_string(),
+            to,
+            start: orig_s,
+            ..e.clone()
+        });
+    }
+    for e in &first.edits {
+        let (s, end) = (e.start, e.start + e.from.len());
+        if !covered.iter().any(|&(cs, ce)| s < ce && cs < end) {
+            merged.push(e.clone());
+        }
+    }
+    merged.sort_by_key(|e| e.start);
+    if merged
+        .windows(2)
+        .any(|w| w[0].start + w[0].from.len() > w[1].start)
+    {
+        return None;
+    }
+    merged.retain(|e| e.from != e.to);
+    Some(apply(original, merged))
 }
 
 /// `to` written like `from`: capitalised when `from` starts with a capital.
@@ -400,29 +604,6 @@ fn match_case(from: &str, to: &str) -> String {
             .unwrap_or_default()
     } else {
         to.to_string()
-    }
-}
-
-/// A Levenshtein DFA as an `fst` automaton, so the word map is searched without a scan.
-struct Dfa<'a>(&'a DFA);
-
-impl fst::Automaton for Dfa<'_> {
-    type State = u32;
-
-    fn start(&self) -> u32 {
-        self.0.initial_state()
-    }
-
-    fn is_match(&self, state: &u32) -> bool {
-        matches!(self.0.distance(*state), Distance::Exact(_))
-    }
-
-    fn can_match(&self, state: &u32) -> bool {
-        *state != SINK_STATE
-    }
-
-    fn accept(&self, state: &u32, byte: u8) -> u32 {
-        self.0.transition(*state, byte)
     }
 }
 

@@ -43,13 +43,178 @@ fn a_typo_of_a_corpus_word_in_context_is_corrected() {
 }
 
 #[test]
-fn corrections_need_context_from_the_same_query() {
+fn a_name_far_from_every_word_is_left_alone() {
     let r = repairer(None);
-    // A lone word has no context: left alone.
-    assert!(!r.repair("sympotms").changed());
-    // Context from another topic of the corpus does not support it.
-    assert!(!r.repair("sympotms paris").changed());
-    assert!(r.repair("sympotms fatigue").changed());
+    // Unknown, but two costly edits from anything: more likely a name than a typo.
+    assert!(!r.repair("zqwvy deficiency").changed());
+    assert!(!r.repair("xkcdx vitamin").changed());
+}
+
+/// A model with general counts and word pairs: real-word errors, splits and joins.
+fn english() -> Repairer {
+    let words: &[(&str, u64)] = &[
+        ("the", 23_000_000_000),
+        ("of", 13_000_000_000),
+        ("is", 4_700_000_000),
+        ("what", 1_100_000_000),
+        ("causes", 60_000_000),
+        ("cause", 120_000_000),
+        ("anemia", 3_000_000),
+        ("acid", 40_000_000),
+        ("reflux", 1_400_000),
+        ("reflex", 300_000),
+        ("symptoms", 70_000_000),
+        ("bicycle", 8_300_000),
+        ("repair", 60_000_000),
+        ("cycle", 30_000_000),
+        ("bi", 5_000_000),
+        ("market", 1_500_000),
+        ("flea", 2_800_000),
+        ("flee", 300_000),
+        ("near", 100_000_000),
+        ("receive", 90_000_000),
+        ("email", 300_000_000),
+        ("hand", 200_000_000),
+        ("washing", 20_000_000),
+    ];
+    let pairs: &[(&str, &str, u64)] = &[
+        ("acid", "reflux", 14_000_000),
+        ("flea", "market", 18_000_000),
+        ("the", "causes", 105_000_000),
+        ("what", "is", 2_100_000_000),
+        ("causes", "of", 30_000_000),
+        ("bicycle", "repair", 7_000_000),
+    ];
+    let vocab = Vocabulary::build(DOCS.iter().map(|t| ("", *t)));
+    Repairer::new(
+        Arc::new(vocab),
+        Some(Arc::new(Lexicon::from_counts(
+            words.iter().copied(),
+            pairs.iter().copied(),
+        ))),
+    )
+}
+
+#[test]
+fn real_word_errors_are_corrected_only_with_context() {
+    let r = english();
+    let out = r.repair("acid reflex symptoms");
+    assert_eq!(out.text, "acid reflux symptoms");
+    assert_eq!(out.edits[0].kind, EditKind::RealWord);
+    assert_eq!(
+        (out.edits[0].from.as_str(), out.edits[0].to.as_str()),
+        ("reflex", "reflux")
+    );
+    assert_eq!(r.repair("flee market near").text, "flea market near");
+    // Without a neighbour that goes with another word, a real word stays.
+    assert!(!r.repair("reflex symptoms").changed());
+    assert!(!r.repair("reflex").changed());
+}
+
+#[test]
+fn run_together_words_are_split_and_broken_words_joined() {
+    let r = english();
+    let out = r.repair("thecauses of anemia");
+    assert_eq!(out.text, "the causes of anemia");
+    assert_eq!(out.edits[0].kind, EditKind::Split);
+    assert_eq!(r.repair("whatis anemia").text, "what is anemia");
+    let out = r.repair("bi cycle repair");
+    assert_eq!(out.text, "bicycle repair");
+    assert_eq!(out.edits[0].kind, EditKind::Join);
+    assert_eq!(out.edits[0].from, "bi cycle");
+    // Two real words are not joined into a compound on a hunch.
+    assert!(!r.repair("hand washing").changed());
+}
+
+#[test]
+fn edits_serialise_with_their_kind() {
+    let r = english();
+    let out = r.repair("recieve email");
+    assert_eq!(out.text, "receive email");
+    let v = serde_json::to_value(&out.edits[0]).unwrap();
+    assert_eq!(v["kind"], "non_word");
+    assert_eq!(v["from"], "recieve");
+    assert_eq!(v["to"], "receive");
+}
+
+/// The real model (the default lexicon and pair list, each shared corpus's vocabulary): what a
+/// user sees, queries of other languages, and every clean dl19 and dbpedia query unchanged.
+#[test]
+fn the_real_model_fixes_what_people_type_and_leaves_clean_and_foreign_queries_alone() {
+    let assets = crate::test_assets::assets();
+    let data = crate::test_assets::shared().join("data");
+    let lists = lexicon::default_paths(&assets);
+    if !data.is_dir() || !lists.iter().all(|p| p.is_file()) || lists.len() < 2 {
+        eprintln!("skipped: needs ../shared/data and the lexicon assets (scripts/setup)");
+        return;
+    }
+    let lex = Arc::new(Lexicon::load(&lists).unwrap());
+    let read =
+        |path: std::path::PathBuf, f: &dyn Fn(&serde_json::Value) -> String| -> Vec<String> {
+            std::fs::read_to_string(path)
+                .unwrap()
+                .lines()
+                .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+                .map(|v| f(&v))
+                .collect()
+        };
+    let text = |k: &'static str| {
+        move |v: &serde_json::Value| v[k].as_str().unwrap_or_default().to_string()
+    };
+    for set in ["dl19-sample", "dbpedia-sample"] {
+        let dir = data.join(set);
+        let titles = read(dir.join("corpus.jsonl"), &text("title"));
+        let texts = read(dir.join("corpus.jsonl"), &text("text"));
+        let vocab = Vocabulary::build(
+            titles
+                .iter()
+                .zip(&texts)
+                .map(|(a, b)| (a.as_str(), b.as_str())),
+        );
+        let r = Repairer::new(Arc::new(vocab), Some(lex.clone()));
+        for q in read(dir.join("queries.jsonl"), &text("text")) {
+            let out = r.repair(&q);
+            assert!(
+                !out.changed(),
+                "{set}: clean query {q:?} became {:?}",
+                out.text
+            );
+        }
+        if set != "dl19-sample" {
+            continue;
+        }
+        for (typed, meant) in [
+            ("causes of militray suicide", "causes of military suicide"),
+            (
+                "whatis the daily dose of vitamin d",
+                "what is the daily dose of vitamin d",
+            ),
+            ("flee market near me", "flea market near me"),
+            ("bi cycle repair", "bicycle repair"),
+            ("thecauses of anemia", "the causes of anemia"),
+            ("recieve email", "receive email"),
+        ] {
+            assert_eq!(r.repair(typed).text, meant, "{typed}");
+        }
+        for q in [
+            "où est la gare la plus proche",
+            "recherche emploi dans la santé",
+            "wie funktioniert ein kühlschrank",
+            "hotel zimmer buchen mit frühstück",
+            "como hacer una tortilla de patatas",
+            "le prix des maisons sur la côte",
+            "der beste weg nach berlin",
+            "Paula Deen recipes",
+            "NYU admissions",
+            "iPhone 15 battery",
+            "covid-19 vaccine",
+            "mail me at vitamn@example.org",
+            "🙂 vitamin",
+        ] {
+            let out = r.repair(q);
+            assert!(!out.changed(), "{q:?} became {:?}", out.text);
+        }
+    }
 }
 
 #[test]
@@ -160,6 +325,7 @@ proptest! {
         for e in &once.edits {
             prop_assert_eq!(&text[e.start..e.start + e.from.len()], e.from.as_str());
             prop_assert!(e.distance == 1 || e.distance == 2);
+            prop_assert!(!e.to.trim().is_empty());
             prop_assert!(e.confidence > 0.0 && e.confidence <= 1.0);
         }
         let twice = r.repair(&once.text);

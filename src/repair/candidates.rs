@@ -1,0 +1,241 @@
+//! Candidate words: every dictionary word within one or two edits of a typed word, found in
+//! microseconds.
+//!
+//! The symmetric-delete method of SymSpell (Garbe 2012): every word is filed under each string
+//! obtained by deleting up to two letters from its first [`PREFIX`] letters; a typed word's own
+//! deletes then meet every word within two edits, and a capped Damerau–Levenshtein check keeps
+//! the true ones. Only the prefix is indexed, which bounds the entries per word (at most 29) at
+//! no loss: two words within two edits have prefixes within two edits. The entries are 32-bit
+//! hashes of the delete strings with the word's id, sorted into hash buckets (8 bytes an entry,
+//! no strings), so a lookup is a few dozen cache misses.
+
+use super::error_model::distance;
+
+/// Letters of a word that are indexed.
+pub const PREFIX: usize = 7;
+/// The most edits a candidate may be from the typed word.
+pub const MAX_EDITS: u8 = 2;
+
+/// The delete index over a word list.
+pub struct CandidateIndex {
+    words: Vec<Box<str>>,
+    /// Start of each bucket in `entries` (one more than there are buckets).
+    buckets: Vec<u32>,
+    /// (hash of a delete string, word id), grouped by bucket.
+    entries: Vec<(u32, u32)>,
+    shift: u32,
+}
+
+impl std::fmt::Debug for CandidateIndex {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CandidateIndex")
+            .field("words", &self.words.len())
+            .field("entries", &self.entries.len())
+            .finish()
+    }
+}
+
+fn hash(bytes: &[u8]) -> u32 {
+    // FNV-1a, then a finaliser so the top bits (the bucket) are well mixed.
+    let mut h: u32 = 0x811c_9dc5;
+    for &b in bytes {
+        h ^= u32::from(b);
+        h = h.wrapping_mul(0x0100_0193);
+    }
+    h ^= h >> 16;
+    h = h.wrapping_mul(0x7feb_352d);
+    h ^= h >> 15;
+    h = h.wrapping_mul(0x846c_a68b);
+    h ^ (h >> 16)
+}
+
+/// Calls `f` with the hash of `word` and of every string made by deleting up to `edits` of its
+/// letters (duplicates possible).
+fn for_each_delete(word: &[u8], edits: u8, buf: &mut Vec<u8>, f: &mut impl FnMut(u32)) {
+    f(hash(word));
+    if edits == 0 || word.is_empty() {
+        return;
+    }
+    for i in 0..word.len() {
+        // Deleting from a run of one letter at any position gives the same string: skip repeats.
+        if i > 0 && word[i] == word[i - 1] {
+            continue;
+        }
+        buf.clear();
+        buf.extend_from_slice(&word[..i]);
+        buf.extend_from_slice(&word[i + 1..]);
+        let shorter = buf.clone();
+        for_each_delete(&shorter, edits - 1, buf, f);
+    }
+}
+
+impl CandidateIndex {
+    /// Indexes `words` (lower-case ASCII letters; others are kept out of the index but keep
+    /// their ids, so ids are positions in the input).
+    pub fn build<'a>(words: impl IntoIterator<Item = &'a str>) -> Self {
+        let words: Vec<Box<str>> = words.into_iter().map(Box::from).collect();
+        let mut entries: Vec<(u32, u32)> = Vec::with_capacity(words.len() * 24);
+        let mut hashes = Vec::with_capacity(64);
+        let mut buf = Vec::with_capacity(PREFIX);
+        for (id, w) in words.iter().enumerate() {
+            let b = w.as_bytes();
+            if b.is_empty() || !b.iter().all(u8::is_ascii_lowercase) {
+                continue;
+            }
+            hashes.clear();
+            for_each_delete(&b[..b.len().min(PREFIX)], MAX_EDITS, &mut buf, &mut |h| {
+                hashes.push(h)
+            });
+            hashes.sort_unstable();
+            hashes.dedup();
+            entries.extend(hashes.iter().map(|&h| (h, id as u32)));
+        }
+        let bits = (entries.len() / 2)
+            .max(2)
+            .next_power_of_two()
+            .trailing_zeros();
+        let shift = 32 - bits;
+        entries.sort_unstable_by_key(|&(h, id)| (h, id));
+        let mut buckets = vec![0u32; (1usize << bits) + 1];
+        for &(h, _) in &entries {
+            buckets[(h >> shift) as usize + 1] += 1;
+        }
+        for i in 1..buckets.len() {
+            buckets[i] += buckets[i - 1];
+        }
+        CandidateIndex {
+            words,
+            buckets,
+            entries,
+            shift,
+        }
+    }
+
+    /// The word of an id.
+    pub fn word(&self, id: u32) -> &str {
+        &self.words[id as usize]
+    }
+
+    /// Number of words.
+    pub fn len(&self) -> usize {
+        self.words.len()
+    }
+
+    /// True when it holds no word.
+    pub fn is_empty(&self) -> bool {
+        self.words.is_empty()
+    }
+
+    /// Bytes held in memory.
+    pub fn heap_bytes(&self) -> usize {
+        self.entries.len() * 8
+            + self.buckets.len() * 4
+            + self.words.iter().map(|w| w.len() + 16).sum::<usize>()
+    }
+
+    /// Appends to `out` every word within `max_edits` (at most [`MAX_EDITS`]) of `typed`
+    /// (lower-case ASCII), other than `typed` itself, with its distance.
+    pub fn lookup(&self, typed: &str, max_edits: u8, out: &mut Vec<(u32, u8)>) {
+        let t = typed.as_bytes();
+        let max_edits = max_edits.min(MAX_EDITS);
+        if t.is_empty() || !t.iter().all(u8::is_ascii_lowercase) || self.entries.is_empty() {
+            return;
+        }
+        let mut ids: Vec<u32> = Vec::with_capacity(64);
+        let mut buf = Vec::with_capacity(PREFIX);
+        for_each_delete(&t[..t.len().min(PREFIX)], max_edits, &mut buf, &mut |h| {
+            let b = (h >> self.shift) as usize;
+            let (lo, hi) = (self.buckets[b] as usize, self.buckets[b + 1] as usize);
+            for &(eh, id) in &self.entries[lo..hi] {
+                if eh == h {
+                    ids.push(id);
+                }
+            }
+        });
+        ids.sort_unstable();
+        ids.dedup();
+        for id in ids {
+            let w = self.words[id as usize].as_bytes();
+            if w == t {
+                continue;
+            }
+            let d = distance(t, w, max_edits);
+            if d <= max_edits {
+                out.push((id, d));
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn naive(words: &[&str], typed: &str, max: u8) -> Vec<String> {
+        let mut v: Vec<String> = words
+            .iter()
+            .filter(|w| **w != typed && distance(typed.as_bytes(), w.as_bytes(), max) <= max)
+            .map(|w| w.to_string())
+            .collect();
+        v.sort();
+        v
+    }
+
+    #[test]
+    fn finds_exactly_the_words_within_the_distance() {
+        let words = [
+            "receive",
+            "deceive",
+            "relieve",
+            "recipe",
+            "the",
+            "they",
+            "then",
+            "accommodate",
+            "accommodation",
+            "definitely",
+            "definite",
+            "separate",
+            "desperate",
+            "heart",
+            "hearth",
+            "earth",
+            "reflux",
+            "reflex",
+            "café",
+            "a",
+            "ab",
+        ];
+        let idx = CandidateIndex::build(words.iter().copied());
+        for typed in [
+            "recieve",
+            "teh",
+            "accomodate",
+            "definately",
+            "seperate",
+            "haert",
+            "reflex",
+            "b",
+            "accommodatoin",
+            "hearthh",
+            "xyzzy",
+        ] {
+            for max in [1, 2] {
+                let mut out = Vec::new();
+                idx.lookup(typed, max, &mut out);
+                let mut got: Vec<String> = out
+                    .iter()
+                    .map(|&(id, _)| idx.word(id).to_string())
+                    .collect();
+                got.sort();
+                assert_eq!(got, naive(&words, typed, max), "{typed} within {max}");
+                for &(id, d) in &out {
+                    assert_eq!(d, distance(typed.as_bytes(), idx.word(id).as_bytes(), max));
+                }
+            }
+        }
+        let mut out = Vec::new();
+        idx.lookup("CAFE", 2, &mut out);
+        assert!(out.is_empty(), "only lower-case ASCII is looked up");
+    }
+}

@@ -1,0 +1,394 @@
+//! The decoder: the most likely meant query given the typed one, by Viterbi search over each
+//! word's readings (as typed, a non-word or real-word correction, a split, a join with the next
+//! word), scored by the error model and the language model.
+
+use super::error_model::{self, JOIN};
+use super::language_model::WordStats;
+use super::query::{QueryWord, MIN_CONTEXT_CHARS};
+use super::{EditKind, Repairer};
+use crate::index::vocab::is_stopword;
+
+/// One way to read the words at a position.
+#[derive(Debug, Clone)]
+pub(crate) struct Reading {
+    /// Query words it covers (1, or 2 for a join).
+    pub span: usize,
+    /// The meant words (1, or 2 for a split), lower case.
+    pub words: Vec<(String, WordStats)>,
+    /// −ln P(typed | meant), plus the prior cost of changing a known word.
+    pub cost: f64,
+    /// `None` when read as typed.
+    pub kind: Option<EditKind>,
+    /// Letter edits between typed and meant (0 when as typed; 1 for a split or a join).
+    pub distance: u8,
+}
+
+/// The readings of every position: `readings[i]` start at word `i`.
+pub(crate) fn readings(r: &Repairer, words: &[QueryWord]) -> Vec<Vec<Reading>> {
+    let p = &r.params;
+    let n = words.len();
+    let mut out: Vec<Vec<Reading>> = Vec::with_capacity(n);
+    // A query whose editable words are mostly unknown is another language or not words at all.
+    let editable_unknown = words
+        .iter()
+        .filter(|w| w.editable && !w.stats.known())
+        .count();
+    let give_up = editable_unknown >= 3 && 2 * editable_unknown >= words.len();
+    let mut found = Vec::with_capacity(64);
+    for (i, w) in words.iter().enumerate() {
+        let letters = w.lower.len();
+        // An unknown word kept as typed: the shorter, the likelier an acronym or a name.
+        let keep_cost = if w.editable && !w.stats.known() {
+            p.unknown_per_letter * (letters as f64 - 6.0)
+        } else {
+            0.0
+        };
+        let mut rs = vec![Reading {
+            span: 1,
+            words: vec![(w.lower.clone(), w.stats)],
+            cost: keep_cost,
+            kind: None,
+            distance: 0,
+        }];
+        if give_up || !w.editable {
+            out.push(rs);
+            continue;
+        }
+        let prev = i.checked_sub(1).map(|j| &words[j]);
+        let next = words.get(i + 1);
+        // A word only the corpus knows may be one of the corpus's own typos: it is looked up
+        // like an unknown word, but a change pays `corpus_word_cost` on top.
+        let corpus_only = w.stats.general == 0 && w.stats.corpus > 0 && r.lm.has_general();
+        if !w.stats.known() || corpus_only {
+            let extra = if corpus_only { p.corpus_word_cost } else { 0.0 };
+            if letters >= p.min_letters {
+                let max_edits = if letters >= p.two_edits_from { 2 } else { 1 };
+                found.clear();
+                r.candidates.lookup(&w.lower, max_edits, &mut found);
+                let mut scored: Vec<(f64, Reading)> = found
+                    .iter()
+                    .filter_map(|&(id, d)| {
+                        let meant = r.candidates.word(id);
+                        if spelling_variant(&w.lower, meant) || inflection(&w.lower, meant) {
+                            return None;
+                        }
+                        let stats = r.candidate_stats[id as usize];
+                        let cost =
+                            f64::from(error_model::cost(w.lower.as_bytes(), meant.as_bytes()));
+                        let cost = cost + extra - r.context_bonus(meant, words);
+                        let rank = cost - r.lm.ln_unigram(&stats);
+                        rank.is_finite().then(|| {
+                            (
+                                rank,
+                                Reading {
+                                    span: 1,
+                                    words: vec![(meant.to_string(), stats)],
+                                    cost,
+                                    kind: Some(if corpus_only {
+                                        EditKind::RealWord
+                                    } else {
+                                        EditKind::NonWord
+                                    }),
+                                    distance: d,
+                                },
+                            )
+                        })
+                    })
+                    .collect();
+                scored.sort_by(|a, b| a.0.total_cmp(&b.0));
+                rs.extend(scored.into_iter().take(p.max_candidates).map(|s| s.1));
+            }
+            if !corpus_only && w.whole_token && letters >= p.min_split_letters {
+                rs.extend(splits(r, &w.lower));
+            }
+        } else if w.content
+            && letters >= p.min_letters
+            && !is_stopword(&w.lower)
+            && (prev.is_some() || next.is_some())
+        {
+            rs.extend(real_words(r, w, prev, next, &mut found));
+        }
+        // A join with the next word.
+        if let Some(nx) = next {
+            if nx.editable && nx.spaced_from_previous && w.whole_token && nx.whole_token {
+                let joined = format!("{}{}", w.lower, nx.lower);
+                let stats = r.lm.stats(&joined);
+                if joined.len() >= p.min_join_letters
+                    && stats.known()
+                    && (stats.general > 0 || stats.corpus >= p.min_corpus_count)
+                {
+                    // Two real words pay the known-word prior; a fragment (an unknown word or
+                    // a short piece that is no function word: `broth er`) does not.
+                    let fragment = |q: &QueryWord| {
+                        !q.stats.known() || (q.lower.len() <= 2 && !is_stopword(&q.lower))
+                    };
+                    let both_known = !fragment(w) && !fragment(nx);
+                    rs.push(Reading {
+                        span: 2,
+                        words: vec![(joined, stats)],
+                        cost: JOIN as f64 + if both_known { p.join_known_cost } else { 0.0 },
+                        kind: Some(EditKind::Join),
+                        distance: 1,
+                    });
+                }
+            }
+        }
+        out.push(rs);
+    }
+    out
+}
+
+/// Splits of an unknown word into two known ones, the likeliest first.
+fn splits(r: &Repairer, word: &str) -> Vec<Reading> {
+    let mut v: Vec<(f64, Reading)> = Vec::new();
+    for k in 1..word.len() {
+        let (a, b) = word.split_at(k);
+        // Pieces of one or two letters are words only when they are function words (`is`,
+        // `of`); single letters are left out (`human a`, `a plastic`).
+        let ok = |s: &str| s.len() >= 3 || (s.len() == 2 && is_stopword(s));
+        if !ok(a) || !ok(b) {
+            continue;
+        }
+        let (sa, sb) = (r.lm.stats(a), r.lm.stats(b));
+        if !r.usable(&sa) || !r.usable(&sb) {
+            continue;
+        }
+        let score = r.lm.ln_unigram(&sa) + r.lm.ln_bigram(a, &sa, b, &sb);
+        // Two content words may be a compound the lists lack (`handwashing`): they pay more.
+        let compound = if is_stopword(a) || is_stopword(b) {
+            0.0
+        } else {
+            r.params.compound_split_cost
+        };
+        v.push((
+            -score,
+            Reading {
+                span: 1,
+                words: vec![(a.to_string(), sa), (b.to_string(), sb)],
+                cost: r.params.split_cost + compound,
+                kind: Some(EditKind::Split),
+                distance: 1,
+            },
+        ));
+    }
+    v.sort_by(|a, b| a.0.total_cmp(&b.0));
+    v.into_iter().take(3).map(|x| x.1).collect()
+}
+
+/// Whether two words are the American and British spellings of one word (`color`/`colour`,
+/// `theater`/`theatre`, `traveled`/`travelled`, `organize`/`organise`): neither is an error.
+pub(crate) fn spelling_variant(a: &str, b: &str) -> bool {
+    let (short, long) = if a.len() <= b.len() { (a, b) } else { (b, a) };
+    if short.len() == long.len() {
+        // -er/-re, -ize/-ise, -yze/-yse (theater/theatre, organize/organise).
+        let diff: Vec<usize> = (0..a.len())
+            .filter(|&i| a.as_bytes()[i] != b.as_bytes()[i])
+            .collect();
+        return match diff.as_slice() {
+            [i, j] if j == &(i + 1) => {
+                a.as_bytes()[*i] == b.as_bytes()[*j]
+                    && a.as_bytes()[*j] == b.as_bytes()[*i]
+                    && matches!(
+                        (a.as_bytes()[*i], a.as_bytes()[*j]),
+                        (b'e', b'r') | (b'r', b'e')
+                    )
+            }
+            [i] => matches!(
+                (a.as_bytes()[*i], b.as_bytes()[*i]),
+                (b'z', b's') | (b's', b'z')
+            ),
+            _ => false,
+        };
+    }
+    if long.len() != short.len() + 1 {
+        return false;
+    }
+    // The one extra letter of the longer word: `u` after `o` (colour), or a doubled `l`
+    // (travelled), `e` in -ogue/-og is left out.
+    (0..long.len()).any(|i| {
+        let (pre, post) = (&long[..i], &long[i + 1..]);
+        format!("{pre}{post}") == short
+            && match long.as_bytes()[i] {
+                b'u' => pre.ends_with('o') && post.starts_with('r'),
+                b'l' => pre.ends_with('l'),
+                // haemorrhage/hemorrhage, oestrogen/estrogen, glycerine/glycerin.
+                b'a' | b'o' => post.starts_with('e'),
+                b'e' => post.is_empty(),
+                _ => false,
+            }
+    })
+}
+
+/// Whether one word is the other with an inflection added (`plant`/`plants`, `tax`/`taxed`):
+/// a choice the typist made, not an error.
+fn inflection(a: &str, b: &str) -> bool {
+    let (short, long) = if a.len() < b.len() { (a, b) } else { (b, a) };
+    long.strip_prefix(short).is_some_and(|rest| {
+        matches!(
+            rest,
+            "s" | "es" | "d" | "ed" | "r" | "er" | "ly" | "y" | "e" | "ae"
+        )
+    }) || (a.len() == b.len() && {
+        // taxes/taxed, analyzer/analyzed: the same stem with another ending.
+        let (sa, sb) = (
+            a.trim_end_matches(['s', 'd', 'r']),
+            b.trim_end_matches(['s', 'd', 'r']),
+        );
+        sa == sb && sa.len() + 1 >= a.len()
+    })
+}
+
+/// `q` when it is a known content word, which gives context (stopwords go with everything).
+fn context_word(q: Option<&QueryWord>) -> Option<&QueryWord> {
+    q.filter(|q| q.stats.known() && q.lower.len() >= MIN_CONTEXT_CHARS && !is_stopword(&q.lower))
+}
+
+/// Known words one edit from `w` that the words beside it are known to go with.
+fn real_words(
+    r: &Repairer,
+    w: &QueryWord,
+    prev: Option<&QueryWord>,
+    next: Option<&QueryWord>,
+    found: &mut Vec<(u32, u8)>,
+) -> Vec<Reading> {
+    let p = &r.params;
+    let (prev, next) = (context_word(prev), context_word(next));
+    if prev.is_none() && next.is_none() {
+        return Vec::new();
+    }
+    found.clear();
+    r.candidates.lookup(&w.lower, 1, found);
+    let mut v: Vec<(f64, Reading)> = Vec::new();
+    for &(id, d) in found.iter() {
+        let meant = r.candidates.word(id);
+        if is_stopword(meant) || meant.len() < MIN_CONTEXT_CHARS || inflection(&w.lower, meant) {
+            continue;
+        }
+        let stats = r.candidate_stats[id as usize];
+        // The pair must be seen: in the general list or the corpus.
+        // The gain the neighbours give, from the counts as they are (the decoder's floor on rare
+        // words would hide it); the reading's cost makes up the difference, so the decoder
+        // weighs the two words as the counts do.
+        let gain_with = |f: &dyn Fn(&str, &WordStats, &str, &WordStats) -> f64| {
+            prev.map_or(0.0, |q| {
+                f(&q.lower, &q.stats, meant, &stats) - f(&q.lower, &q.stats, &w.lower, &w.stats)
+            }) + next.map_or(0.0, |q| {
+                f(meant, &stats, &q.lower, &q.stats) - f(&w.lower, &w.stats, &q.lower, &q.stats)
+            })
+        };
+        let gain = gain_with(&|a, sa, b, sb| r.lm.ln_bigram_raw(a, sa, b, sb));
+        let floored = gain_with(&|a, sa, b, sb| r.lm.ln_bigram(a, sa, b, sb));
+        if gain <= p.real_word_cost {
+            continue;
+        }
+        let cost = f64::from(error_model::cost(w.lower.as_bytes(), meant.as_bytes()))
+            + p.real_word_cost
+            - (gain - floored);
+        v.push((
+            cost - gain,
+            Reading {
+                span: 1,
+                words: vec![(meant.to_string(), stats)],
+                cost,
+                kind: Some(EditKind::RealWord),
+                distance: d,
+            },
+        ));
+    }
+    v.sort_by(|a, b| a.0.total_cmp(&b.0));
+    v.into_iter().take(p.max_candidates).map(|x| x.1).collect()
+}
+
+/// A state of the search: the last meant word at a word boundary.
+struct State {
+    word: String,
+    stats: WordStats,
+    score: f64,
+    /// (boundary, state there, reading index at that boundary's position).
+    back: Option<(usize, usize, usize)>,
+}
+
+/// The best sequence of readings, as (position, reading index) pairs, and its score. `forced`
+/// positions may only be read as typed.
+pub(crate) fn best_path(
+    r: &Repairer,
+    readings: &[Vec<Reading>],
+    forced: &[usize],
+) -> (Vec<(usize, usize)>, f64) {
+    let n = readings.len();
+    let mut states: Vec<Vec<State>> = (0..=n).map(|_| Vec::new()).collect();
+    states[0].push(State {
+        word: String::new(),
+        stats: WordStats::default(),
+        score: 0.0,
+        back: None,
+    });
+    for b in 0..n {
+        if states[b].is_empty() {
+            continue;
+        }
+        for (ri, rd) in readings[b].iter().enumerate() {
+            if rd.kind.is_some()
+                && (forced.contains(&b) || (rd.span == 2 && forced.contains(&(b + 1))))
+            {
+                continue;
+            }
+            let to = b + rd.span;
+            if to > n {
+                continue;
+            }
+            // The inside of the reading (a split's second word) does not depend on the state.
+            let mut inner = 0.0;
+            for pair in rd.words.windows(2) {
+                inner +=
+                    r.lm.ln_bigram(&pair[0].0, &pair[0].1, &pair[1].0, &pair[1].1);
+            }
+            let (first, first_stats) = (&rd.words[0].0, &rd.words[0].1);
+            let mut best: Option<(f64, usize)> = None;
+            for (si, s) in states[b].iter().enumerate() {
+                let lm = if b == 0 {
+                    r.lm.ln_unigram(first_stats)
+                } else {
+                    r.lm.ln_bigram(&s.word, &s.stats, first, first_stats)
+                };
+                let score = s.score + lm + inner - rd.cost;
+                if best.is_none_or(|(bs, _)| score > bs) {
+                    best = Some((score, si));
+                }
+            }
+            let Some((score, si)) = best else { continue };
+            let (last, last_stats) = rd.words[rd.words.len() - 1].clone();
+            match states[to].iter_mut().find(|s| s.word == last) {
+                Some(s) if s.score >= score => {}
+                Some(s) => {
+                    s.score = score;
+                    s.stats = last_stats;
+                    s.back = Some((b, si, ri));
+                }
+                None => states[to].push(State {
+                    word: last,
+                    stats: last_stats,
+                    score,
+                    back: Some((b, si, ri)),
+                }),
+            }
+        }
+    }
+    let Some((mut si, end)) = states[n]
+        .iter()
+        .enumerate()
+        .max_by(|a, b| a.1.score.total_cmp(&b.1.score))
+        .map(|(i, s)| (i, s.score))
+    else {
+        return (Vec::new(), f64::NEG_INFINITY);
+    };
+    let mut path = Vec::new();
+    let mut at = n;
+    while let Some((b, psi, ri)) = states[at][si].back {
+        path.push((b, ri));
+        at = b;
+        si = psi;
+    }
+    path.reverse();
+    (path, end)
+}

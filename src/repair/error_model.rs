@@ -1,0 +1,305 @@
+//! The error model, P(typed | meant): how people mistype a word they mean.
+//!
+//! A weighted Damerau–Levenshtein alignment of the typed word against the meant one, whose
+//! operations cost what their share of human errors says (in nats, −ln P): the errors people
+//! make most (a doubled letter dropped or added, a vowel for another vowel, two letters swapped,
+//! a key next to the right one) are cheap, an unrelated letter is dear, and sound-alike spellings
+//! (`ph`/`f`, `ck`/`k`, `c`/`s`) are rules of their own. Errors in the first letter are rarer
+//! than elsewhere (Yannakoudakis & Fawthrop 1983; Kukich 1992), so they pay extra. The weights
+//! were set by hand from those published error classes, not learned from any list of
+//! misspellings (docs/repair.md says how they were chosen and what they give).
+
+use std::sync::OnceLock;
+
+/// A vowel for another (`seperate`, `definately`).
+pub const SUB_VOWEL: f32 = 1.6;
+/// A key next to the right one on a QWERTY keyboard (`cst` for `cat`).
+pub const SUB_NEIGHBOUR: f32 = 2.0;
+/// A letter that sounds like the right one (`c`/`s`, `s`/`z`, `g`/`j`, ...).
+pub const SUB_PHONETIC: f32 = 2.2;
+/// Any other letter for another.
+pub const SUB_OTHER: f32 = 3.6;
+/// One of a doubled letter dropped (`accomodate`, `ocurred`).
+pub const DEL_DOUBLE: f32 = 0.9;
+/// A vowel dropped (`definitly`).
+pub const DEL_VOWEL: f32 = 1.8;
+/// A silent `h` dropped (`wich`, `rythm`).
+pub const DEL_H: f32 = 2.0;
+/// Any other letter dropped (`goverment`).
+pub const DEL_OTHER: f32 = 2.6;
+/// A letter doubled (`untill`).
+pub const INS_DOUBLE: f32 = 1.1;
+/// A letter added that is a key next to its neighbour (`heqrt`).
+pub const INS_NEIGHBOUR: f32 = 2.2;
+/// A vowel added (`arguement`).
+pub const INS_VOWEL: f32 = 2.0;
+/// Any other letter added.
+pub const INS_OTHER: f32 = 3.2;
+/// Two adjacent letters swapped (`recieve`, `teh`).
+pub const TRANSPOSE: f32 = 1.5;
+/// Extra cost of an edit at the first letter.
+pub const FIRST_LETTER: f32 = 2.0;
+/// A space put inside a word (`face book`).
+pub const JOIN: f32 = 2.4;
+
+/// Sound-alike spellings: (meant, typed, cost).
+const RULES: &[(&[u8], &[u8], f32)] = &[
+    (b"ph", b"f", 1.2),
+    (b"f", b"ph", 1.6),
+    (b"ck", b"k", 1.4),
+    (b"k", b"ck", 1.6),
+    (b"ck", b"c", 1.6),
+    (b"c", b"ck", 1.8),
+    (b"x", b"ks", 1.6),
+    (b"ks", b"x", 1.8),
+    (b"cs", b"x", 1.8),
+    (b"sc", b"s", 1.6),
+    (b"s", b"sc", 1.8),
+    (b"gh", b"", 2.2),
+    (b"ough", b"ow", 2.2),
+    (b"ou", b"o", 1.6),
+    (b"tion", b"shun", 2.2),
+    (b"ch", b"tch", 1.6),
+    (b"tch", b"ch", 1.4),
+    (b"qu", b"kw", 2.0),
+    (b"wh", b"w", 1.6),
+    (b"w", b"wh", 1.8),
+    (b"ei", b"ie", 1.2),
+    (b"ie", b"ei", 1.2),
+];
+
+fn is_vowel(c: u8) -> bool {
+    matches!(c, b'a' | b'e' | b'i' | b'o' | b'u' | b'y')
+}
+
+fn phonetic(a: u8, b: u8) -> bool {
+    const PAIRS: &[(u8, u8)] = &[
+        (b'c', b's'),
+        (b'c', b'k'),
+        (b's', b'z'),
+        (b'g', b'j'),
+        (b'f', b'v'),
+        (b'm', b'n'),
+        (b'd', b't'),
+        (b'b', b'p'),
+        (b'q', b'k'),
+        (b't', b's'),
+    ];
+    PAIRS
+        .iter()
+        .any(|&(x, y)| (x == a && y == b) || (x == b && y == a))
+}
+
+/// 26 × 26 QWERTY adjacency of the lower-case letters.
+fn neighbours() -> &'static [[bool; 26]; 26] {
+    static TABLE: OnceLock<[[bool; 26]; 26]> = OnceLock::new();
+    TABLE.get_or_init(|| {
+        let mut t = [[false; 26]; 26];
+        for a in b'a'..=b'z' {
+            for n in crate::noise::keyboard_neighbours(a as char) {
+                if n.is_ascii_lowercase() {
+                    t[(a - b'a') as usize][(n as u8 - b'a') as usize] = true;
+                }
+            }
+        }
+        t
+    })
+}
+
+fn adjacent(a: u8, b: u8) -> bool {
+    a.is_ascii_lowercase()
+        && b.is_ascii_lowercase()
+        && neighbours()[(a - b'a') as usize][(b - b'a') as usize]
+}
+
+fn substitution(meant: u8, typed: u8) -> f32 {
+    if is_vowel(meant) && is_vowel(typed) {
+        SUB_VOWEL
+    } else if adjacent(meant, typed) {
+        SUB_NEIGHBOUR
+    } else if phonetic(meant, typed) {
+        SUB_PHONETIC
+    } else {
+        SUB_OTHER
+    }
+}
+
+/// Cost of leaving out `meant[i]`.
+fn deletion(meant: &[u8], i: usize) -> f32 {
+    let c = meant[i];
+    if (i > 0 && meant[i - 1] == c) || meant.get(i + 1) == Some(&c) {
+        DEL_DOUBLE
+    } else if is_vowel(c) {
+        DEL_VOWEL
+    } else if c == b'h' {
+        DEL_H
+    } else {
+        DEL_OTHER
+    }
+}
+
+/// Cost of typing the extra letter `typed[j]`.
+fn insertion(typed: &[u8], j: usize) -> f32 {
+    let c = typed[j];
+    let prev = j.checked_sub(1).map(|p| typed[p]);
+    let next = typed.get(j + 1).copied();
+    if prev == Some(c) || next == Some(c) {
+        INS_DOUBLE
+    } else if prev.is_some_and(|p| adjacent(p, c)) || next.is_some_and(|n| adjacent(n, c)) {
+        INS_NEIGHBOUR
+    } else if is_vowel(c) {
+        INS_VOWEL
+    } else {
+        INS_OTHER
+    }
+}
+
+/// −ln P(typed | meant) up to a constant, for lower-case ASCII words; `f32::INFINITY` when
+/// either is empty or longer than 40 letters. Equal words cost 0.
+pub fn cost(typed: &[u8], meant: &[u8]) -> f32 {
+    const MAX: usize = 40;
+    let (n, m) = (meant.len(), typed.len());
+    if n == 0 || m == 0 || n > MAX || m > MAX {
+        return f32::INFINITY;
+    }
+    if typed == meant {
+        return 0.0;
+    }
+    let w = m + 1;
+    let mut d = [f32::INFINITY; (MAX + 1) * (MAX + 1)];
+    d[0] = 0.0;
+    let first = |i: usize| if i == 0 { FIRST_LETTER } else { 0.0 };
+    // Only the rules whose two sides occur in the words can apply.
+    let mut rules: [(&[u8], &[u8], f32); 8] = [(b"", b"", 0.0); 8];
+    let mut active = 0;
+    for &(rm, rt, c) in RULES {
+        if active < rules.len() && contains(meant, rm) && (rt.is_empty() || contains(typed, rt)) {
+            rules[active] = (rm, rt, c);
+            active += 1;
+        }
+    }
+    let rules = &rules[..active];
+    for i in 0..=n {
+        for j in 0..=m {
+            if i == 0 && j == 0 {
+                continue;
+            }
+            let mut best = f32::INFINITY;
+            if i > 0 && j > 0 {
+                let s = if meant[i - 1] == typed[j - 1] {
+                    0.0
+                } else {
+                    substitution(meant[i - 1], typed[j - 1]) + first(i - 1)
+                };
+                best = best.min(d[(i - 1) * w + j - 1] + s);
+            }
+            if i > 0 {
+                best = best.min(d[(i - 1) * w + j] + deletion(meant, i - 1) + first(i - 1));
+            }
+            if j > 0 {
+                best = best.min(d[i * w + j - 1] + insertion(typed, j - 1) + first(j - 1));
+            }
+            if i > 1
+                && j > 1
+                && meant[i - 1] == typed[j - 2]
+                && meant[i - 2] == typed[j - 1]
+                && meant[i - 1] != meant[i - 2]
+            {
+                best = best.min(d[(i - 2) * w + j - 2] + TRANSPOSE + first(i - 2));
+            }
+            for &(rm, rt, c) in rules {
+                if i >= rm.len()
+                    && j >= rt.len()
+                    && meant[..i].ends_with(rm)
+                    && typed[..j].ends_with(rt)
+                {
+                    let (pi, pj) = (i - rm.len(), j - rt.len());
+                    best = best.min(d[pi * w + pj] + c + first(pi));
+                }
+            }
+            d[i * w + j] = best;
+        }
+    }
+    d[n * w + m]
+}
+
+fn contains(hay: &[u8], needle: &[u8]) -> bool {
+    hay.windows(needle.len()).any(|w| w == needle)
+}
+
+/// Damerau–Levenshtein distance (adjacent swaps count one), capped: any distance above `max`
+/// comes back as `max + 1`.
+pub fn distance(a: &[u8], b: &[u8], max: u8) -> u8 {
+    let cap = usize::from(max) + 1;
+    if a.len().abs_diff(b.len()) > usize::from(max) {
+        return max + 1;
+    }
+    let (n, m) = (a.len(), b.len());
+    let w = m + 1;
+    let mut d = vec![0usize; (n + 1) * w];
+    for i in 0..=n {
+        d[i * w] = i;
+    }
+    for (j, v) in d.iter_mut().enumerate().take(m + 1) {
+        *v = j;
+    }
+    for i in 1..=n {
+        let mut row_min = usize::MAX;
+        for j in 1..=m {
+            let sub = usize::from(a[i - 1] != b[j - 1]);
+            let mut v = (d[(i - 1) * w + j - 1] + sub)
+                .min(d[(i - 1) * w + j] + 1)
+                .min(d[i * w + j - 1] + 1);
+            if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
+                v = v.min(d[(i - 2) * w + j - 2] + 1);
+            }
+            d[i * w + j] = v;
+            row_min = row_min.min(v);
+        }
+        if row_min.min(d[i * w]) >= cap {
+            return max + 1;
+        }
+    }
+    d[n * w + m].min(cap) as u8
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn c(typed: &str, meant: &str) -> f32 {
+        cost(typed.as_bytes(), meant.as_bytes())
+    }
+
+    #[test]
+    fn common_human_errors_cost_less_than_unrelated_ones() {
+        assert_eq!(c("word", "word"), 0.0);
+        // A doubled letter dropped is the cheapest error; a vowel swap next.
+        assert!(c("accomodate", "accommodate") < c("acckmmodate", "accommodate"));
+        assert!(c("seperate", "separate") < c("sekarate", "separate"));
+        assert!(c("definately", "definitely") < c("definitxly", "definitely"));
+        // Swapped letters are one cheap edit, not two.
+        assert!(c("recieve", "receive") < 2.0 * SUB_VOWEL);
+        assert!(c("teh", "the") <= TRANSPOSE + FIRST_LETTER);
+        // Sound-alike spellings.
+        assert!(c("fisics", "physics") < c("xisics", "physics"));
+        // The first letter is rarely wrong.
+        assert!(c("bat", "cat") > c("cab", "cat"));
+        // Keyboard neighbours are likelier than far keys.
+        assert!(
+            c("hearr", "heart") < c("hearq", "heart") + 1e-6
+                || c("hearr", "heart") <= c("hearq", "heart")
+        );
+        assert!(c("heaet", "heart") < c("heamt", "heart"));
+        assert!(c("", "a").is_infinite());
+    }
+
+    #[test]
+    fn distance_counts_swaps_as_one_and_caps() {
+        assert_eq!(distance(b"recieve", b"receive", 2), 1);
+        assert_eq!(distance(b"abc", b"abc", 2), 0);
+        assert_eq!(distance(b"kitten", b"sitting", 2), 3);
+        assert_eq!(distance(b"a", b"abcdef", 2), 3);
+        assert_eq!(distance(b"ab", b"ba", 1), 1);
+    }
+}

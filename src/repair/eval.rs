@@ -1,0 +1,205 @@
+//! Measuring repair on errors people make: inject one error per clean query, repair, and count
+//! what came back (`capot repair eval`).
+
+use serde::Serialize;
+
+use super::Repairer;
+use crate::noise::human::{self, Injected, Misspellings};
+use crate::noise::NoiseRng;
+
+/// Which errors to inject.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Injection {
+    /// A real misspelling from a list.
+    Misspell,
+    /// A real word one slip from the meant one.
+    RealWord,
+    /// Two words joined or one split.
+    Boundary,
+}
+
+impl Injection {
+    /// The name used as the noise kind in the generator's seed.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Injection::Misspell => "misspell",
+            Injection::RealWord => "realword",
+            Injection::Boundary => "boundary",
+        }
+    }
+}
+
+/// What repair did on one set of injected queries.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct InjectionReport {
+    /// Queries that could take an error.
+    pub queries: usize,
+    /// Errors corrected: the meant word back in place (for boundaries: the whole query back).
+    pub restored: usize,
+    /// Other words of those queries.
+    pub other_words: usize,
+    /// Other words that repair changed.
+    pub other_changed: usize,
+    /// restored / queries.
+    pub restored_rate: f64,
+    /// other_changed / other_words.
+    pub other_changed_rate: f64,
+    /// Up to 200 queries that were not restored: (clean, noisy, repaired).
+    pub misses: Vec<(String, String, String)>,
+    /// Up to 200 queries where another word changed: (clean, noisy, repaired).
+    pub collateral: Vec<(String, String, String)>,
+}
+
+/// What repair did to clean queries.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct CleanReport {
+    /// Clean queries repaired.
+    pub queries: usize,
+    /// Of which changed at all.
+    pub changed: usize,
+    /// changed / queries.
+    pub changed_rate: f64,
+    /// Every change: (query, repaired).
+    pub changes: Vec<(String, String)>,
+}
+
+/// Lower-case letter words of a text, for comparing queries word by word.
+pub fn words(text: &str) -> Vec<String> {
+    text.split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .map(str::to_lowercase)
+        .collect()
+}
+
+/// Which of `a`'s words are kept in `b`, by a longest common subsequence.
+fn kept(a: &[String], b: &[String]) -> Vec<bool> {
+    let (n, m) = (a.len(), b.len());
+    let mut l = vec![0u16; (n + 1) * (m + 1)];
+    for i in (0..n).rev() {
+        for j in (0..m).rev() {
+            l[i * (m + 1) + j] = if a[i] == b[j] {
+                l[(i + 1) * (m + 1) + j + 1] + 1
+            } else {
+                l[(i + 1) * (m + 1) + j].max(l[i * (m + 1) + j + 1])
+            };
+        }
+    }
+    let mut out = vec![false; n];
+    let (mut i, mut j) = (0, 0);
+    while i < n && j < m {
+        if a[i] == b[j] {
+            out[i] = true;
+            i += 1;
+            j += 1;
+        } else if l[(i + 1) * (m + 1) + j] >= l[i * (m + 1) + j + 1] {
+            i += 1;
+        } else {
+            j += 1;
+        }
+    }
+    out
+}
+
+/// Injects one error into each query (`(id, text)`) under `seed`, repairs it and scores it.
+pub fn injected(
+    repairer: &Repairer,
+    queries: &[(String, String)],
+    injection: Injection,
+    misspellings: Option<&Misspellings>,
+    seed: u64,
+) -> InjectionReport {
+    let neighbours = |w: &str| repairer.real_word_neighbours(w);
+    let mut r = InjectionReport::default();
+    for (id, clean) in queries {
+        let mut rng = NoiseRng::for_query(seed, injection.as_str(), id, 0);
+        let inj: Option<Injected> = match injection {
+            Injection::Misspell => misspellings.and_then(|m| human::misspell(m, &mut rng, clean)),
+            Injection::RealWord => human::realword(&mut rng, clean, &neighbours),
+            Injection::Boundary => human::boundary(&mut rng, clean),
+        };
+        let Some(inj) = inj else { continue };
+        r.queries += 1;
+        let repaired = repairer.repair(&inj.text).text;
+        let (cw, rw) = (words(clean), words(&repaired));
+        let triple = || (clean.clone(), inj.text.clone(), repaired.clone());
+        match injection {
+            Injection::Boundary => {
+                if cw == rw {
+                    r.restored += 1;
+                } else if r.misses.len() < 200 {
+                    r.misses.push(triple());
+                }
+            }
+            _ => {
+                // The injected token is one word of the clean query (plain letters).
+                let target = clean
+                    .split_whitespace()
+                    .nth(inj.token)
+                    .map(str::to_lowercase)
+                    .unwrap_or_default();
+                let at = words_before_token(clean, inj.token);
+                let k = kept(&cw, &rw);
+                if k.get(at).copied().unwrap_or(false) && cw.get(at) == Some(&target) {
+                    r.restored += 1;
+                } else if r.misses.len() < 200 {
+                    r.misses.push(triple());
+                }
+                let others = k.iter().enumerate().filter(|(i, _)| *i != at);
+                let (mut n, mut changed) = (0, 0);
+                for (_, kept) in others {
+                    n += 1;
+                    changed += usize::from(!kept);
+                }
+                r.other_words += n;
+                r.other_changed += changed;
+                if changed > 0 && r.collateral.len() < 200 {
+                    r.collateral.push(triple());
+                }
+            }
+        }
+    }
+    r.restored_rate = r.restored as f64 / r.queries.max(1) as f64;
+    r.other_changed_rate = r.other_changed as f64 / r.other_words.max(1) as f64;
+    r
+}
+
+/// Number of letter words of `text` before its whitespace token `token`.
+fn words_before_token(text: &str, token: usize) -> usize {
+    text.split_whitespace()
+        .take(token)
+        .map(|t| words(t).len())
+        .sum()
+}
+
+/// Repairs clean queries and counts those it changed.
+pub fn clean(repairer: &Repairer, queries: &[(String, String)]) -> CleanReport {
+    let mut r = CleanReport::default();
+    for (_, q) in queries {
+        r.queries += 1;
+        let out = repairer.repair(q);
+        if out.changed() {
+            r.changed += 1;
+            r.changes.push((q.clone(), out.text));
+        }
+    }
+    r.changed_rate = r.changed as f64 / r.queries.max(1) as f64;
+    r
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kept_words_follow_the_longest_common_subsequence() {
+        let a = words("acid reflux symptoms");
+        assert_eq!(kept(&a, &words("acid reflux symptoms")), [true, true, true]);
+        assert_eq!(
+            kept(&a, &words("acid reflex symptoms")),
+            [true, false, true]
+        );
+        assert_eq!(kept(&a, &words("acid symptoms")), [true, false, true]);
+        assert_eq!(words_before_token("what's the co-pay", 2), 3);
+    }
+}

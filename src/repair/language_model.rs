@@ -1,0 +1,170 @@
+//! The language model, P(meant | context): how likely a word is after the word before it.
+//!
+//! Two sources, mixed: general English (the lexicon's word counts and, when loaded, its word-pair
+//! counts) and the corpus itself (the index's word and adjacent-word counts). The corpus's share
+//! protects its names and jargon, which general English does not know, and lets its own phrases
+//! count. A seen pair is scored by interpolating the pair estimate with the word's own
+//! probability (Jelinek–Mercer); an unseen pair backs off to the word alone, since the general
+//! pair list holds only frequent pairs and a missing pair is no evidence against.
+
+use std::sync::Arc;
+
+use super::lexicon::Lexicon;
+use crate::index::vocab::Vocabulary;
+
+/// Weight of the corpus in the mixture of the two sources.
+pub const CORPUS_WEIGHT: f64 = 0.5;
+/// Weight of the pair estimate against the word's own probability.
+pub const PAIR_WEIGHT: f64 = 0.6;
+
+/// What the model knows of one word.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct WordStats {
+    /// Id in the lexicon.
+    pub lexicon_id: Option<u32>,
+    /// Count in general English.
+    pub general: u64,
+    /// Count in the corpus.
+    pub corpus: u64,
+}
+
+impl WordStats {
+    /// Whether either source knows the word.
+    pub fn known(&self) -> bool {
+        self.general > 0 || self.corpus > 0
+    }
+}
+
+/// The mixed model of one index and one lexicon.
+pub struct LanguageModel {
+    vocab: Arc<Vocabulary>,
+    lexicon: Option<Arc<Lexicon>>,
+    general_total: f64,
+    corpus_total: f64,
+    corpus_weight: f64,
+    /// Probability of a word neither source knows (a name, an acronym, a typo left as is).
+    unknown_word: f64,
+}
+
+impl LanguageModel {
+    /// The model over `vocab` and, when given, `lexicon`.
+    /// `unknown_word` is the probability of a word neither source knows.
+    pub fn new(vocab: Arc<Vocabulary>, lexicon: Option<Arc<Lexicon>>, unknown_word: f64) -> Self {
+        let general_total = lexicon.as_ref().map_or(0.0, |l| l.total() as f64);
+        let corpus_total = vocab.info().tokens as f64;
+        let corpus_weight = match (general_total > 0.0, corpus_total > 0.0) {
+            (true, true) => CORPUS_WEIGHT,
+            (true, false) => 0.0,
+            _ => 1.0,
+        };
+        LanguageModel {
+            vocab,
+            lexicon,
+            general_total,
+            corpus_total,
+            corpus_weight,
+            unknown_word,
+        }
+    }
+
+    /// What both sources know of `word` (lower case).
+    pub fn stats(&self, word: &str) -> WordStats {
+        let lexicon_id = self.lexicon.as_ref().and_then(|l| l.id(word));
+        WordStats {
+            lexicon_id,
+            general: match (lexicon_id, &self.lexicon) {
+                (Some(id), Some(l)) => l.count_of(id),
+                _ => 0,
+            },
+            corpus: self.vocab.count(word),
+        }
+    }
+
+    /// P(word), from its stats; the unknown-word probability for a word neither source knows,
+    /// which is also the floor of a known word's (a word of the lists is at least as likely as
+    /// a string no list holds).
+    pub fn unigram(&self, s: &WordStats) -> f64 {
+        self.raw_unigram(s).max(self.unknown_word)
+    }
+
+    /// P(word) without the floor: what the counts say.
+    fn raw_unigram(&self, s: &WordStats) -> f64 {
+        if !s.known() {
+            return self.unknown_word;
+        }
+        let g = if self.general_total > 0.0 {
+            s.general as f64 / self.general_total
+        } else {
+            0.0
+        };
+        let c = if self.corpus_total > 0.0 {
+            s.corpus as f64 / self.corpus_total
+        } else {
+            0.0
+        };
+        ((1.0 - self.corpus_weight) * g + self.corpus_weight * c).max(f64::MIN_POSITIVE)
+    }
+
+    /// ln P(b | a) for two words (lower case) with their stats.
+    pub fn ln_bigram(&self, a: &str, sa: &WordStats, b: &str, sb: &WordStats) -> f64 {
+        self.ln_bigram_with(a, sa, b, sb, true)
+    }
+
+    /// ln P(b | a) from the counts alone, without the floor on known words: how two known
+    /// words compare (real-word errors).
+    pub fn ln_bigram_raw(&self, a: &str, sa: &WordStats, b: &str, sb: &WordStats) -> f64 {
+        self.ln_bigram_with(a, sa, b, sb, false)
+    }
+
+    fn ln_bigram_with(&self, a: &str, sa: &WordStats, b: &str, sb: &WordStats, floor: bool) -> f64 {
+        let pb = if floor {
+            self.unigram(sb)
+        } else {
+            self.raw_unigram(sb)
+        };
+        if !sa.known() || !sb.known() {
+            return pb.ln();
+        }
+        // Each source's pair estimate, where that source knows the first word.
+        let mut pair = 0.0;
+        let mut weight = 0.0;
+        if let (Some(l), Some(ia), Some(ib)) = (&self.lexicon, sa.lexicon_id, sb.lexicon_id) {
+            if sa.general > 0 {
+                let w = 1.0 - self.corpus_weight;
+                pair += w * l.bigram(ia, ib) as f64 / sa.general as f64;
+                weight += w;
+            }
+        }
+        if sa.corpus > 0 && self.vocab.has_bigrams() {
+            let w = self.corpus_weight;
+            pair += w * self.vocab.bigram(a, b) as f64 / sa.corpus as f64;
+            weight += w;
+        }
+        // An unseen pair is no evidence against: the general list keeps only frequent pairs, and
+        // a small corpus has seen few. It backs off to the word alone, as after an unknown word.
+        if weight == 0.0 || pair == 0.0 {
+            return pb.ln();
+        }
+        (PAIR_WEIGHT * (pair / weight).min(1.0) + (1.0 - PAIR_WEIGHT) * pb).ln()
+    }
+
+    /// ln P(word) for a word at the start of a query.
+    pub fn ln_unigram(&self, s: &WordStats) -> f64 {
+        self.unigram(s).ln()
+    }
+
+    /// Whether the index's adjacent-word counts are part of the model.
+    pub fn has_corpus_bigrams(&self) -> bool {
+        self.vocab.has_bigrams()
+    }
+
+    /// Whether general English (a lexicon) is part of the model.
+    pub fn has_general(&self) -> bool {
+        self.general_total > 0.0
+    }
+
+    /// Whether a general word-pair list is part of the model.
+    pub fn has_general_bigrams(&self) -> bool {
+        self.lexicon.as_ref().is_some_and(|l| l.bigram_len() > 0)
+    }
+}

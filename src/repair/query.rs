@@ -1,0 +1,138 @@
+//! A query as the speller sees it: its words, where they are, and which of them it may touch.
+
+use super::language_model::{LanguageModel, WordStats};
+use crate::index::vocab::is_stopword;
+
+/// Words shorter than this give no context and are not corrected as real-word errors.
+pub const MIN_CONTEXT_CHARS: usize = 3;
+
+/// Common function words of French, German, Spanish, Italian, Portuguese and Dutch that are not
+/// English words: a query holding one is left as it is (the English model would "correct" it).
+const FOREIGN_FUNCTION_WORDS: &[&str] = &[
+    "avec", "bei", "como", "con", "dans", "das", "del", "della", "dem", "den", "der", "des", "det",
+    "di", "du", "een", "ein", "eine", "einen", "el", "est", "et", "het", "ich", "ist", "las",
+    "les", "los", "mit", "nach", "nicht", "och", "oder", "para", "pas", "per", "pour", "que",
+    "qui", "sind", "sont", "sur", "und", "une", "van", "voor", "wie", "zu",
+];
+
+/// Characters that make a whole whitespace-separated token off limits: URLs, e-mail addresses,
+/// paths, identifiers, product codes.
+fn is_code_char(c: char) -> bool {
+    c.is_numeric() || "@/\\:._#&=+%~|<>[]{}$^*".contains(c)
+}
+
+/// One alphabetic word of a query.
+#[derive(Debug, Clone)]
+pub struct QueryWord {
+    /// Byte range in the query.
+    pub start: usize,
+    pub end: usize,
+    /// Lower-cased text.
+    pub lower: String,
+    /// What the language model knows of it.
+    pub stats: WordStats,
+    /// May be changed: plain lower-case (or a capitalised first word) ASCII letters, in a token
+    /// without digits or code characters.
+    pub editable: bool,
+    /// Not a stopword, and at least [`MIN_CONTEXT_CHARS`] letters.
+    pub content: bool,
+    /// Only whitespace separates it from the word before (a join may remove it).
+    pub spaced_from_previous: bool,
+    /// The whole whitespace token is this word (a split may divide it).
+    pub whole_token: bool,
+}
+
+/// The words of `text`, or `None` when the query is not one to touch at all (another script or
+/// language).
+pub fn scan(text: &str, lm: &LanguageModel) -> Option<Vec<QueryWord>> {
+    if text
+        .chars()
+        .any(|c| c.is_alphabetic() && !c.is_ascii_alphabetic())
+    {
+        return None;
+    }
+    let mut tokens = Vec::new();
+    let mut token_start = None;
+    for (i, c) in text.char_indices() {
+        match (c.is_whitespace(), token_start) {
+            (true, Some(s)) => {
+                tokens.push((s, i));
+                token_start = None;
+            }
+            (false, None) => token_start = Some(i),
+            _ => {}
+        }
+    }
+    if let Some(s) = token_start {
+        tokens.push((s, text.len()));
+    }
+    let mut words: Vec<QueryWord> = Vec::new();
+    let mut prev_token_end: Option<usize> = None;
+    for (ts, te) in tokens {
+        let token = &text[ts..te];
+        let core = token.trim_matches(|c: char| !c.is_alphanumeric());
+        let code = core.chars().any(is_code_char);
+        let mut runs = Vec::new();
+        let mut run_start = None;
+        for (i, c) in token.char_indices() {
+            match (c.is_ascii_alphabetic(), run_start) {
+                (true, None) => run_start = Some(ts + i),
+                (false, Some(s)) => {
+                    runs.push((s, ts + i));
+                    run_start = None;
+                }
+                _ => {}
+            }
+        }
+        if let Some(s) = run_start {
+            runs.push((s, te));
+        }
+        let n_runs = runs.len();
+        for (k, (s, e)) in runs.into_iter().enumerate() {
+            let raw = &text[s..e];
+            let lower = raw.to_ascii_lowercase();
+            let letters = raw.len();
+            let capitals = letters >= 2 && raw.bytes().all(|b| b.is_ascii_uppercase());
+            let mixed = raw.bytes().skip(1).any(|b| b.is_ascii_uppercase());
+            let capitalised = raw.as_bytes()[0].is_ascii_uppercase();
+            let first = words.is_empty();
+            let whole_token = n_runs == 1 && s == ts && e == te;
+            // The space before: the previous word ended its own token, and this one starts one.
+            let spaced_from_previous = k == 0
+                && s == ts
+                && prev_token_end.is_some_and(|p| words.last().is_some_and(|w| w.end == p));
+            words.push(QueryWord {
+                start: s,
+                end: e,
+                stats: lm.stats(&lower),
+                editable: !code && !capitals && !mixed && (!capitalised || first),
+                content: !is_stopword(&lower) && letters >= MIN_CONTEXT_CHARS,
+                spaced_from_previous,
+                whole_token,
+                lower,
+            });
+        }
+        prev_token_end = Some(te);
+    }
+    if words.iter().any(|w| {
+        FOREIGN_FUNCTION_WORDS
+            .binary_search(&w.lower.as_str())
+            .is_ok()
+    }) {
+        return None;
+    }
+    Some(words)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn foreign_function_words_are_sorted() {
+        let mut s = FOREIGN_FUNCTION_WORDS.to_vec();
+        s.sort_unstable();
+        s.dedup();
+        assert_eq!(s, FOREIGN_FUNCTION_WORDS);
+    }
+}
