@@ -474,9 +474,11 @@ fn admin_changes_are_guarded_consistent_restored_and_declarative() {
     let names: Vec<&String> = now["encoders"].as_object().unwrap().keys().collect();
     assert_eq!(names, ["c0", "c15", "c5", "fresh", "minilm", "minilm-b"]);
     assert_eq!(served(&server), "minilm");
+    // What the contract promises is that the edit was applied by a reload; a slower poll may
+    // apply this edit and an earlier one in a single reload, so count at least one.
     let m = metrics(&server);
     assert!(
-        metric(&m, "capot_state_file_reloads_total{result=\"ok\"}").unwrap() >= 2.0,
+        metric(&m, "capot_state_file_reloads_total{result=\"ok\"}").unwrap() >= 1.0,
         "{m}"
     );
 
