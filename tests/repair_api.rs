@@ -107,6 +107,7 @@ fn index_vocab_and_repair_cli() {
     assert_eq!(q2["repaired"], "symptoms of vitamin d deficiency", "{q2}");
     assert_eq!(q2["edits"][0]["from"], "deficeincy");
     assert_eq!(q2["edits"][0]["to"], "deficiency");
+    assert_eq!(q2["edits"][0]["kind"], "non_word");
     assert!(q2["confidence"].as_f64().unwrap() > 0.0);
     let summary = String::from_utf8_lossy(&o.stderr);
     assert!(
@@ -162,6 +163,23 @@ fn search_repairs_reports_and_counts() {
     assert_eq!(info["repair"]["default_mode"], "auto");
     assert_eq!(info["repair"]["default_fusion"], "max");
     assert!(info["repair"]["lexicon"]["words"].as_u64().unwrap() > 80_000);
+    // The default lists include SymSpell's word pairs; the index its own bigram counts.
+    assert!(
+        info["repair"]["lexicon"]["pairs"].as_u64().unwrap() > 200_000,
+        "{}",
+        info["repair"]
+    );
+    assert_eq!(
+        info["repair"]["model"]["corpus_bigrams"], true,
+        "{}",
+        info["repair"]
+    );
+    assert_eq!(
+        info["repair"]["model"]["missing"],
+        json!([]),
+        "{}",
+        info["repair"]
+    );
 
     // The default (auto, max) repairs and says so.
     let (code, v) = curl_post(

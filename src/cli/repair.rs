@@ -31,8 +31,19 @@ pub struct RepairArgs {
     /// for `capot eval --variants`).
     #[arg(long, value_enum, default_value_t = OutputFormat::Json)]
     pub format: OutputFormat,
+    /// Speller settings other than the defaults, as JSON (e.g. `{"real_word_cost": 6}`).
+    #[arg(long, value_name = "JSON")]
+    pub params: Option<String>,
     #[command(flatten)]
     pub lexicon: LexiconArgs,
+}
+
+/// Speller settings from `--params`, the defaults for any not named.
+fn parse_params(p: Option<&str>) -> anyhow::Result<Params> {
+    match p {
+        Some(p) => serde_json::from_str(p).context("--params is not a valid settings object"),
+        None => Ok(Params::default()),
+    }
 }
 
 #[derive(Debug, Subcommand)]
@@ -108,7 +119,7 @@ pub fn run(args: RepairArgs) -> anyhow::Result<()> {
         return run_eval(e);
     }
     let index = args.index.context("--index is required")?;
-    let repairer = load_repairer(&index, &args.lexicon, Params::default())?;
+    let repairer = load_repairer(&index, &args.lexicon, parse_params(args.params.as_deref())?)?;
     let queries = super::read_queries_arg(args.queries.as_deref())?;
     let mut out = BufWriter::new(std::io::stdout().lock());
     let mut changed = 0usize;
@@ -146,10 +157,7 @@ pub fn run(args: RepairArgs) -> anyhow::Result<()> {
 }
 
 fn run_eval(args: RepairEvalArgs) -> anyhow::Result<()> {
-    let params: Params = match &args.params {
-        Some(p) => serde_json::from_str(p).context("--params is not a valid settings object")?,
-        None => Params::default(),
-    };
+    let params = parse_params(args.params.as_deref())?;
     anyhow::ensure!(
         !args.misspellings.is_empty() || args.realword || args.boundary,
         "nothing to inject: give --misspellings FILE, --realword or --boundary"

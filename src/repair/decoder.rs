@@ -39,7 +39,12 @@ pub(crate) fn readings(r: &Repairer, words: &[QueryWord]) -> Vec<Vec<Reading>> {
         let letters = w.lower.len();
         // An unknown word kept as typed: the shorter, the likelier an acronym or a name.
         let keep_cost = if w.editable && !w.stats.known() {
-            p.unknown_per_letter * (letters as f64 - 6.0)
+            let rate = if letters > 6 {
+                p.unknown_per_extra_letter
+            } else {
+                p.unknown_per_letter
+            };
+            rate * (letters as f64 - 6.0)
         } else {
             0.0
         };

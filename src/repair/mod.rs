@@ -242,10 +242,12 @@ pub struct Params {
     pub compound_split_cost: f64,
     /// Prior cost, in nats, of joining two words that are both known (`door knocker`).
     pub join_known_cost: f64,
-    /// How much more an unknown word is believed as typed per letter below six (and less per
-    /// letter above), in nats: short unknown words are mostly acronyms and names (`poct`,
-    /// `tanf`), long ones mostly typos.
+    /// How much more an unknown word is believed as typed per letter below six, in nats: short
+    /// unknown words are mostly acronyms and names (`poct`, `tanf`).
     pub unknown_per_letter: f64,
+    /// How much less an unknown word is believed as typed per letter above six, in nats: a long
+    /// word that no list holds is mostly a typo (`anthropologmcal`).
+    pub unknown_per_extra_letter: f64,
     /// Prior cost, in nats, of changing a word that only the corpus knows (it may be one of the
     /// corpus's own typos, or its jargon).
     pub corpus_word_cost: f64,
@@ -271,6 +273,7 @@ impl Default for Params {
             compound_split_cost: 3.0,
             join_known_cost: 12.0,
             unknown_per_letter: 0.3,
+            unknown_per_extra_letter: 0.3,
             corpus_word_cost: 3.0,
             context_bonus: 1.0,
             ln_unknown_word: -9.0,

@@ -249,12 +249,14 @@ pub(crate) fn repair_info(state: &AppState) -> serde_json::Value {
         let v = r.vocab().info();
         json!({
             "words": v.words, "tokens": v.tokens, "pairs": v.pairs, "window": v.window,
+            "bigrams": v.bigrams,
             "bytes": r.vocab().heap_bytes(),
         })
     });
     let lexicon = repairer
         .and_then(|r| r.lexicon())
-        .map(|l| json!({ "words": l.len(), "sources": l.sources() }));
+        .map(|l| json!({ "words": l.len(), "pairs": l.bigram_len(), "sources": l.sources() }));
+    let model = repairer.map(|r| r.model_info());
     let status = match (repairer, repairer.and_then(|r| r.lexicon())) {
         (None, _) if state.index.get().is_none() => "loading",
         (None, _) => "no_vocabulary",
@@ -267,6 +269,7 @@ pub(crate) fn repair_info(state: &AppState) -> serde_json::Value {
         "default_fusion": state.repair_defaults.fusion,
         "vocabulary": vocabulary,
         "lexicon": lexicon,
+        "model": model,
     })
 }
 

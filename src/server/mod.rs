@@ -202,7 +202,11 @@ fn load_repairer(index: &Index, lexicons: &[PathBuf]) -> Result<Option<Arc<Repai
             "query repair has no lexicon: `on` repairs from the corpus alone, `auto` skips"
         ),
     }
-    Ok(Some(Arc::new(Repairer::new(vocab.clone(), lexicon))))
+    let repairer = Repairer::new(vocab.clone(), lexicon);
+    for missing in repairer.model_info().missing {
+        tracing::warn!("query repair: {missing}");
+    }
+    Ok(Some(Arc::new(repairer)))
 }
 
 /// Runs the service until SIGTERM or SIGINT, then drains in-flight requests.
