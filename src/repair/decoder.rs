@@ -80,7 +80,7 @@ pub(crate) fn readings(r: &Repairer, words: &[QueryWord]) -> Vec<Vec<Reading>> {
                         let stats = r.candidate_stats[id as usize];
                         let cost =
                             f64::from(error_model::cost(w.lower.as_bytes(), meant.as_bytes()));
-                        let cost = cost + extra - r.context_bonus(meant, words);
+                        let cost = cost + extra - r.context_bonus(meant, letters, words);
                         let rank = cost - r.lm.ln_unigram(&stats);
                         rank.is_finite().then(|| {
                             (
@@ -152,6 +152,12 @@ fn splits(r: &Repairer, word: &str) -> Vec<Reading> {
         // `of`); single letters are left out (`human a`, `a plastic`).
         let ok = |s: &str| s.len() >= 3 || (s.len() == 2 && is_stopword(s));
         if !ok(a) || !ok(b) {
+            continue;
+        }
+        // A function word and a short content word is more often a name (`san to`, `in ola`)
+        // than two words run together.
+        let short_content = |x: &str, y: &str| is_stopword(x) && !is_stopword(y) && y.len() < 4;
+        if short_content(a, b) || short_content(b, a) {
             continue;
         }
         let (sa, sb) = (r.lm.stats(a), r.lm.stats(b));

@@ -254,6 +254,11 @@ pub struct Params {
     /// Bonus, in nats, for a candidate that the corpus uses near another content word of the
     /// query (the vocabulary's pair filter).
     pub context_bonus: f64,
+    /// The same bonus for typed words of at least [`Params::long_word`] letters, which are
+    /// seldom names or acronyms.
+    pub context_bonus_long: f64,
+    /// Letters from which a word is long.
+    pub long_word: usize,
     /// ln of the probability of a word neither the lexicon nor the corpus knows: how strongly an
     /// unknown word is believed to be meant as typed (a name, an acronym).
     pub ln_unknown_word: f64,
@@ -276,6 +281,8 @@ impl Default for Params {
             unknown_per_extra_letter: 0.3,
             corpus_word_cost: 3.0,
             context_bonus: 1.0,
+            context_bonus_long: 3.0,
+            long_word: 7,
             ln_unknown_word: -9.0,
         }
     }
@@ -415,14 +422,21 @@ impl Repairer {
 
     /// [`Params::context_bonus`] when the corpus uses `candidate` near a content word of the
     /// query, else 0.
-    pub(crate) fn context_bonus(&self, candidate: &str, words: &[query::QueryWord]) -> f64 {
+    pub(crate) fn context_bonus(
+        &self,
+        candidate: &str,
+        typed_letters: usize,
+        words: &[query::QueryWord],
+    ) -> f64 {
         let near = words.iter().any(|w| {
             w.content
                 && w.stats.known()
                 && w.lower != candidate
                 && self.vocab.near(candidate, &w.lower)
         });
-        if near {
+        if near && typed_letters >= self.params.long_word {
+            self.params.context_bonus_long
+        } else if near {
             self.params.context_bonus
         } else {
             0.0
