@@ -25,6 +25,7 @@
 //! | `punct` | append a punctuation mark to a word |
 //! | `lemma` | WordNet lemmatisation of every word |
 //! | `synonym` | replace one word by a WordNet synonym |
+//! | `boundary` | two adjacent words joined (a lost space) or a word of 6+ letters split (a stray one) |
 //!
 //! `typos` is an alias for `cd,rcs,kcs` in kind lists ([`parse_kinds`]).
 //! The CAPOT typo position rule is documented in the `typo` submodule.
@@ -123,11 +124,13 @@ pub enum NoiseKind {
     Lemma,
     /// `synonym`: one word replaced by a WordNet synonym.
     Synonym,
+    /// `boundary`: two words joined or one split.
+    Boundary,
 }
 
 impl NoiseKind {
     /// Every kind, in a fixed order.
-    pub const ALL: [NoiseKind; 11] = [
+    pub const ALL: [NoiseKind; 12] = [
         NoiseKind::Cd,
         NoiseKind::Rcs,
         NoiseKind::Kcs,
@@ -139,6 +142,7 @@ impl NoiseKind {
         NoiseKind::Punct,
         NoiseKind::Lemma,
         NoiseKind::Synonym,
+        NoiseKind::Boundary,
     ];
 
     /// What the `typos` alias expands to.
@@ -158,6 +162,7 @@ impl NoiseKind {
             NoiseKind::Punct => "punct",
             NoiseKind::Lemma => "lemma",
             NoiseKind::Synonym => "synonym",
+            NoiseKind::Boundary => "boundary",
         }
     }
 
@@ -274,6 +279,7 @@ pub fn apply(
         NoiseKind::Punct => word::punct(&mut rng, text),
         NoiseKind::Lemma => word::lemmatize(WordNet::global()?, text),
         NoiseKind::Synonym => word::synonym(&mut rng, WordNet::global()?, text),
+        NoiseKind::Boundary => human::boundary(&mut rng, text).map(|i| i.text),
     };
     Ok(NoiseOutcome::new(text, candidate))
 }
