@@ -226,6 +226,7 @@ fn grpc_search_stream_embed_info_health_reflection_and_errors() {
     assert_eq!(r["repairs"][0]["text"], "symptoms of vitamin d deficiency");
     assert_eq!(r["repairs"][0]["fusion"], "max");
     assert_eq!(r["repairs"][0]["edits"][0]["from"], "deficeincy");
+    assert_eq!(r["repairs"][0]["edits"][0]["kind"], "non_word", "{r}");
     assert_eq!(r["repairs"][1]["changed"], false, "{r}");
     assert!(r["repair_ms"].as_f64().unwrap() >= 0.0);
     assert_eq!(out["repair_off_changed"], serde_json::json!([false]));

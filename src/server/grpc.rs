@@ -238,6 +238,8 @@ fn search_response(out: SearchOutput) -> pb::SearchResponse {
                         to: e.to.clone(),
                         distance: u32::from(e.distance),
                         confidence: e.confidence,
+                        kind: e.kind.as_str().to_string(),
+                        start: u32::try_from(e.start).unwrap_or(u32::MAX),
                     })
                     .collect(),
                 fusion: fusion.as_str().to_string(),

@@ -111,7 +111,7 @@ def main_mode(channel, pb, pb_grpc, health_pb, health_grpc, refl_pb, refl_grpc):
                 "changed": q.changed,
                 "text": q.text,
                 "fusion": q.fusion,
-                "edits": [{"from": getattr(e, "from"), "to": e.to} for e in q.edits],
+                "edits": [{"from": getattr(e, "from"), "to": e.to, "kind": e.kind} for e in q.edits],
             }
             for q in r.repairs
         ],
