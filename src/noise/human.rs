@@ -160,7 +160,6 @@ pub fn realword(
 /// possible.
 pub fn boundary(rng: &mut NoiseRng, text: &str) -> Option<Injected> {
     let words = plain_words(text, 1);
-    let toks = tokens(text);
     // Adjacent plain words with only whitespace between.
     let joins: Vec<(usize, std::ops::Range<usize>)> = words
         .windows(2)
@@ -172,7 +171,6 @@ pub fn boundary(rng: &mut NoiseRng, text: &str) -> Option<Injected> {
         .filter(|(_, s)| s.len() >= MIN_SPLIT_LETTERS)
         .cloned()
         .collect();
-    let _ = toks;
     let join_first = rng.below(2) == 0;
     let do_join = (join_first && !joins.is_empty()) || splits.is_empty();
     if do_join {
