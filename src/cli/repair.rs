@@ -193,20 +193,14 @@ fn run_eval(args: RepairEvalArgs) -> anyhow::Result<()> {
         injected.push((format!("misspell {}", path.display()), r));
         bar.inc(1);
     }
-    if args.realword {
-        bar.set_message("real-word errors");
-        injected.push((
-            "realword".to_string(),
-            eval::injected(&repairer, &queries, Injection::RealWord, None, args.seed),
-        ));
-        bar.inc(1);
-    }
-    if args.boundary {
-        bar.set_message("word boundaries");
-        injected.push((
-            "boundary".to_string(),
-            eval::injected(&repairer, &queries, Injection::Boundary, None, args.seed),
-        ));
+    let others = [
+        (args.realword, Injection::RealWord, "real-word errors"),
+        (args.boundary, Injection::Boundary, "word boundaries"),
+    ];
+    for (_, injection, what) in others.into_iter().filter(|o| o.0) {
+        bar.set_message(what);
+        let r = eval::injected(&repairer, &queries, injection, None, args.seed);
+        injected.push((injection.as_str().to_string(), r));
         bar.inc(1);
     }
     bar.set_message("clean queries");

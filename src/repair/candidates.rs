@@ -49,23 +49,25 @@ fn hash(bytes: &[u8]) -> u32 {
     h ^ (h >> 16)
 }
 
-/// Calls `f` with the hash of `word` and of every string made by deleting up to `edits` of its
-/// letters (duplicates possible).
-fn for_each_delete(word: &[u8], edits: u8, buf: &mut Vec<u8>, f: &mut impl FnMut(u32)) {
+/// Calls `f` with the hash of `word` (at most [`PREFIX`] bytes) and of every string made by
+/// deleting up to `edits` of its letters (duplicates possible). No allocation: it runs for every
+/// content word of every query.
+fn for_each_delete(word: &[u8], edits: u8, f: &mut impl FnMut(u32)) {
+    let word = &word[..word.len().min(PREFIX)];
     f(hash(word));
     if edits == 0 || word.is_empty() {
         return;
     }
+    let mut shorter = [0u8; PREFIX];
+    let n = word.len() - 1;
     for i in 0..word.len() {
         // Deleting from a run of one letter at any position gives the same string: skip repeats.
         if i > 0 && word[i] == word[i - 1] {
             continue;
         }
-        buf.clear();
-        buf.extend_from_slice(&word[..i]);
-        buf.extend_from_slice(&word[i + 1..]);
-        let shorter = buf.clone();
-        for_each_delete(&shorter, edits - 1, buf, f);
+        shorter[..i].copy_from_slice(&word[..i]);
+        shorter[i..n].copy_from_slice(&word[i + 1..]);
+        for_each_delete(&shorter[..n], edits - 1, f);
     }
 }
 
@@ -76,16 +78,13 @@ impl CandidateIndex {
         let words: Vec<Box<str>> = words.into_iter().map(Box::from).collect();
         let mut entries: Vec<(u32, u32)> = Vec::with_capacity(words.len() * 24);
         let mut hashes = Vec::with_capacity(64);
-        let mut buf = Vec::with_capacity(PREFIX);
         for (id, w) in words.iter().enumerate() {
             let b = w.as_bytes();
             if b.is_empty() || !b.iter().all(u8::is_ascii_lowercase) {
                 continue;
             }
             hashes.clear();
-            for_each_delete(&b[..b.len().min(PREFIX)], MAX_EDITS, &mut buf, &mut |h| {
-                hashes.push(h)
-            });
+            for_each_delete(b, MAX_EDITS, &mut |h| hashes.push(h));
             hashes.sort_unstable();
             hashes.dedup();
             entries.extend(hashes.iter().map(|&h| (h, id as u32)));
@@ -142,8 +141,7 @@ impl CandidateIndex {
             return;
         }
         let mut ids: Vec<u32> = Vec::with_capacity(64);
-        let mut buf = Vec::with_capacity(PREFIX);
-        for_each_delete(&t[..t.len().min(PREFIX)], max_edits, &mut buf, &mut |h| {
+        for_each_delete(t, max_edits, &mut |h| {
             let b = (h >> self.shift) as usize;
             let (lo, hi) = (self.buckets[b] as usize, self.buckets[b + 1] as usize);
             for &(eh, id) in &self.entries[lo..hi] {

@@ -134,17 +134,7 @@ pub enum EditKind {
     Join,
 }
 
-impl EditKind {
-    /// The name used in responses and metrics.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            EditKind::NonWord => "non_word",
-            EditKind::RealWord => "real_word",
-            EditKind::Split => "split",
-            EditKind::Join => "join",
-        }
-    }
-}
+names!(EditKind, "edit kind", NonWord => "non_word", RealWord => "real_word", Split => "split", Join => "join");
 
 /// One correction.
 #[derive(Debug, Clone, PartialEq, Serialize)]
