@@ -29,10 +29,15 @@ pub(crate) fn readings(r: &Repairer, words: &[QueryWord]) -> Vec<Vec<Reading>> {
     let n = words.len();
     let mut out: Vec<Vec<Reading>> = Vec::with_capacity(n);
     // A query whose editable words are mostly unknown is another language or not words at all.
-    let editable_unknown = words
+    let mut unknown: Vec<&str> = words
         .iter()
         .filter(|w| w.editable && !w.stats.known())
-        .count();
+        .map(|w| w.lower.as_str())
+        .collect();
+    unknown.sort_unstable();
+    unknown.dedup();
+    // Distinct words: a name said twice (`mahi mahi`) is one.
+    let editable_unknown = unknown.len();
     let give_up = editable_unknown >= 3 && 2 * editable_unknown >= words.len();
     let mut found = Vec::with_capacity(64);
     for (i, w) in words.iter().enumerate() {
@@ -44,7 +49,7 @@ pub(crate) fn readings(r: &Repairer, words: &[QueryWord]) -> Vec<Vec<Reading>> {
             } else {
                 p.unknown_per_letter
             };
-            rate * (letters as f64 - 6.0)
+            rate * (letters as f64 - 6.0) + r.usage_cost(&w.lower)
         } else {
             0.0
         };
@@ -102,6 +107,8 @@ pub(crate) fn readings(r: &Repairer, words: &[QueryWord]) -> Vec<Vec<Reading>> {
                     .collect();
                 scored.sort_by(|a, b| a.0.total_cmp(&b.0));
                 rs.extend(scored.into_iter().take(p.max_candidates).map(|s| s.1));
+            } else if letters + 1 == p.min_letters {
+                rs.extend(function_word_slips(r, w, extra, &mut found));
             }
             if !corpus_only && w.whole_token && letters >= p.min_split_letters {
                 rs.extend(splits(r, &w.lower));
@@ -141,6 +148,37 @@ pub(crate) fn readings(r: &Repairer, words: &[QueryWord]) -> Vec<Vec<Reading>> {
         out.push(rs);
     }
     out
+}
+
+/// A short unknown word read as a function word with a letter dropped (`whn`, `wer`, `wil`).
+/// Other short unknown words are mostly acronyms (`irs`, `tsa`, and `hsa`, which is `has` with two
+/// letters swapped), so only this slip is tried.
+fn function_word_slips(
+    r: &Repairer,
+    w: &QueryWord,
+    extra: f64,
+    found: &mut Vec<(u32, u8)>,
+) -> Vec<Reading> {
+    found.clear();
+    r.candidates.lookup(&w.lower, 1, found);
+    let typed = w.lower.as_bytes();
+    found
+        .iter()
+        .filter_map(|&(id, d)| {
+            let meant = r.candidates.word(id);
+            let m = meant.as_bytes();
+            if !is_stopword(meant) || m.len() != typed.len() + 1 {
+                return None;
+            }
+            Some(Reading {
+                span: 1,
+                words: vec![(meant.to_string(), r.candidate_stats[id as usize])],
+                cost: f64::from(error_model::cost(typed, m)) + extra,
+                kind: Some(EditKind::NonWord),
+                distance: d,
+            })
+        })
+        .collect()
 }
 
 /// Splits of an unknown word into two known ones, the likeliest first.

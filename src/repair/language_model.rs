@@ -44,6 +44,8 @@ pub struct LanguageModel {
     corpus_weight: f64,
     /// Probability of a word neither source knows (a name, an acronym, a typo left as is).
     unknown_word: f64,
+    /// ln of the share a known word keeps after a known word it is never seen with.
+    ln_unseen_pair: f64,
 }
 
 impl LanguageModel {
@@ -64,7 +66,15 @@ impl LanguageModel {
             corpus_total,
             corpus_weight,
             unknown_word,
+            ln_unseen_pair: 0.0,
         }
+    }
+
+    /// The same model with `cost` nats taken from a known word after a known word that no
+    /// source has seen it with.
+    pub fn with_unseen_pair_cost(mut self, cost: f64) -> Self {
+        self.ln_unseen_pair = -cost;
+        self
     }
 
     /// What both sources know of `word` (lower case).
@@ -142,8 +152,11 @@ impl LanguageModel {
         }
         // An unseen pair is no evidence against: the general list keeps only frequent pairs, and
         // a small corpus has seen few. It backs off to the word alone, as after an unknown word.
-        if weight == 0.0 || pair == 0.0 {
+        if weight == 0.0 {
             return pb.ln();
+        }
+        if pair == 0.0 {
+            return pb.ln() + self.ln_unseen_pair;
         }
         (PAIR_WEIGHT * (pair / weight).min(1.0) + (1.0 - PAIR_WEIGHT) * pb).ln()
     }
@@ -151,6 +164,17 @@ impl LanguageModel {
     /// ln P(word) for a word at the start of a query.
     pub fn ln_unigram(&self, s: &WordStats) -> f64 {
         self.unigram(s).ln()
+    }
+
+    /// How often `word` (lower case) is written per billion words, by the usage list; `None`
+    /// without one or when it does not hold the word.
+    pub fn usage(&self, word: &str) -> Option<u64> {
+        self.lexicon.as_ref().and_then(|l| l.usage(word))
+    }
+
+    /// Whether a usage list is loaded (see [`Lexicon::usage`]).
+    pub fn has_usage(&self) -> bool {
+        self.lexicon.as_ref().is_some_and(|l| l.has_usage())
     }
 
     /// Whether the index's adjacent-word counts are part of the model.
@@ -166,5 +190,33 @@ impl LanguageModel {
     /// Whether a general word-pair list is part of the model.
     pub fn has_general_bigrams(&self) -> bool {
         self.lexicon.as_ref().is_some_and(|l| l.bigram_len() > 0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_unseen_pair_of_known_words_costs_what_it_is_told() {
+        let vocab = Arc::new(Vocabulary::build(
+            [("", "acid reflux acid test")].into_iter(),
+        ));
+        let lex = Arc::new(Lexicon::from_counts(
+            [("acid", 100), ("reflux", 10), ("reflex", 10)],
+            [("acid", "reflux", 5)],
+        ));
+        let lm = LanguageModel::new(vocab, Some(lex), 1e-9).with_unseen_pair_cost(1.0);
+        let (acid, reflux, reflex) = (lm.stats("acid"), lm.stats("reflux"), lm.stats("reflex"));
+        let unseen = lm.ln_bigram("acid", &acid, "reflex", &reflex);
+        assert!(
+            (unseen - (lm.ln_unigram(&reflex) - 1.0)).abs() < 1e-9,
+            "{unseen}"
+        );
+        assert!(lm.ln_bigram("acid", &acid, "reflux", &reflux) > lm.ln_unigram(&reflux));
+        // After an unknown word nothing is known: the word's own probability, no cost.
+        let unknown = lm.stats("zzq");
+        let after = lm.ln_bigram("zzq", &unknown, "reflex", &reflex);
+        assert!((after - lm.ln_unigram(&reflex)).abs() < 1e-9);
     }
 }

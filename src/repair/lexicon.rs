@@ -9,6 +9,10 @@ use std::path::{Path, PathBuf};
 pub const DEFAULT_LEXICON: &str = "lexicon/frequency_dictionary_en_82_765.txt";
 /// File name of the default word-pair list under the assets directory (same wheel, same licence).
 pub const DEFAULT_BIGRAMS: &str = "lexicon/frequency_bigramdictionary_en_243_342.txt";
+/// File name of the default usage list under the assets directory: wordfreq's English list
+/// (data CC BY-SA 4.0), which `scripts/setup` converts to `word count` lines under
+/// [`USAGE_HEADER`].
+pub const DEFAULT_USAGE: &str = "lexicon/wordfreq_large_en.txt";
 /// Count given to a word of a plain list (no counts): about that of a rare English word.
 const PLAIN_LIST_COUNT: u64 = 100_000;
 
@@ -36,28 +40,44 @@ pub struct Lexicon {
     bigrams: HashMap<u64, u64, foldhash::fast::FixedState>,
     total: u64,
     sources: Vec<PathBuf>,
+    /// How often strings are written (per billion words), misspellings included: a usage list.
+    usage: Option<fst::Map<Vec<u8>>>,
 }
+
+/// First line of a usage list: how often strings are written, misspellings included (see
+/// [`Lexicon::usage`]).
+pub const USAGE_HEADER: &str = "#usage";
 
 impl Lexicon {
     /// Reads word lists and pair lists, one entry per line, told apart by their fields:
     /// `word` (a plain list such as Debian's `/usr/share/dict/words`), `word count` (a frequency
-    /// list such as SymSpell's) or `word word count` (a pair list such as SymSpell's bigrams).
+    /// list such as SymSpell's) or `word word count` (a pair list such as SymSpell's bigrams);
+    /// a file whose first line is [`USAGE_HEADER`] is a usage list of `word count` lines (see
+    /// [`Lexicon::usage`]).
     /// Words are lower-cased; lines that are not valid UTF-8 are skipped. A pair whose words are
     /// in no word list is kept out.
     pub fn load(paths: &[PathBuf]) -> Result<Self, LexiconError> {
         let mut lex = Lexicon::default();
         let mut pairs: Vec<(String, String, u64)> = Vec::new();
+        let mut usage: Vec<(String, u64)> = Vec::new();
         for path in paths {
             let bytes = std::fs::read(path).map_err(|source| LexiconError::Io {
                 path: path.clone(),
                 source,
             })?;
-            let before = (lex.words.len(), pairs.len());
-            lex.extend_from(&bytes, &mut pairs);
-            if (lex.words.len(), pairs.len()) == before {
+            let before = (lex.words.len(), pairs.len(), usage.len());
+            if let Some(rest) = bytes.strip_prefix(USAGE_HEADER.as_bytes()) {
+                read_usage(rest, &mut usage);
+            } else {
+                lex.extend_from(&bytes, &mut pairs);
+            }
+            if (lex.words.len(), pairs.len(), usage.len()) == before {
                 return Err(LexiconError::Empty(path.clone()));
             }
             lex.sources.push(path.clone());
+        }
+        if !usage.is_empty() {
+            lex.set_usage(usage);
         }
         for (a, b, c) in pairs {
             if let (Some(a), Some(b)) = (lex.id(&a), lex.id(&b)) {
@@ -128,6 +148,26 @@ impl Lexicon {
         lex
     }
 
+    /// The same lexicon with a usage list held in memory: (string, times written per billion
+    /// words).
+    pub fn with_usage<'a>(mut self, usage: impl IntoIterator<Item = (&'a str, u64)>) -> Self {
+        self.set_usage(
+            usage
+                .into_iter()
+                .map(|(w, c)| (w.to_ascii_lowercase(), c))
+                .collect(),
+        );
+        self
+    }
+
+    fn set_usage(&mut self, mut usage: Vec<(String, u64)>) {
+        usage.sort_unstable();
+        // The first of a repeated string counts (the lists hold each once).
+        usage.dedup_by(|b, a| a.0 == b.0);
+        // Sorted and deduplicated keys cannot fail to build.
+        self.usage = fst::Map::from_iter(usage).ok();
+    }
+
     /// Whether `word` (lower case) is a word of the language.
     pub fn contains(&self, word: &str) -> bool {
         self.ids.contains_key(word)
@@ -151,6 +191,18 @@ impl Lexicon {
     /// How often `a` is followed by `b` (ids), 0 when the pair is not listed.
     pub fn bigram(&self, a: u32, b: u32) -> u64 {
         self.bigrams.get(&pair_key(a, b)).copied().unwrap_or(0)
+    }
+
+    /// How often `word` (lower case) is written, per billion words, misspellings included;
+    /// `None` when no usage list is loaded or it does not hold the word. It tells a name or a
+    /// brand that no dictionary holds (written often) from a typo (written seldom or never).
+    pub fn usage(&self, word: &str) -> Option<u64> {
+        self.usage.as_ref().and_then(|m| m.get(word))
+    }
+
+    /// Whether a usage list is loaded.
+    pub fn has_usage(&self) -> bool {
+        self.usage.is_some()
     }
 
     /// Sum of the word counts.
@@ -183,10 +235,28 @@ impl Lexicon {
         &self.sources
     }
 
-    /// Bytes held in memory (approximate: strings, tables and hash maps).
+    /// Bytes held in memory (approximate: strings, tables, hash maps and the usage list).
     pub fn heap_bytes(&self) -> usize {
         let strings: usize = self.words.iter().map(|w| w.len() * 2).sum();
-        strings + self.words.len() * (16 + 8 + 16 + 8) + self.bigrams.len() * 24
+        let usage = self
+            .usage
+            .as_ref()
+            .map_or(0, |m| m.as_fst().as_bytes().len());
+        strings + self.words.len() * (16 + 8 + 16 + 8) + self.bigrams.len() * 24 + usage
+    }
+}
+
+/// The `word count` lines of a usage list, lower-cased, plain ASCII letters only.
+fn read_usage(bytes: &[u8], out: &mut Vec<(String, u64)>) {
+    for line in bytes.split(|&b| b == b'\n') {
+        let Ok(line) = std::str::from_utf8(line) else {
+            continue;
+        };
+        if let [w, c] = line.split_whitespace().collect::<Vec<_>>().as_slice() {
+            if let (true, Ok(c)) = (w.bytes().all(|b| b.is_ascii_alphabetic()), c.parse()) {
+                out.push((w.to_ascii_lowercase(), c));
+            }
+        }
     }
 }
 
@@ -195,12 +265,16 @@ fn pair_key(a: u32, b: u32) -> u64 {
 }
 
 /// The default lists under `assets` (the `CAPOT_ASSETS` directory, `assets` by default): the
-/// word list and, when it is there, the pair list.
+/// word list and, when they are there, the pair list and the usage list.
 pub fn default_paths(assets: &Path) -> Vec<PathBuf> {
     let mut paths = vec![assets.join(DEFAULT_LEXICON)];
     let bigrams = assets.join(DEFAULT_BIGRAMS);
     if bigrams.is_file() {
         paths.push(bigrams);
+    }
+    let usage = assets.join(DEFAULT_USAGE);
+    if usage.is_file() {
+        paths.push(usage);
     }
     paths
 }
@@ -237,6 +311,28 @@ mod tests {
         assert_eq!(lex.bigram(the, zurich), 7);
         assert_eq!(lex.bigram(the, of), 0);
         assert_eq!(lex.bigram_len(), 2, "a pair of an unknown word is kept out");
+        // A usage list: told by its header, ASCII letters only, not words of the language.
+        let u = dir.path().join("u.txt");
+        std::fs::write(&u, "#usage\nthe 53703180\nRecieve 562\ncafé 9\nx1 5\n").unwrap();
+        let lex = Lexicon::load(&[a.clone(), u]).unwrap();
+        assert!(lex.has_usage());
+        assert_eq!(lex.usage("recieve"), Some(562));
+        assert_eq!(lex.usage("the"), Some(53703180));
+        assert_eq!(
+            (lex.usage("café"), lex.usage("x1"), lex.usage("of")),
+            (None, None, None)
+        );
+        assert!(
+            !lex.contains("recieve"),
+            "a usage list adds no words to the language"
+        );
+        assert_eq!(lex.len(), 2);
+        let empty_usage = dir.path().join("eu.txt");
+        std::fs::write(&empty_usage, "#usage\n\n").unwrap();
+        assert!(matches!(
+            Lexicon::load(&[a.clone(), empty_usage]),
+            Err(LexiconError::Empty(_))
+        ));
         let empty = dir.path().join("empty.txt");
         std::fs::write(&empty, "\n\n").unwrap();
         assert!(matches!(

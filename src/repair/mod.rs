@@ -252,6 +252,20 @@ pub struct Params {
     /// ln of the probability of a word neither the lexicon nor the corpus knows: how strongly an
     /// unknown word is believed to be meant as typed (a name, an acronym).
     pub ln_unknown_word: f64,
+    /// With a usage list: extra cost, in nats, of keeping an unknown word that the list does not
+    /// hold (nobody writes it: a typo far more often than a name).
+    pub unlisted_cost: f64,
+    /// Cost, in nats, of a known word after a known word that neither the pair list nor the
+    /// corpus has seen it with.
+    pub unseen_pair_cost: f64,
+    /// With a usage list: extra cost per letter above five of keeping an unknown word that the
+    /// list does not hold (a long string nobody writes is almost never meant).
+    pub unlisted_per_letter: f64,
+    /// With a usage list: how much less an unknown word costs to keep per nat of how often it is
+    /// written above [`Params::ln_usage_reference`] (more where below).
+    pub usage_weight: f64,
+    /// ln of the written frequency at which the usage list neither adds nor takes belief.
+    pub ln_usage_reference: f64,
 }
 
 impl Default for Params {
@@ -263,7 +277,7 @@ impl Default for Params {
             min_join_letters: 5,
             min_corpus_count: 2,
             max_candidates: 8,
-            real_word_cost: 8.0,
+            real_word_cost: 9.0,
             split_cost: -2.0,
             compound_split_cost: 3.0,
             join_known_cost: 12.0,
@@ -273,7 +287,12 @@ impl Default for Params {
             context_bonus: 1.0,
             context_bonus_long: 3.0,
             long_word: 7,
-            ln_unknown_word: -9.0,
+            ln_unknown_word: -10.0,
+            unlisted_cost: 1.0,
+            unseen_pair_cost: 1.0,
+            unlisted_per_letter: 0.3,
+            usage_weight: 1.0,
+            ln_usage_reference: -17.0,
         }
     }
 }
@@ -326,7 +345,8 @@ impl Repairer {
         lexicon: Option<Arc<Lexicon>>,
         params: Params,
     ) -> Self {
-        let lm = LanguageModel::new(vocab.clone(), lexicon.clone(), params.ln_unknown_word.exp());
+        let lm = LanguageModel::new(vocab.clone(), lexicon.clone(), params.ln_unknown_word.exp())
+            .with_unseen_pair_cost(params.unseen_pair_cost);
         // Candidates: every lexicon word, then the corpus's own words that occur often enough.
         let mut words: Vec<String> = lexicon
             .as_ref()
@@ -408,6 +428,24 @@ impl Repairer {
     /// corpus often enough.
     pub(crate) fn usable(&self, s: &WordStats) -> bool {
         s.general > 0 || s.corpus >= self.params.min_corpus_count
+    }
+
+    /// What the usage list adds to the cost of keeping an unknown word as typed: more when
+    /// nobody writes it, less the more it is written. 0 without a usage list.
+    pub(crate) fn usage_cost(&self, word: &str) -> f64 {
+        let Some(lex) = self.lexicon.as_ref().filter(|l| l.has_usage()) else {
+            return 0.0;
+        };
+        match lex.usage(word) {
+            None => {
+                self.params.unlisted_cost
+                    + self.params.unlisted_per_letter * word.len().saturating_sub(5) as f64
+            }
+            Some(per_billion) => {
+                let ln_freq = (per_billion.max(1) as f64 * 1e-9).ln();
+                -self.params.usage_weight * (ln_freq - self.params.ln_usage_reference)
+            }
+        }
     }
 
     /// [`Params::context_bonus`] when the corpus uses `candidate` near a content word of the

@@ -101,11 +101,19 @@ pub fn scan(text: &str, lm: &LanguageModel) -> Option<Vec<QueryWord>> {
             let spaced_from_previous = k == 0
                 && s == ts
                 && prev_token_end.is_some_and(|p| words.last().is_some_and(|w| w.end == p));
+            let stats = lm.stats(&lower);
+            // A capitalised word that no list holds and nobody writes is a misspelt name
+            // (`Amercan`, `Canaa`); one that people write is left alone.
+            let misspelt_name = capitalised
+                && !first
+                && !stats.known()
+                && lm.has_usage()
+                && lm.usage(&lower).is_none();
             words.push(QueryWord {
                 start: s,
                 end: e,
-                stats: lm.stats(&lower),
-                editable: !code && !capitals && !mixed && (!capitalised || first),
+                stats,
+                editable: !code && !capitals && !mixed && (!capitalised || first || misspelt_name),
                 content: !is_stopword(&lower) && letters >= MIN_CONTEXT_CHARS,
                 spaced_from_previous,
                 whole_token,
