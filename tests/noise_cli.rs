@@ -115,3 +115,73 @@ fn bad_input_is_a_clear_error() {
     assert_eq!(o.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&o.stderr).contains("<stdin>:2: duplicate id"));
 }
+
+#[test]
+fn real_misspellings_and_real_words_are_noise_kinds() {
+    let dir = tempfile::tempdir().unwrap();
+    let list = dir.path().join("list.txt");
+    std::fs::write(&list, "people: peeple poeple\nhypertrophy: hypertrofy\n").unwrap();
+    let o = run_capot(
+        &[
+            "noise",
+            "--kind",
+            "misspell",
+            "--misspellings",
+            list.to_str().unwrap(),
+        ],
+        QUERIES,
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let out = String::from_utf8(o.stdout).unwrap();
+    let rows: Vec<Vec<&str>> = out
+        .lines()
+        .skip(1)
+        .map(|l| l.split('\t').collect())
+        .collect();
+    assert_eq!(rows.len(), 3);
+    assert!(
+        [
+            "what is the daily life of thai peeple",
+            "what is the daily life of thai poeple"
+        ]
+        .contains(&rows[0][4]),
+        "{rows:?}"
+    );
+    assert_eq!(rows[1][4], "causes of left ventricular hypertrofy");
+    assert_eq!(
+        (rows[2][3], rows[2][4]),
+        ("false", "café naïve résumé 東京")
+    );
+
+    // Without a list, a clear reason and exit code 1.
+    let o = run_capot(&["noise", "--kind", "misspell"], QUERIES);
+    assert_eq!(o.status.code(), Some(1));
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(e.contains("--misspellings"), "{e}");
+
+    // Real words come from the lexicon: none loaded, a clear reason.
+    let o = run_capot(&["noise", "--kind", "realword", "--no-lexicon"], QUERIES);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("lexicon"));
+    // With a lexicon of its own: `causes` may become its neighbour `pauses`, `left` `lift`.
+    let lex = dir.path().join("lex.txt");
+    std::fs::write(&lex, "causes 1000\npauses 500\nleft 1000\nlift 900\n").unwrap();
+    let o = run_capot(
+        &[
+            "noise",
+            "--kind",
+            "realword",
+            "--lexicon",
+            lex.to_str().unwrap(),
+        ],
+        QUERIES,
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let out = String::from_utf8(o.stdout).unwrap();
+    let q2 = out.lines().find(|l| l.starts_with("q2\t")).unwrap();
+    assert!(
+        q2.ends_with("\tpauses of left ventricular hypertrophy")
+            || q2.ends_with("\tcauses of lift ventricular hypertrophy"),
+        "{q2}"
+    );
+}

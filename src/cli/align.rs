@@ -298,6 +298,9 @@ pub fn run(args: AlignArgs, global: &GlobalArgs) -> anyhow::Result<()> {
         Some(k) => noise::parse_kinds(k)?,
         None => vec![],
     };
+    if let Some(why) = noise.iter().find_map(|k| k.not_for_training()) {
+        bail!(why);
+    }
     if args.variants.is_empty() && noise.is_empty() {
         bail!("no noisy positives: give --variants FILE (repeatable) and/or --noise KINDS");
     }

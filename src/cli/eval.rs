@@ -67,6 +67,10 @@ pub struct EvalArgs {
     /// What a repaired query searches with: repaired, max.
     #[arg(long, default_value_t = RepairFusion::Max)]
     pub repair_fusion: RepairFusion,
+    /// Lists of real misspellings (`right: wrong1 wrong2 ...` lines) that `--noise misspell`
+    /// draws from; repeat for several.
+    #[arg(long, value_name = "FILE")]
+    pub misspellings: Vec<PathBuf>,
     #[command(flatten)]
     pub lexicon: LexiconArgs,
     #[command(flatten)]
@@ -319,6 +323,7 @@ pub fn run(args: EvalArgs, global: &GlobalArgs) -> anyhow::Result<()> {
     if kinds.iter().any(|k| k.needs_wordnet()) {
         noise::check_wordnet()?;
     }
+    super::install_human_noise(&kinds, &args.misspellings, &args.lexicon)?;
     let plan = EvalPlan {
         dataset: args
             .dataset

@@ -123,6 +123,30 @@ impl LexiconArgs {
     }
 }
 
+/// Installs what the human-error noise kinds draw from, when `kinds` use them: the misspelling
+/// lists (`misspell`) and the lexicon's real words one slip apart (`realword`).
+pub fn install_human_noise(
+    kinds: &[capot::noise::NoiseKind],
+    misspellings: &[PathBuf],
+    lexicon: &LexiconArgs,
+) -> anyhow::Result<()> {
+    use capot::noise::{human, NoiseError};
+    if kinds.iter().any(|k| k.needs_misspellings()) {
+        anyhow::ensure!(!misspellings.is_empty(), NoiseError::NoMisspellings);
+        let mut list = human::Misspellings::default();
+        for path in misspellings {
+            list.extend(human::Misspellings::load(path)?);
+        }
+        human::install_misspellings(list);
+    }
+    if kinds.iter().any(|k| k.needs_lexicon()) {
+        let lexicon = lexicon.load()?.ok_or(NoiseError::NoLexicon)?;
+        let real_words = capot::repair::RealWords::new(std::sync::Arc::new(lexicon));
+        human::install_real_words(Box::new(move |w| real_words.of(w)));
+    }
+    Ok(())
+}
+
 /// Inference settings shared by commands that run an encoder.
 #[derive(Debug, Args, Clone)]
 pub struct DeviceArgs {

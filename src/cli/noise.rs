@@ -11,7 +11,8 @@ use capot::noise::{self, NoiseKind};
 #[derive(Debug, Args)]
 pub struct NoiseArgs {
     /// Noise kinds, comma-separated: cd, rcs, kcs, typo, reorder, determiner, stopwords, stem,
-    /// lemma, synonym, punct; `typos` = cd,rcs,kcs.
+    /// lemma, synonym, punct, boundary, misspell (with --misspellings), realword (from the
+    /// lexicon); `typos` = cd,rcs,kcs.
     #[arg(long = "kind", value_name = "KINDS")]
     pub kinds: String,
     /// Seed; the same seed gives byte-identical output.
@@ -27,6 +28,12 @@ pub struct NoiseArgs {
     /// (`<kind>-<variant>.tsv`), ready for `capot eval --variants` and `capot align --variants`.
     #[arg(long, value_name = "DIR")]
     pub out_dir: Option<PathBuf>,
+    /// Lists of real misspellings (`right: wrong1 wrong2 ...` lines) that the `misspell` kind
+    /// draws from; repeat for several.
+    #[arg(long, value_name = "FILE")]
+    pub misspellings: Vec<PathBuf>,
+    #[command(flatten)]
+    pub lexicon: super::LexiconArgs,
 }
 
 /// Header of the TSV written on stdout.
@@ -37,6 +44,7 @@ pub fn run(args: NoiseArgs) -> anyhow::Result<()> {
     if kinds.iter().any(|k| k.needs_wordnet()) {
         noise::check_wordnet()?;
     }
+    super::install_human_noise(&kinds, &args.misspellings, &args.lexicon)?;
     let queries = super::read_queries_arg(args.queries.as_deref())?;
     let stdout = std::io::stdout().lock();
     let mut out = BufWriter::new(stdout);

@@ -234,6 +234,9 @@ fn noise_kinds(field: &str, noise: &Option<NoiseList>) -> Result<bool, FieldErro
         Some(n) => {
             let kinds = crate::noise::parse_kinds(&n.joined())
                 .map_err(|e| FieldError::new(field, e.to_string()))?;
+            if let Some(why) = kinds.iter().find_map(|k| k.not_for_training()) {
+                return Err(FieldError::new(field, why));
+            }
             Ok(!kinds.is_empty())
         }
     }
@@ -618,6 +621,9 @@ mod tests {
         s.noise = Some(NoiseList::Text("typos".into()));
         s.validate().unwrap();
         s.noise = Some(NoiseList::List(vec!["cd".into(), "nonsense".into()]));
+        assert_eq!(field_of(&s), "noise");
+        // What repair is judged on is not for training.
+        s.noise = Some(NoiseList::Text("typo,misspell".into()));
         assert_eq!(field_of(&s), "noise");
         let mut s = ok.clone();
         s.objective = "magic".into();

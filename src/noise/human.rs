@@ -6,6 +6,7 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 
 use super::rng::NoiseRng;
 use super::text::{splice, tokens};
@@ -86,6 +87,61 @@ impl Misspellings {
     pub fn of(&self, word: &str) -> Option<&[String]> {
         self.entries.get(word).map(Vec::as_slice)
     }
+
+    /// Adds the entries of another list (a word in both keeps the misspellings of both).
+    pub fn extend(&mut self, other: Misspellings) {
+        for (right, wrongs) in other.entries {
+            let e = self.entries.entry(right).or_default();
+            for w in wrongs {
+                if !e.contains(&w) {
+                    e.push(w);
+                }
+            }
+        }
+    }
+
+    /// A list held in memory: (correct word, its misspellings).
+    pub fn from_entries<'a>(entries: impl IntoIterator<Item = (&'a str, &'a [&'a str])>) -> Self {
+        let mut m = Misspellings::default();
+        for (right, wrongs) in entries {
+            m.entries.insert(
+                right.to_lowercase(),
+                wrongs.iter().map(|w| w.to_lowercase()).collect(),
+            );
+        }
+        m
+    }
+}
+
+/// Real words one slip away from a word (`reflux` → `reflex`): what `realword` draws from.
+pub type RealWordNeighbours = dyn Fn(&str) -> Vec<String> + Send + Sync;
+
+static MISSPELLINGS: OnceLock<Misspellings> = OnceLock::new();
+static REAL_WORDS: OnceLock<Box<RealWordNeighbours>> = OnceLock::new();
+
+/// Makes `list` the process's source of the `misspell` noise kind (a command does this once, from
+/// `--misspellings`). False when one was installed before (the first stays).
+pub fn install_misspellings(list: Misspellings) -> bool {
+    MISSPELLINGS.set(list).is_ok()
+}
+
+/// Makes `neighbours` the process's source of the `realword` noise kind (a command does this
+/// once, from its lexicon). False when one was installed before (the first stays).
+pub fn install_real_words(neighbours: Box<RealWordNeighbours>) -> bool {
+    REAL_WORDS.set(neighbours).is_ok()
+}
+
+/// The installed misspelling list.
+pub(crate) fn installed_misspellings() -> Result<&'static Misspellings, super::NoiseError> {
+    MISSPELLINGS.get().ok_or(super::NoiseError::NoMisspellings)
+}
+
+/// The installed real-word neighbours.
+pub(crate) fn installed_real_words() -> Result<&'static RealWordNeighbours, super::NoiseError> {
+    REAL_WORDS
+        .get()
+        .map(|b| &**b)
+        .ok_or(super::NoiseError::NoLexicon)
 }
 
 /// A query with one error put in.

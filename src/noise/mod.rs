@@ -90,6 +90,18 @@ pub enum NoiseError {
         /// What was wrong.
         reason: String,
     },
+    /// `misspell` draws from a list of real misspellings, and none was given.
+    #[error(
+        "noise kind `misspell` needs a list of real misspellings (`right: wrong1 wrong2 ...` \
+         lines): pass --misspellings FILE"
+    )]
+    NoMisspellings,
+    /// `realword` draws from a lexicon, and none was loaded.
+    #[error(
+        "noise kind `realword` needs a lexicon: scripts/setup fetches the default one, or pass \
+         --lexicon FILE"
+    )]
+    NoLexicon,
 }
 
 fn valid_kind_names() -> String {
@@ -126,11 +138,16 @@ pub enum NoiseKind {
     Synonym,
     /// `boundary`: two words joined or one split.
     Boundary,
+    /// `misspell`: one word replaced by a real misspelling of it from a list (`--misspellings`).
+    Misspell,
+    /// `realword`: one word replaced by a real word one slip away (`reflux` → `reflex`), from
+    /// the lexicon.
+    Realword,
 }
 
 impl NoiseKind {
     /// Every kind, in a fixed order.
-    pub const ALL: [NoiseKind; 12] = [
+    pub const ALL: [NoiseKind; 14] = [
         NoiseKind::Cd,
         NoiseKind::Rcs,
         NoiseKind::Kcs,
@@ -143,6 +160,8 @@ impl NoiseKind {
         NoiseKind::Lemma,
         NoiseKind::Synonym,
         NoiseKind::Boundary,
+        NoiseKind::Misspell,
+        NoiseKind::Realword,
     ];
 
     /// What the `typos` alias expands to.
@@ -163,7 +182,30 @@ impl NoiseKind {
             NoiseKind::Lemma => "lemma",
             NoiseKind::Synonym => "synonym",
             NoiseKind::Boundary => "boundary",
+            NoiseKind::Misspell => "misspell",
+            NoiseKind::Realword => "realword",
         }
+    }
+
+    /// Whether the kind draws from a list of real misspellings (`--misspellings`).
+    pub fn needs_misspellings(self) -> bool {
+        self == NoiseKind::Misspell
+    }
+
+    /// Whether the kind draws from the lexicon.
+    pub fn needs_lexicon(self) -> bool {
+        self == NoiseKind::Realword
+    }
+
+    /// Why the kind cannot make training pairs, if it cannot: `misspell` and `realword` measure
+    /// repair on errors people make, and training on them would teach the test.
+    pub fn not_for_training(self) -> Option<String> {
+        (self.needs_misspellings() || self.needs_lexicon()).then(|| {
+            format!(
+                "noise kind `{self}` is for measuring (capot eval, capot noise), not for training: \
+                 its errors come from the lists repair is judged on"
+            )
+        })
     }
 
     /// Whether the kind needs the WordNet database.
@@ -258,7 +300,9 @@ pub fn check_wordnet() -> Result<(), NoiseError> {
 
 /// Apply one generator to one query: variant `variant` of query `query_id`
 /// under `seed`. Deterministic in (seed, kind, query id, variant, text).
-/// Errors only for `lemma` / `synonym` without a WordNet database.
+/// Errors only for `lemma` / `synonym` without a WordNet database, `misspell` without an
+/// installed misspelling list and `realword` without installed real words
+/// ([`human::install_misspellings`], [`human::install_real_words`]).
 pub fn apply(
     kind: NoiseKind,
     seed: u64,
@@ -280,6 +324,12 @@ pub fn apply(
         NoiseKind::Lemma => word::lemmatize(WordNet::global()?, text),
         NoiseKind::Synonym => word::synonym(&mut rng, WordNet::global()?, text),
         NoiseKind::Boundary => human::boundary(&mut rng, text).map(|i| i.text),
+        NoiseKind::Misspell => {
+            human::misspell(human::installed_misspellings()?, &mut rng, text).map(|i| i.text)
+        }
+        NoiseKind::Realword => {
+            human::realword(&mut rng, text, human::installed_real_words()?).map(|i| i.text)
+        }
     };
     Ok(NoiseOutcome::new(text, candidate))
 }

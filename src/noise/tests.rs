@@ -7,7 +7,28 @@ use super::*;
 
 const Q: &str = "What is the definition of anthropological environment?";
 
+/// Installs the test's misspelling list and real-word neighbours, once per process.
+fn human_lists() {
+    static INIT: std::sync::Once = std::sync::Once::new();
+    INIT.call_once(|| {
+        human::install_misspellings(human::Misspellings::from_entries([
+            ("definition", &["defenition", "definitoin"][..]),
+            ("quick", &["quik"][..]),
+            ("population", &["populaton"][..]),
+        ]));
+        // Stand-in neighbours: the plural, for any word of four letters or more.
+        human::install_real_words(Box::new(|w: &str| {
+            if w.len() >= 4 && !w.ends_with('s') {
+                vec![format!("{w}s")]
+            } else {
+                Vec::new()
+            }
+        }));
+    });
+}
+
 fn run(kind: NoiseKind, seed: u64, qid: &str, variant: u32, text: &str) -> NoiseOutcome {
+    human_lists();
     match apply(kind, seed, qid, variant, text) {
         Ok(o) => o,
         Err(e) => panic!("{kind}: {e}"),
@@ -71,6 +92,37 @@ fn serde_names_match_cli_names() {
 }
 
 // ------------------------------------------------ what each kind does
+
+#[test]
+fn misspell_and_realword_draw_from_what_is_installed() {
+    let q = "what is the definition of population growth";
+    let mut seen = std::collections::BTreeSet::new();
+    for v in 0..40 {
+        let o = run(NoiseKind::Misspell, 3, "q", v, q);
+        assert!(o.applied, "{:?}", o.text);
+        let changed: Vec<&str> = o
+            .text
+            .split(' ')
+            .filter(|w| !q.split(' ').any(|x| x == *w))
+            .collect();
+        assert_eq!(changed.len(), 1, "{:?}", o.text);
+        assert!(
+            ["defenition", "definitoin", "populaton"].contains(&changed[0]),
+            "{:?}",
+            o.text
+        );
+        seen.insert(changed[0].to_string());
+    }
+    assert_eq!(seen.len(), 3, "every listed misspelling is drawn: {seen:?}");
+    assert!(!run(NoiseKind::Misspell, 3, "q", 0, "nothing listed here").applied);
+    let o = run(NoiseKind::Realword, 3, "q", 0, "causes of anemia");
+    // `causes` has no stand-in neighbour (it ends in `s`), `of` is a stopword.
+    assert_eq!(o.text, "causes of anemias");
+    assert_eq!(run(NoiseKind::Realword, 3, "q", 0, "of the").text, "of the");
+    assert!(NoiseKind::Misspell.not_for_training().is_some());
+    assert!(NoiseKind::Realword.not_for_training().is_some());
+    assert!(NoiseKind::Typo.not_for_training().is_none());
+}
 
 #[test]
 fn cd_deletes_one_character() {
@@ -386,7 +438,11 @@ fn deterministic_for_same_inputs() {
 fn variants_and_seeds_differ() {
     wordnet();
     let qs = sample_queries();
-    for kind in NoiseKind::ALL.into_iter().filter(|k| k.is_random()) {
+    // The list-driven kinds apply only where a listed word is (tested below).
+    let generators = NoiseKind::ALL
+        .into_iter()
+        .filter(|k| k.is_random() && !k.needs_misspellings() && !k.needs_lexicon());
+    for kind in generators {
         let (mut applied, mut by_variant, mut by_seed) = (0, 0, 0);
         for (qid, text) in &qs {
             let base = run(kind, 1, qid, 0, text);
