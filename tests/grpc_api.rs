@@ -3,13 +3,14 @@
 //! time, from proto/ with grpc_tools.protoc. The client prints JSON; the asserts are below.
 
 mod common;
+mod registry_common;
 
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::{default_index, minilm_bundle, python, root, Server};
-use serde_json::Value;
+use serde_json::{json, Value};
 
 /// Longest time one client run may take.
 const CLIENT_LIMIT: Duration = Duration::from_secs(180);
@@ -500,4 +501,199 @@ fn hostile_grpc_messages_get_status_codes_never_internal_errors() {
     assert_eq!(out["hits_after"], 3, "{out}");
     let log = server.stderr.lock().unwrap().clone();
     assert!(!log.contains("panicked"), "{log}");
+}
+
+/// One HTTP `/search` answer, by curl.
+fn http_search(server: &Server, body: &Value) -> Value {
+    let out = Command::new("curl")
+        .args([
+            "-sS",
+            "--max-time",
+            "60",
+            "-H",
+            "Content-Type: application/json",
+            "--data",
+        ])
+        .arg(body.to_string())
+        .arg(format!("{}/search", server.base))
+        .output()
+        .expect("run curl");
+    serde_json::from_slice(&out.stdout).expect("JSON answer")
+}
+
+/// Per query, the (id, score) pairs of an HTTP answer (`results` of a batch).
+fn http_hits(v: &Value) -> Vec<Vec<(String, f64)>> {
+    v["results"]
+        .as_array()
+        .expect("results")
+        .iter()
+        .map(|hits| {
+            hits.as_array()
+                .expect("hits")
+                .iter()
+                .map(|h| {
+                    (
+                        h["id"].as_str().unwrap().to_string(),
+                        h["score"].as_f64().unwrap(),
+                    )
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// The same from a gRPC answer (protobuf JSON: empty fields are left out).
+fn grpc_hits(v: &Value) -> Vec<Vec<(String, f64)>> {
+    v["results"]
+        .as_array()
+        .expect("results")
+        .iter()
+        .map(|r| {
+            r["hits"]
+                .as_array()
+                .map(|hits| {
+                    hits.iter()
+                        .map(|h| {
+                            (
+                                h["id"].as_str().unwrap().to_string(),
+                                h["score"].as_f64().unwrap_or(0.0),
+                            )
+                        })
+                        .collect()
+                })
+                .unwrap_or_default()
+        })
+        .collect()
+}
+
+fn assert_same_hits(http: &Value, grpc: &Value, what: &str) {
+    let (a, b) = (http_hits(http), grpc_hits(grpc));
+    assert_eq!(a.len(), b.len(), "{what}: queries");
+    for (q, (x, y)) in a.iter().zip(&b).enumerate() {
+        let ids = |l: &[(String, f64)]| l.iter().map(|h| h.0.clone()).collect::<Vec<_>>();
+        assert_eq!(ids(x), ids(y), "{what}: query {q} documents and order");
+        for ((_, s1), (_, s2)) in x.iter().zip(y) {
+            assert!(
+                (s1 - s2).abs() <= 1e-4,
+                "{what}: query {q} scores {s1} vs {s2}"
+            );
+        }
+    }
+}
+
+#[test]
+fn http_and_grpc_give_the_same_answer_routed_fused_and_repaired() {
+    let index = default_index().to_str().unwrap().to_string();
+    let a = minilm_bundle().to_str().unwrap().to_string();
+    let b = registry_common::second_bundle();
+    let data = tempfile::tempdir().expect("data dir");
+    let server = Server::start(&[
+        "--index",
+        &index,
+        "--encoder",
+        &a,
+        "--grpc-addr",
+        "127.0.0.1:0",
+        "--data-dir",
+        data.path().to_str().unwrap(),
+        "--router",
+        "typo",
+        "--models-dir",
+        &registry_common::second_bundle_dir(),
+    ]);
+    let admin = registry_common::Admin::of(&server, data.path());
+    let load = json!({ "name": "minilm-b", "path": b });
+    assert_eq!(
+        admin
+            .call("POST", "/admin/encoders", Some(&load.to_string()))
+            .0,
+        201
+    );
+    let alias = json!({ "encoder": "minilm-b", "repair": "on" });
+    assert_eq!(
+        admin
+            .call("PUT", "/admin/aliases/typo", Some(&alias.to_string()))
+            .0,
+        200
+    );
+
+    let clean = "what is the capital of france";
+    // Two unknown words of six: a typo'd query (more would read as another language).
+    let noisy = "what is the captial of frnace";
+    let requests = [
+        // Routed per query: no encoder named and a router configured.
+        json!({ "queries": [clean, noisy, clean], "k": 5 }),
+        // Fused by RRF over two aliases, with repair.
+        json!({ "queries": [noisy, clean], "k": 5, "fusion": ["default", "typo"], "repair": "on" }),
+        // One encoder named: no routing.
+        json!({ "queries": [noisy], "k": 3, "encoder": "minilm", "repair": "on", "repair_fusion": "repaired" }),
+    ];
+    let file = data.path().join("requests.json");
+    std::fs::write(&file, serde_json::to_vec(&requests).unwrap()).unwrap();
+    let stubs = tempfile::tempdir().expect("tempdir");
+    generate_stubs(stubs.path());
+    let out = run_client(
+        &server,
+        stubs.path(),
+        &["--mode", "search", "--requests", file.to_str().unwrap()],
+    );
+    let grpc = out["answers"].as_array().expect("answers");
+    assert_eq!(grpc.len(), requests.len(), "{out}");
+    let http: Vec<Value> = requests.iter().map(|r| http_search(&server, r)).collect();
+
+    // Routed: the same aliases chosen, the same encoders, the same documents.
+    let (h, g) = (&http[0], &grpc[0]);
+    assert_same_hits(h, g, "routed");
+    assert_eq!(h["routed_to"], json!(["default", "typo", "default"]), "{h}");
+    assert_eq!(g["routed_to"], h["routed_to"], "{g}");
+    let names = |v: &Value| -> Vec<String> {
+        v["encoders"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["name"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(names(g), names(h));
+    assert_eq!(names(h), ["minilm", "minilm-b", "minilm"]);
+
+    // Fused: the same fusion, the same merged lists, the same repairs.
+    let (h, g) = (&http[1], &grpc[1]);
+    assert_same_hits(h, g, "fused");
+    assert_eq!(g["fusion"]["method"], "rrf", "{g}");
+    assert_eq!(
+        g["fusion"]["depth"].as_u64(),
+        h["fusion"]["depth"].as_u64(),
+        "{g}"
+    );
+    let fused_names = |v: &Value| -> Vec<(String, String)> {
+        v["fusion"]["encoders"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| {
+                (
+                    e["requested"].as_str().unwrap().to_string(),
+                    e["name"].as_str().unwrap().to_string(),
+                )
+            })
+            .collect()
+    };
+    assert_eq!(fused_names(g), fused_names(h));
+    assert_eq!(g["repairs"][0]["text"], h["repairs"][0]["text"], "{g} {h}");
+    assert!(
+        h["repairs"][0]["text"].as_str().is_some_and(|t| t != noisy),
+        "{h}"
+    );
+
+    // Named encoder: no routing either way, the same repaired search.
+    let (h, g) = (&http[2], &grpc[2]);
+    assert_same_hits(h, g, "named");
+    assert!(
+        h.get("routed_to").is_none() && g.get("routed_to").is_none(),
+        "{h} {g}"
+    );
+    assert_eq!(g["encoder"]["name"], "minilm");
+    assert_eq!(g["repairs"][0]["text"], h["repairs"][0]["text"]);
+    assert_eq!(g["repairs"][0]["fusion"], "repaired");
 }

@@ -140,6 +140,13 @@ fn repairer_for(state: &AppState, mode: RepairMode) -> Result<Option<Arc<Repaire
         .map_err(|e| ApiError::invalid(format!("repair: {e}")).with_param("repair"))
 }
 
+/// What a search refuses before any work: 503 unless ready, then texts outside the limits (a
+/// routed search checks this before the router chooses).
+pub(crate) fn precheck(state: &AppState, texts: &[String], field: &str) -> Result<(), ApiError> {
+    ready_or_503(state)?;
+    validate_texts(state, texts, field)
+}
+
 /// Checks query texts against the limits.
 fn validate_texts(state: &AppState, texts: &[String], field: &str) -> Result<(), ApiError> {
     if texts.is_empty() {

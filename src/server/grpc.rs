@@ -1,7 +1,7 @@
 //! The gRPC API (`proto/capot/v1/retrieval.proto`, service `capot.v1.Retrieval`), served by tonic
 //! beside HTTP with the standard health service and server reflection.
 //!
-//! The handlers are thin wrappers around [`core::search`] and [`core::embed`], so validation,
+//! The handlers are thin wrappers around [`pipeline::search`] and [`core::embed`], so validation,
 //! limits and errors are the HTTP API's; an [`ApiError`] becomes a [`Status`] by its HTTP status
 //! ([`to_status`]).
 
@@ -18,9 +18,10 @@ use tonic_health::pb::health_check_response::ServingStatus as HealthStatus;
 use tonic_health::pb::health_server::{Health, HealthServer};
 use tonic_health::pb::{HealthCheckRequest, HealthCheckResponse};
 
-use super::core::{self, SearchOutput, SearchParams};
+use super::core::{self, SearchParams};
 use super::error::ApiError;
 use super::http::constant_time_eq;
+use super::pipeline::{self, EncoderRef, SearchOutcome, Served};
 use super::state::AppState;
 
 /// Code generated from `proto/capot/v1/retrieval.proto` by `build.rs`.
@@ -208,20 +209,30 @@ fn parse_name<T: std::str::FromStr<Err = String>>(
         .transpose()
 }
 
-fn search_params(req: pb::SearchRequest) -> Result<SearchParams, ApiError> {
-    Ok(SearchParams {
-        texts: req.queries,
-        field: "queries",
-        k: req.k.map(to_usize).unwrap_or(DEFAULT_K),
-        encoder: non_empty(req.encoder),
-        ef: req.ef.map(to_usize),
-        repair: parse_name(req.repair, "repair")?,
-        repair_fusion: parse_name(req.repair_fusion, "repair_fusion")?,
+fn search_request(req: pb::SearchRequest) -> Result<pipeline::SearchRequest, ApiError> {
+    Ok(pipeline::SearchRequest {
+        params: SearchParams {
+            texts: req.queries,
+            field: "queries",
+            k: req.k.map(to_usize).unwrap_or(DEFAULT_K),
+            encoder: non_empty(req.encoder),
+            ef: req.ef.map(to_usize),
+            repair: parse_name(req.repair, "repair")?,
+            repair_fusion: parse_name(req.repair_fusion, "repair_fusion")?,
+        },
+        fusion: (!req.fusion.is_empty()).then_some(req.fusion),
     })
 }
 
-fn search_response(out: SearchOutput) -> pb::SearchResponse {
-    let fusion = out.pipeline.fusion.unwrap_or_default();
+fn encoder_ref(e: EncoderRef) -> pb::EncoderRef {
+    pb::EncoderRef {
+        name: e.name,
+        version: e.version,
+    }
+}
+
+fn search_response(out: SearchOutcome) -> pb::SearchResponse {
+    let fusion_name = out.repair_fusion.as_str();
     let repairs = out
         .repairs
         .iter()
@@ -242,10 +253,49 @@ fn search_response(out: SearchOutput) -> pb::SearchResponse {
                         start: u32::try_from(e.start).unwrap_or(u32::MAX),
                     })
                     .collect(),
-                fusion: fusion.as_str().to_string(),
+                fusion: fusion_name.to_string(),
             },
         })
         .collect();
+    let (encoder, routed_to, encoders, fusion) = match out.served {
+        Served::One(e) => (Some(encoder_ref(e)), Vec::new(), Vec::new(), None),
+        Served::Routed {
+            routed_to,
+            encoders,
+        } => {
+            let single = encoders
+                .first()
+                .filter(|first| encoders.iter().all(|e| e == *first))
+                .cloned()
+                .map(encoder_ref);
+            (
+                single,
+                routed_to,
+                encoders.into_iter().map(encoder_ref).collect(),
+                None,
+            )
+        }
+        Served::Fused(f) => (
+            None,
+            Vec::new(),
+            Vec::new(),
+            Some(pb::FusionInfo {
+                method: f.method.to_string(),
+                k: f.k,
+                depth: to_u32(f.depth),
+                encoders: f
+                    .encoders
+                    .into_iter()
+                    .map(|e| pb::FusedEncoder {
+                        requested: e.requested,
+                        name: e.name,
+                        version: e.version,
+                    })
+                    .collect(),
+            }),
+        ),
+    };
+    let t = out.timings;
     pb::SearchResponse {
         repairs,
         results: out
@@ -264,18 +314,18 @@ fn search_response(out: SearchOutput) -> pb::SearchResponse {
                     .collect(),
             })
             .collect(),
-        encoder: Some(pb::EncoderRef {
-            name: out.encoder_name,
-            version: out.encoder_version,
-        }),
+        encoder,
         timings: Some(pb::Timings {
-            repair_ms: out.timings_ms.repair,
-            tokenize_ms: out.timings_ms.tokenize,
-            queue_ms: out.timings_ms.queue,
-            encode_ms: out.timings_ms.encode,
-            search_ms: out.timings_ms.search,
-            total_ms: out.timings_ms.total,
+            repair_ms: t.repair,
+            tokenize_ms: t.tokenize,
+            queue_ms: t.queue,
+            encode_ms: t.encode,
+            search_ms: t.search,
+            total_ms: t.total,
         }),
+        routed_to,
+        encoders,
+        fusion,
     }
 }
 
@@ -366,7 +416,7 @@ impl Retrieval for RetrievalService {
         let call = Call::start(&self.state, "Search");
         let result = async {
             self.authorize(request.metadata())?;
-            let out = core::search(&self.state, search_params(request.into_inner())?).await?;
+            let out = pipeline::search(&self.state, search_request(request.into_inner())?).await?;
             Ok(search_response(out))
         }
         .await;
@@ -405,7 +455,7 @@ impl Retrieval for RetrievalService {
                 };
                 match next {
                     Ok(Some(req)) => {
-                        match async { core::search(&state, search_params(req)?).await }.await {
+                        match async { pipeline::search(&state, search_request(req)?).await }.await {
                             Ok(out) => {
                                 if tx.send(Ok(search_response(out))).await.is_err() {
                                     break (Code::Cancelled, Some("cancelled"));
@@ -650,24 +700,32 @@ mod tests {
     }
 
     #[test]
-    fn search_params_default_k_and_empty_encoder() {
+    fn search_request_default_k_empty_encoder_and_fusion() {
         use crate::repair::{RepairFusion, RepairMode};
-        let p = search_params(pb::SearchRequest {
+        let p = search_request(pb::SearchRequest {
             queries: vec!["a".into()],
             ..Default::default()
         })
         .unwrap();
+        assert_eq!(p.fusion, None, "no names, no fusion");
+        let p = p.params;
         assert_eq!(p.k, DEFAULT_K);
         assert_eq!((p.encoder, p.repair, p.repair_fusion), (None, None, None));
-        let p = search_params(pb::SearchRequest {
+        let p = search_request(pb::SearchRequest {
             queries: vec!["a".into()],
             k: Some(0),
             encoder: "minilm".into(),
             ef: Some(64),
             repair: "on".into(),
             repair_fusion: "repaired".into(),
+            fusion: vec!["default".into(), "typo".into()],
         })
         .unwrap();
+        assert_eq!(
+            p.fusion,
+            Some(vec!["default".to_string(), "typo".to_string()])
+        );
+        let p = p.params;
         assert_eq!(
             (p.k, p.encoder.as_deref(), p.ef),
             (0, Some("minilm"), Some(64))
@@ -676,7 +734,7 @@ mod tests {
             (p.repair, p.repair_fusion),
             (Some(RepairMode::On), Some(RepairFusion::Repaired))
         );
-        let err = search_params(pb::SearchRequest {
+        let err = search_request(pb::SearchRequest {
             queries: vec!["a".into()],
             repair: "sometimes".into(),
             ..Default::default()

@@ -15,6 +15,7 @@ use serde_json::json;
 
 use super::core::{self, SearchParams};
 use super::error::{ApiError, FailureReason, JsonBody};
+use super::pipeline::{self, SearchOutcome, Served};
 use super::state::AppState;
 use crate::registry::LoadedEncoder;
 use crate::repair::{RepairFusion, RepairMode, Repaired};
@@ -315,25 +316,76 @@ pub(crate) fn repair_view(r: &Option<Repaired>, fusion: RepairFusion) -> serde_j
     }
 }
 
-/// Adds `repair` (one query) or `repairs` (a batch) to a search response when any query changed.
-pub(crate) fn insert_repairs(
-    body: &mut serde_json::Value,
-    repairs: &[Option<Repaired>],
-    fusion: RepairFusion,
-    batch_form: bool,
-) {
-    if repairs.iter().all(Option::is_none) {
-        return;
-    }
-    if let serde_json::Value::Object(o) = body {
+/// The JSON body of a search outcome: `results` (a list for `query`, a list per query for
+/// `queries`), `timings_ms`, what served it (`encoder`; `routed_to` and, for a batch, `encoders`
+/// when routed; `fusion` when fused), and `repair` / `repairs` when any query was repaired.
+fn search_body(out: SearchOutcome, batch_form: bool) -> Result<serde_json::Value, ApiError> {
+    let one_or_all = |v: Vec<serde_json::Value>| -> serde_json::Value {
         if batch_form {
-            let all: Vec<serde_json::Value> =
-                repairs.iter().map(|r| repair_view(r, fusion)).collect();
-            o.insert("repairs".into(), json!(all));
-        } else if let Some(r) = repairs.first() {
-            o.insert("repair".into(), repair_view(r, fusion));
+            json!(v)
+        } else {
+            v.into_iter().next().unwrap_or(serde_json::Value::Null)
+        }
+    };
+    let results: Vec<serde_json::Value> = out
+        .results
+        .iter()
+        .map(serde_json::to_value)
+        .collect::<Result<_, _>>()
+        .map_err(|e| ApiError::internal(e.to_string()))?;
+    let mut body = serde_json::Map::new();
+    body.insert(
+        "results".into(),
+        if batch_form || !results.is_empty() {
+            one_or_all(results)
+        } else {
+            json!([])
+        },
+    );
+    match out.served {
+        Served::One(encoder) => {
+            body.insert("encoder".into(), json!(encoder));
+            body.insert("timings_ms".into(), json!(out.timings));
+        }
+        Served::Routed {
+            routed_to,
+            encoders,
+        } => {
+            let mut distinct = routed_to.clone();
+            distinct.sort();
+            distinct.dedup();
+            if !batch_form || distinct.len() == 1 {
+                if let Some(e) = encoders.first() {
+                    body.insert("encoder".into(), json!(e));
+                }
+            }
+            if batch_form {
+                body.insert("encoders".into(), json!(encoders));
+            }
+            body.insert(
+                "routed_to".into(),
+                one_or_all(routed_to.into_iter().map(serde_json::Value::from).collect()),
+            );
+            body.insert("timings_ms".into(), json!(out.timings));
+        }
+        Served::Fused(fusion) => {
+            body.insert("fusion".into(), json!(fusion));
+            body.insert("timings_ms".into(), json!({ "total": out.timings.total }));
         }
     }
+    if out.repairs.iter().any(Option::is_some) {
+        let views: Vec<serde_json::Value> = out
+            .repairs
+            .iter()
+            .map(|r| repair_view(r, out.repair_fusion))
+            .collect();
+        if batch_form {
+            body.insert("repairs".into(), json!(views));
+        } else if let Some(v) = views.into_iter().next() {
+            body.insert("repair".into(), v);
+        }
+    }
+    Ok(serde_json::Value::Object(body))
 }
 
 async fn search(
@@ -352,46 +404,23 @@ async fn search(
             ))
         }
     };
-    if super::routing::applies(&state, req.encoder.as_deref(), req.fusion.as_deref()) {
-        let routed = super::routing::RoutedRequest {
-            texts,
-            batch_form,
-            k: req.k,
-            ef: req.ef,
-            encoder: req.encoder,
-            fusion: req.fusion,
-            repair: req.repair,
-            repair_fusion: req.repair_fusion,
-        };
-        return super::routing::search(&state, routed).await;
-    }
-    let out = core::search(
+    let out = pipeline::search(
         &state,
-        SearchParams {
-            texts,
-            field: if batch_form { "queries" } else { "query" },
-            k: req.k,
-            encoder: req.encoder,
-            ef: req.ef,
-            repair: req.repair,
-            repair_fusion: req.repair_fusion,
+        pipeline::SearchRequest {
+            params: SearchParams {
+                texts,
+                field: if batch_form { "queries" } else { "query" },
+                k: req.k,
+                encoder: req.encoder,
+                ef: req.ef,
+                repair: req.repair,
+                repair_fusion: req.repair_fusion,
+            },
+            fusion: req.fusion,
         },
     )
     .await?;
-    let fusion = out.pipeline.fusion.unwrap_or_default();
-    let results = if batch_form {
-        serde_json::to_value(&out.results)
-    } else {
-        serde_json::to_value(out.results.into_iter().next().unwrap_or_default())
-    }
-    .map_err(|e| ApiError::internal(e.to_string()))?;
-    let mut body = json!({
-        "results": results,
-        "encoder": { "name": out.encoder_name, "version": out.encoder_version },
-        "timings_ms": out.timings_ms,
-    });
-    insert_repairs(&mut body, &out.repairs, fusion, batch_form);
-    Ok(Json(body))
+    Ok(Json(search_body(out, batch_form)?))
 }
 
 /// `POST /v1/embeddings` body, as OpenAI defines it.

@@ -8,7 +8,7 @@ pub mod grpc;
 pub mod http;
 pub mod metrics;
 pub mod model_roots;
-pub mod routing;
+pub mod pipeline;
 pub mod state;
 
 use std::net::SocketAddr;

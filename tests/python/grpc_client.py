@@ -10,6 +10,8 @@ Modes:
   auth  The same service with an API key: calls without, with a wrong and with the right key.
   hold  Opens a SearchStream, prints "answered" once the first request is answered, then keeps
         the stream open until the server ends it (the test stops the server meanwhile).
+  search  Runs the Search requests of --requests (a JSON list of SearchRequest fields) and prints
+        each response as JSON (protobuf field names), for comparing with HTTP's /search.
   fuzz  Hostile messages, seeded: raw random bytes as Search, Embed and SearchStream messages,
         and well-formed ones with random field values (control characters, huge or zero k and
         ef, unknown encoders and modes, a megabyte of one character); counts the status codes
@@ -358,11 +360,34 @@ def fuzz_mode(channel, pb, pb_grpc, health_pb, health_grpc, cases):
     }
 
 
+def search_mode(channel, pb, pb_grpc, requests_file):
+    from google.protobuf.json_format import MessageToDict
+
+    stub = pb_grpc.RetrievalStub(channel)
+    with open(requests_file) as f:
+        requests = json.load(f)
+    answers = []
+    for fields in requests:
+        try:
+            r = stub.Search(pb.SearchRequest(**fields), timeout=DEADLINE)
+            answers.append(MessageToDict(r, preserving_proto_field_name=True))
+        except grpc_error() as e:
+            answers.append({"error": {"code": code_name(e), "message": e.details()}})
+    return {"answers": answers}
+
+
+def grpc_error():
+    import grpc
+
+    return grpc.RpcError
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--target", required=True, help="HOST:PORT of capot's gRPC listener")
     ap.add_argument("--stubs", required=True, help="directory of the generated *_pb2 modules")
-    ap.add_argument("--mode", choices=["main", "auth", "hold", "fuzz"], default="main")
+    ap.add_argument("--mode", choices=["main", "auth", "hold", "fuzz", "search"], default="main")
+    ap.add_argument("--requests", help="JSON list of SearchRequest fields (mode search)")
     ap.add_argument("--cases", type=int, default=600)
     ap.add_argument("--api-key")
     args = ap.parse_args()
@@ -383,6 +408,8 @@ def main():
             out = main_mode(channel, *mods)
         elif args.mode == "hold":
             out = hold_mode(channel, pb, pb_grpc)
+        elif args.mode == "search":
+            out = search_mode(channel, pb, pb_grpc, args.requests)
         elif args.mode == "fuzz":
             out = fuzz_mode(channel, pb, pb_grpc, health_pb, health_grpc, args.cases)
         else:
