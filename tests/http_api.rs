@@ -1612,6 +1612,12 @@ fn ready_is_503_until_loaded_and_a_bad_index_stops_the_service() {
         std::thread::sleep(Duration::from_millis(10));
     }
     println!("/ready answered 503 {not_ready} time(s) before 200");
+    // Those 503s are the service saying it is loading: no error in the log for them.
+    let log = server.stderr.lock().expect("log").clone();
+    assert!(
+        !log.lines().any(|l| l.contains("ERROR")),
+        "503s while loading were logged as errors:\n{log}"
+    );
     // Loading the index and MiniLM takes far longer than the first poll.
     assert!(
         not_ready >= 1,

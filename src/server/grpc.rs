@@ -85,6 +85,44 @@ pub fn to_status(e: &ApiError) -> Status {
     Status::with_metadata(code, e.message.clone(), metadata)
 }
 
+/// Whether a status is tonic's answer to bytes that do not decode as the method's message: the
+/// client's error, though gRPC's status-code table names INTERNAL for it.
+fn is_decode_error(code: Code, message: &str) -> bool {
+    code == Code::Internal
+        && (message.starts_with("failed to decode") || message.starts_with("failed%20to%20decode"))
+}
+
+/// Rewrites tonic's INTERNAL answer to an undecodable unary message (sent before any handler
+/// runs, as a trailers-only response) to INVALID_ARGUMENT with capot's `invalid_request` code, so
+/// a client's malformed bytes are never reported as a server fault.
+fn decode_errors_are_invalid_argument(
+    mut resp: axum::http::Response<tonic::body::Body>,
+) -> axum::http::Response<tonic::body::Body> {
+    let headers = resp.headers_mut();
+    let decode = headers
+        .get("grpc-status")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<i32>().ok())
+        .is_some_and(|c| {
+            let message = headers
+                .get("grpc-message")
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or("");
+            is_decode_error(Code::from_i32(c), message)
+        });
+    if decode {
+        let invalid = (Code::InvalidArgument as i32).to_string();
+        if let Ok(v) = axum::http::HeaderValue::from_str(&invalid) {
+            headers.insert("grpc-status", v);
+        }
+        headers.insert(
+            ERROR_CODE_KEY,
+            axum::http::HeaderValue::from_static("invalid_request"),
+        );
+    }
+    resp
+}
+
 /// Route label of a method in the request metrics, e.g. `grpc:/capot.v1.Retrieval/Search`.
 fn route(method: &str) -> String {
     format!("grpc:/{SERVICE_NAME}/{method}")
@@ -470,6 +508,13 @@ impl Retrieval for RetrievalService {
                         }
                     }
                     Ok(None) => break (Code::Ok, None),
+                    Err(status) if is_decode_error(status.code(), status.message()) => {
+                        let e = ApiError::invalid(status.message().to_string());
+                        let status = to_status(&e);
+                        let code = status.code();
+                        let _ = tx.send(Err(status)).await;
+                        break (code, Some(e.code));
+                    }
                     Err(status) => {
                         let code = status.code();
                         let _ = tx.send(Err(status)).await;
@@ -640,6 +685,9 @@ pub async fn serve(
     let incoming = tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true));
     let mut stop = stop;
     tonic::transport::Server::builder()
+        .layer(tower::util::MapResponseLayer::new(
+            decode_errors_are_invalid_argument,
+        ))
         .add_service(health)
         .add_service(reflection_v1)
         .add_service(reflection_v1alpha)

@@ -174,6 +174,26 @@ fn load_all(state: &AppState, options: &ServeOptions) -> Result<(), String> {
     Ok(())
 }
 
+/// Logs a failed HTTP response: a 503 is the service saying what it is doing (loading, draining,
+/// over its time limit) — expected while `/ready` is polled during a start — and is logged at
+/// DEBUG, counted by `capot_request_failures_total`; other 5xx and transport failures are errors.
+fn log_failure(
+    class: tower_http::classify::ServerErrorsFailureClass,
+    latency: std::time::Duration,
+    _span: &tracing::Span,
+) {
+    use tower_http::classify::ServerErrorsFailureClass;
+    let ms = latency.as_secs_f64() * 1e3;
+    match class {
+        ServerErrorsFailureClass::StatusCode(s)
+            if s == axum::http::StatusCode::SERVICE_UNAVAILABLE =>
+        {
+            tracing::debug!(status = s.as_u16(), latency_ms = ms, "service unavailable")
+        }
+        other => tracing::error!(classification = %other, latency_ms = ms, "response failed"),
+    }
+}
+
 /// The index's query repairer with the language prior, `None` when the index has no
 /// vocabulary. What is missing is logged: repair degrades, serving does not.
 fn load_repairer(index: &Index, lexicons: &[PathBuf]) -> Result<Option<Arc<Repairer>>, String> {
@@ -271,7 +291,8 @@ pub async fn serve(options: ServeOptions) -> Result<(), ServeError> {
                     .and_then(|v| v.to_str().ok())
                     .unwrap_or("-");
                 tracing::info_span!("request", method = %req.method(), path = %req.uri().path(), request_id = %id)
-            }),
+            })
+            .on_failure(log_failure),
         )
         .layer(SetRequestIdLayer::x_request_id(MakeRequestUuid));
 
