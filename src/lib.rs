@@ -2,6 +2,7 @@
 //! encoders aligned to it with CAPOT, and the service that routes and hot-swaps between them.
 
 pub mod align;
+pub mod atomic_file;
 pub mod clock;
 pub mod dataset;
 pub mod encoder;

@@ -96,12 +96,11 @@ pub(crate) fn save(
         std::fs::remove_dir_all(&final_dir).map_err(|e| AlignError::io(&final_dir, e))?;
     }
     std::fs::rename(&tmp, &final_dir).map_err(|e| AlignError::io(&final_dir, e))?;
+    crate::atomic_file::sync_dir(dir).map_err(|e| AlignError::io(dir, e))?;
     let latest = dir.join("latest.json");
-    let latest_tmp = dir.join(".latest.json.tmp");
     let text = serde_json::to_string(&Latest { dir: name.clone() })
         .map_err(|e| ck_err(dir, e.to_string()))?;
-    std::fs::write(&latest_tmp, text).map_err(|e| AlignError::io(&latest_tmp, e))?;
-    std::fs::rename(&latest_tmp, &latest).map_err(|e| AlignError::io(&latest, e))?;
+    crate::atomic_file::write(&latest, text.as_bytes()).map_err(|e| AlignError::io(&latest, e))?;
     // Older step directories are no longer referenced.
     if let Ok(entries) = std::fs::read_dir(dir) {
         for entry in entries.flatten() {

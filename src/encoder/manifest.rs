@@ -157,16 +157,15 @@ impl EncoderManifest {
         Ok(m)
     }
 
-    /// Writes `encoder.json` into a bundle directory (temporary file, then rename).
+    /// Writes `encoder.json` into a bundle directory, atomically and durably.
     pub fn write(&self, bundle: &Path) -> Result<(), EncoderError> {
         let path = bundle.join(MANIFEST_FILE);
-        let tmp = bundle.join(".encoder.json.tmp");
         let text = serde_json::to_string_pretty(self).map_err(|e| EncoderError::Bundle {
             path: path.clone(),
             message: e.to_string(),
         })?;
-        std::fs::write(&tmp, text + "\n").map_err(|e| EncoderError::io(&tmp, e))?;
-        std::fs::rename(&tmp, &path).map_err(|e| EncoderError::io(&path, e))
+        crate::atomic_file::write(&path, (text + "\n").as_bytes())
+            .map_err(|e| EncoderError::io(&path, e))
     }
 
     /// `name@version`, how logs and responses identify the encoder.

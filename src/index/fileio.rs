@@ -270,17 +270,7 @@ pub(crate) fn verify_file(path: &Path, expected: &str) -> Result<(), IndexError>
 
 /// fsyncs a directory so that renames and new entries in it are durable.
 pub(crate) fn sync_dir(dir: &Path) -> Result<(), IndexError> {
-    // Opening a directory read-only and calling fsync works on Linux and macOS;
-    // elsewhere (Windows) it fails, and there it is not needed.
-    match File::open(dir) {
-        Ok(f) => match f.sync_all() {
-            Ok(()) => Ok(()),
-            Err(e) if cfg!(unix) => Err(IndexError::io(dir, e)),
-            Err(_) => Ok(()),
-        },
-        Err(e) if cfg!(unix) => Err(IndexError::io(dir, e)),
-        Err(_) => Ok(()),
-    }
+    crate::atomic_file::sync_dir(dir).map_err(|e| IndexError::io(dir, e))
 }
 
 #[cfg(test)]

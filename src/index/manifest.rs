@@ -285,21 +285,25 @@ impl IndexManifest {
     /// Replaces `dir/index.json` atomically (write a sibling, fsync, rename, fsync the
     /// directory): a reader sees the old manifest or the new one, never a mix.
     pub(crate) fn replace(&self, dir: &Path) -> Result<(), IndexError> {
-        let tmp = dir.join(format!("{MANIFEST_FILE}.tmp-{}", std::process::id()));
-        self.write_as(&tmp)?;
         let path = dir.join(MANIFEST_FILE);
-        std::fs::rename(&tmp, &path).map_err(|e| IndexError::io(&path, e))?;
-        super::fileio::sync_dir(dir)
+        crate::atomic_file::write(&path, self.text(&path)?.as_bytes())
+            .map_err(|e| IndexError::io(&path, e))
+    }
+
+    /// The manifest as written: pretty JSON and a newline.
+    fn text(&self, path: &Path) -> Result<String, IndexError> {
+        let mut text =
+            serde_json::to_string_pretty(self).map_err(|e| IndexError::InvalidManifest {
+                path: path.to_path_buf(),
+                reason: e.to_string(),
+            })?;
+        text.push('\n');
+        Ok(text)
     }
 
     fn write_as(&self, path: &Path) -> Result<(), IndexError> {
         let path = path.to_path_buf();
-        let mut text =
-            serde_json::to_string_pretty(self).map_err(|e| IndexError::InvalidManifest {
-                path: path.clone(),
-                reason: e.to_string(),
-            })?;
-        text.push('\n');
+        let text = self.text(&path)?;
         let mut w = super::fileio::HashingWriter::create(&path)?;
         w.put(text.as_bytes())?;
         w.finish()?;

@@ -420,15 +420,10 @@ impl IndexWriter {
             docs_text_bytes: self.docs.blob_len(),
             position,
         };
-        let tmp = self.work.join(format!("{CHECKPOINT_FILE}.tmp"));
         let json = serde_json::to_vec_pretty(&c)
             .map_err(|e| IndexError::InvalidInput(format!("checkpoint: {e}")))?;
-        let mut f = File::create(&tmp).map_err(|e| IndexError::io(&tmp, e))?;
-        f.write_all(&json).map_err(|e| IndexError::io(&tmp, e))?;
-        f.sync_all().map_err(|e| IndexError::io(&tmp, e))?;
         let dest = self.work.join(CHECKPOINT_FILE);
-        std::fs::rename(&tmp, &dest).map_err(|e| IndexError::io(&dest, e))?;
-        sync_dir(&self.work)?;
+        crate::atomic_file::write(&dest, &json).map_err(|e| IndexError::io(&dest, e))?;
         self.checkpointed = self.docs.len();
         Ok(())
     }

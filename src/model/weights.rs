@@ -200,14 +200,12 @@ impl BertWeights {
                     .map_err(|e| ModelError::Shape(format!("{n}: {e}")))
             })
             .collect::<Result<_, _>>()?;
-        let tmp = path.with_extension("safetensors.tmp");
-        safetensors::tensor::serialize_to_file(views, None, &tmp).map_err(|e| {
-            ModelError::Format {
-                path: tmp.clone(),
+        let bytes =
+            safetensors::tensor::serialize(views, None).map_err(|e| ModelError::Format {
+                path: path.to_path_buf(),
                 message: e.to_string(),
-            }
-        })?;
-        std::fs::rename(&tmp, path).map_err(|e| ModelError::io(path, e))
+            })?;
+        crate::atomic_file::write(path, &bytes).map_err(|e| ModelError::io(path, e))
     }
 
     /// Looks up a tensor by canonical name.

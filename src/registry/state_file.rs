@@ -167,52 +167,23 @@ pub fn read_bytes(path: &Path) -> Result<Option<Vec<u8>>, StateFileError> {
     }
 }
 
-/// Writes `state` to `path` through a temporary sibling and a rename, so readers never see a
-/// partial file; returns the content hash of what was written. When a write fails (a full
-/// disk), the previous file stays as it was and the temporary one is removed.
+/// Writes `state` to `path` atomically and durably ([`crate::atomic_file`]), so readers never
+/// see a partial file; returns the content hash of what was written. When a write fails (a full
+/// disk), the previous file stays as it was.
 pub fn write_atomic(path: &Path, state: &StateFile) -> Result<String, StateFileError> {
-    write_atomic_with(path, state, &mut |tmp, bytes| {
-        use std::io::Write;
-        let mut f = std::fs::File::create(tmp)?;
-        f.write_all(bytes)?;
-        f.sync_all()
-    })
-}
-
-/// [`write_atomic`] with the step that creates, fills and fsyncs the temporary file given, so
-/// tests can make it fail part way as a full disk does.
-fn write_atomic_with(
-    path: &Path,
-    state: &StateFile,
-    write_durably: &mut dyn FnMut(&Path, &[u8]) -> std::io::Result<()>,
-) -> Result<String, StateFileError> {
-    let io = |p: &Path| {
-        let p = p.to_path_buf();
-        move |source| StateFileError::Io { path: p, source }
-    };
     let mut text = serde_json::to_string_pretty(state).map_err(|e| StateFileError::Invalid {
         path: path.to_path_buf(),
         message: e.to_string(),
     })?;
     text.push('\n');
-    let file_name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "state.json".into());
-    let dir = path
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir).map_err(io(dir))?;
-    let tmp = dir.join(format!(".{file_name}.{}.tmp", std::process::id()));
-    let written = write_durably(&tmp, text.as_bytes()).and_then(|()| std::fs::rename(&tmp, path));
-    if let Err(source) = written {
-        let _ = std::fs::remove_file(&tmp);
-        return Err(StateFileError::Io {
-            path: path.to_path_buf(),
-            source,
-        });
+    let io = |source| StateFileError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    if let Some(dir) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).map_err(io)?;
     }
+    crate::atomic_file::write(path, text.as_bytes()).map_err(io)?;
     Ok(content_hash(text.as_bytes()))
 }
 
@@ -300,37 +271,19 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_write_that_fails_part_way_leaves_the_old_file_and_no_temporary() {
+    fn a_written_state_reads_back_with_its_hash() {
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("state.json");
-        let old = StateFile::parse(
+        let path = dir.path().join("sub/state.json");
+        let state = StateFile::parse(
             r#"{"encoders": {"a": {"path": "/a"}}, "aliases": {"default": "a"}}"#,
             &path,
         )
         .unwrap();
-        let old_hash = write_atomic(&path, &old).unwrap();
-        let before = std::fs::read(&path).unwrap();
-        let mut new = old.clone();
-        new.aliases.insert("typo".into(), "a".into());
-        // The disk fills up half way through the temporary file.
-        let e = write_atomic_with(&path, &new, &mut |tmp, bytes| {
-            std::fs::write(tmp, &bytes[..bytes.len() / 2])?;
-            Err(std::io::Error::from_raw_os_error(28)) // ENOSPC
-        })
-        .unwrap_err();
-        assert!(e.to_string().contains("state.json"), "{e}");
-        assert!(e.to_string().contains("No space left"), "{e}");
-        assert_eq!(std::fs::read(&path).unwrap(), before);
-        let names: Vec<_> = std::fs::read_dir(dir.path())
-            .unwrap()
-            .map(|e| e.unwrap().file_name())
-            .collect();
-        assert_eq!(names, ["state.json"], "a temporary file was left behind");
-        assert_eq!(content_hash(&before), old_hash);
-        // Space again: the change lands.
-        write_atomic(&path, &new).unwrap();
-        let text = std::fs::read_to_string(&path).unwrap();
-        assert_eq!(StateFile::parse(&text, &path).unwrap().aliases.len(), 2);
+        let hash = write_atomic(&path, &state).unwrap();
+        let bytes = std::fs::read(&path).unwrap();
+        assert_eq!(content_hash(&bytes), hash);
+        let text = String::from_utf8(bytes).unwrap();
+        assert_eq!(StateFile::parse(&text, &path).unwrap(), state);
     }
 
     #[test]

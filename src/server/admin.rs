@@ -405,25 +405,10 @@ fn generate_token(data_dir: &Path) -> Result<String, std::io::Error> {
     };
     std::fs::create_dir_all(data_dir)?;
     let path = data_dir.join(TOKEN_FILE);
-    let tmp = data_dir.join(format!(".{TOKEN_FILE}.{}.tmp", std::process::id()));
-    let mut opts = std::fs::OpenOptions::new();
-    opts.write(true).create(true).truncate(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::OpenOptionsExt;
-        opts.mode(0o600);
-    }
-    let mut f = opts.open(&tmp)?;
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        f.set_permissions(std::fs::Permissions::from_mode(0o600))?;
-    }
-    f.write_all(token.as_bytes())?;
-    f.write_all(b"\n")?;
-    f.sync_all()?;
-    drop(f);
-    std::fs::rename(&tmp, &path)?;
+    crate::atomic_file::write_with(&path, crate::atomic_file::Access::Private, |w| {
+        w.write_all(token.as_bytes())?;
+        w.write_all(b"\n")
+    })?;
     eprintln!("capot: admin token written to {}", path.display());
     tracing::info!(path = %path.display(), "generated an admin token");
     Ok(token)

@@ -16,12 +16,11 @@
 //! a file whose levels differ from the draw (other `m`, other seed, other node count) is refused.
 
 use std::fs::File;
-use std::io::{BufWriter, Write};
+use std::io::Write;
 use std::path::Path;
 
 use super::{Building, Lists};
 use crate::index::error::IndexError;
-use crate::index::fileio::sync_dir;
 use crate::index::graph::{Header, HEADER_WORDS};
 use crate::index::mapped::Mapped;
 
@@ -53,19 +52,13 @@ pub(crate) fn saved_progress(path: &Path) -> Option<usize> {
 /// paused, to `path` (through a temporary file, fsynced and renamed: a crash leaves the old
 /// file or the new one).
 pub(super) fn save(path: &Path, b: &Building<'_>, inserted: usize) -> Result<(), IndexError> {
-    let mut tmp = path.as_os_str().to_owned();
-    tmp.push(".tmp");
-    let tmp = std::path::PathBuf::from(tmp);
-    let result = write(&tmp, b, inserted).and_then(|()| std::fs::rename(&tmp, path));
-    if let Err(e) = result {
-        let _ = std::fs::remove_file(&tmp);
-        return Err(IndexError::io(path, e));
-    }
-    sync_dir(path.parent().unwrap_or(Path::new(".")))
+    crate::atomic_file::write_with(path, crate::atomic_file::Access::Default, |out| {
+        write(out, b, inserted)
+    })
+    .map_err(|e| IndexError::io(path, e))
 }
 
-fn write(tmp: &Path, b: &Building<'_>, inserted: usize) -> std::io::Result<()> {
-    let mut out = BufWriter::with_capacity(1 << 20, File::create(tmp)?);
+fn write(out: &mut impl Write, b: &Building<'_>, inserted: usize) -> std::io::Result<()> {
     let mut hasher = blake3::Hasher::new();
     let mut sink = |words: &[u32]| {
         let bytes: &[u8] = bytemuck::cast_slice(words);
@@ -81,8 +74,7 @@ fn write(tmp: &Path, b: &Building<'_>, inserted: usize) -> std::io::Result<()> {
     ])?;
     let (entry, top_level) = *b.top.read().unwrap_or_else(|e| e.into_inner());
     b.emit(&b.header(entry, top_level), &mut sink)?;
-    out.write_all(hasher.finalize().as_bytes())?;
-    out.into_inner()?.sync_all()
+    out.write_all(hasher.finalize().as_bytes())
 }
 
 /// Reads the progress saved at `path` for a build of nodes with `levels`, `m` and
