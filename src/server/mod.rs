@@ -1,7 +1,6 @@
 //! The search service: HTTP (axum), batching, metrics, admission control, graceful shutdown.
 
 pub mod admin;
-pub mod admin_jobs;
 pub mod core;
 pub mod error;
 pub mod grpc;

@@ -14,9 +14,9 @@ use axum::Json;
 use serde_json::{json, Value};
 use tokio_stream::wrappers::ReceiverStream;
 
-use super::admin::{blocking, Admin};
-use super::error::{ApiError, JsonBody};
+use super::{blocking, Admin};
 use crate::jobs::{JobError, JobManager, JobSpec, JobStatus};
+use crate::server::error::{ApiError, JsonBody};
 
 impl From<JobError> for ApiError {
     fn from(e: JobError) -> Self {
