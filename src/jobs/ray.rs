@@ -145,7 +145,7 @@ impl Runner for RayRunner {
                 env.insert(k.clone(), Value::String(v.clone()));
             }
         }
-        let entrypoint = entrypoint(workdir, &exports, &argv);
+        let entrypoint = entrypoint(workdir, &exports, &argv).map_err(start_err)?;
         let mut body = json!({
             "entrypoint": entrypoint,
             "submission_id": submission_id,
@@ -536,17 +536,21 @@ fn is_safe_id(id: &str) -> bool {
 
 /// The shell command Ray runs: `cd <workdir> && [export K=V && ...] exec <argv...>`. `exec`
 /// makes the command itself the process Ray signals and whose exit code it reports.
-fn entrypoint(workdir: &str, exports: &[(String, String)], argv: &[String]) -> String {
-    let mut s = format!("cd {} &&", shell_quote(workdir));
+fn entrypoint(
+    workdir: &str,
+    exports: &[(String, String)],
+    argv: &[String],
+) -> Result<String, String> {
+    let mut s = format!("cd {} &&", shell_quote(workdir)?);
     for (k, v) in exports {
-        s.push_str(&format!(" export {k}={} &&", shell_quote(v)));
+        s.push_str(&format!(" export {k}={} &&", shell_quote(v)?));
     }
     s.push_str(" exec");
     for a in argv {
         s.push(' ');
-        s.push_str(&shell_quote(a));
+        s.push_str(&shell_quote(a)?);
     }
-    s
+    Ok(s)
 }
 
 /// Whether `k` can be `export`ed by a POSIX shell.
@@ -558,31 +562,12 @@ fn is_shell_name(k: &str) -> bool {
         && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
-/// Quotes `s` as one word for a POSIX shell: as is when it holds only characters no shell
-/// treats specially, else in single quotes, with each `'` written as `'\''`.
-pub fn shell_quote(s: &str) -> String {
-    let safe = |c: char| {
-        c.is_ascii_alphanumeric()
-            || matches!(c, '_' | '-' | '.' | '/' | ',' | ':' | '@' | '%' | '+')
-    };
-    // `=` only after a leading `-` (`--lr=0.1`): in a first word `A=1` would be an assignment.
-    let plain = !s.is_empty()
-        && s.chars()
-            .all(|c| safe(c) || (c == '=' && s.starts_with('-')));
-    if plain {
-        return s.to_string();
-    }
-    let mut q = String::with_capacity(s.len() + 2);
-    q.push('\'');
-    for c in s.chars() {
-        if c == '\'' {
-            q.push_str("'\\''");
-        } else {
-            q.push(c);
-        }
-    }
-    q.push('\'');
-    q
+/// Quotes `s` as one word for a POSIX shell (the `shlex` crate); an error for a word no shell
+/// can pass (a NUL byte).
+fn shell_quote(s: &str) -> Result<String, String> {
+    shlex::try_quote(s)
+        .map(std::borrow::Cow::into_owned)
+        .map_err(|e| format!("{s:?} cannot be passed through a shell: {e}"))
 }
 
 #[cfg(test)]
@@ -593,19 +578,13 @@ mod tests {
     use std::sync::Mutex;
 
     #[test]
-    fn quoting_keeps_plain_words_and_quotes_the_rest() {
-        assert_eq!(shell_quote("align"), "align");
-        assert_eq!(shell_quote("/a/b-c_d.e,f:g@h%i+j"), "/a/b-c_d.e,f:g@h%i+j");
-        assert_eq!(shell_quote("--lr=0.1"), "--lr=0.1");
-        assert_eq!(shell_quote("A=1"), "'A=1'");
-        assert_eq!(shell_quote(""), "''");
-        assert_eq!(shell_quote("a b"), "'a b'");
-        assert_eq!(shell_quote("it's"), "'it'\\''s'");
-        assert_eq!(shell_quote("'"), "''\\'''");
-        assert_eq!(shell_quote("$HOME"), "'$HOME'");
-        assert_eq!(shell_quote("~"), "'~'");
-        assert_eq!(shell_quote("a\nb"), "'a\nb'");
-        assert_eq!(shell_quote("é"), "'é'");
+    fn plain_words_stay_plain_and_a_nul_byte_is_refused() {
+        assert_eq!(shell_quote("align").unwrap(), "align");
+        assert_eq!(shell_quote("/a/b-c_d.e").unwrap(), "/a/b-c_d.e");
+        assert!(shell_quote("a\0b")
+            .unwrap_err()
+            .contains("cannot be passed"));
+        assert!(entrypoint("/w", &[], &["a\0".to_string()]).is_err());
     }
 
     #[test]
@@ -629,7 +608,7 @@ mod tests {
         let mut script = String::from("printf '%s\\0'");
         for w in &words {
             script.push(' ');
-            script.push_str(&shell_quote(w));
+            script.push_str(&shell_quote(w).unwrap());
         }
         let out = std::process::Command::new("/bin/sh")
             .args(["-c", &script])
@@ -649,14 +628,32 @@ mod tests {
     #[test]
     fn entrypoint_changes_directory_then_execs() {
         let argv = vec!["/opt/capot".to_string(), "align".into(), "a b".into()];
+        let words = |s: String| shlex::split(&s).unwrap();
         assert_eq!(
-            entrypoint("/srv/jobs/j 1", &[], &argv),
-            "cd '/srv/jobs/j 1' && exec /opt/capot align 'a b'"
+            words(entrypoint("/srv/jobs/j 1", &[], &argv).unwrap()),
+            [
+                "cd",
+                "/srv/jobs/j 1",
+                "&&",
+                "exec",
+                "/opt/capot",
+                "align",
+                "a b"
+            ]
         );
         let exports = [("KEY".to_string(), "a$b'c".to_string())];
         assert_eq!(
-            entrypoint("/w", &exports, &argv[..1]),
-            "cd /w && export KEY='a$b'\\''c' && exec /opt/capot"
+            words(entrypoint("/w", &exports, &argv[..1]).unwrap()),
+            [
+                "cd",
+                "/w",
+                "&&",
+                "export",
+                "KEY=a$b'c",
+                "&&",
+                "exec",
+                "/opt/capot"
+            ]
         );
         assert!(is_shell_name("_A1") && !is_shell_name("1A") && !is_shell_name("A-B"));
     }

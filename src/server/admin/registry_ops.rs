@@ -4,16 +4,10 @@
 use super::*;
 
 impl EncoderHost for Admin {
+    /// As a search resolves it ([`Snapshot::resolve`]): an encoder name first, then an alias.
     fn resolve(&self, name_or_alias: &str) -> Option<(String, PathBuf)> {
-        let snap = self.state.registry.snapshot();
-        let name = snap
-            .aliases
-            .get(name_or_alias)
-            .cloned()
-            .unwrap_or_else(|| name_or_alias.to_string());
-        snap.encoders
-            .get(&name)
-            .map(|e| (name.clone(), absolute(e.encoder().dir())))
+        let e = self.state.registry.snapshot().resolve(name_or_alias).ok()?;
+        Some((e.name().to_string(), absolute(e.encoder().dir())))
     }
 
     fn name_taken(&self, name: &str) -> bool {
