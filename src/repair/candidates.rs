@@ -19,6 +19,8 @@ pub const MAX_EDITS: u8 = 2;
 /// The delete index over a word list.
 pub struct CandidateIndex {
     words: Vec<Box<str>>,
+    /// Each word's length (capped at 255), to rule candidates out without reading the word.
+    lens: Vec<u8>,
     /// Start of each bucket in `entries` (one more than there are buckets).
     buckets: Vec<u32>,
     /// (hash of a delete string, word id), grouped by bucket.
@@ -102,8 +104,13 @@ impl CandidateIndex {
         for i in 1..buckets.len() {
             buckets[i] += buckets[i - 1];
         }
+        let lens = words
+            .iter()
+            .map(|w| u8::try_from(w.len()).unwrap_or(u8::MAX))
+            .collect();
         CandidateIndex {
             words,
+            lens,
             buckets,
             entries,
             shift,
@@ -129,6 +136,7 @@ impl CandidateIndex {
     pub fn heap_bytes(&self) -> usize {
         self.entries.len() * 8
             + self.buckets.len() * 4
+            + self.lens.len()
             + self.words.iter().map(|w| w.len() + 16).sum::<usize>()
     }
 
@@ -152,13 +160,14 @@ impl CandidateIndex {
         });
         ids.sort_unstable();
         ids.dedup();
+        let typed_len = u8::try_from(t.len()).unwrap_or(u8::MAX);
         for id in ids {
-            let w = self.words[id as usize].as_bytes();
-            if w == t {
+            // Most ids share a delete of the prefix only: the length rules them out.
+            if self.lens[id as usize].abs_diff(typed_len) > max_edits {
                 continue;
             }
-            let d = distance(t, w, max_edits);
-            if d <= max_edits {
+            let d = distance(t, self.words[id as usize].as_bytes(), max_edits);
+            if d > 0 && d <= max_edits {
                 out.push((id, d));
             }
         }

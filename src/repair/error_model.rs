@@ -228,12 +228,57 @@ fn contains(hay: &[u8], needle: &[u8]) -> bool {
 }
 
 /// Damerau–Levenshtein distance (adjacent swaps count one), capped: any distance above `max`
-/// comes back as `max + 1`.
+/// comes back as `max + 1`. Only the diagonal band the cap allows is computed, in three rows on
+/// the stack: this runs for every candidate the delete index proposes.
 pub fn distance(a: &[u8], b: &[u8], max: u8) -> u8 {
-    let cap = usize::from(max) + 1;
-    if a.len().abs_diff(b.len()) > usize::from(max) {
+    const W: usize = 64;
+    let (n, m) = (a.len(), b.len());
+    if n.abs_diff(m) > usize::from(max) {
         return max + 1;
     }
+    if m + 2 > W || max > 100 {
+        return distance_full(a, b, max);
+    }
+    let band = usize::from(max);
+    let cap = max + 1;
+    let mut rows = [[cap; W]; 3];
+    for (j, v) in rows[0].iter_mut().enumerate().take(m.min(band) + 1) {
+        *v = j as u8;
+    }
+    let (mut p2, mut p1, mut c) = (2usize, 0usize, 1usize);
+    for i in 1..=n {
+        let lo = i.saturating_sub(band).max(1);
+        let hi = (i + band).min(m);
+        rows[c][lo - 1] = if lo == 1 {
+            i.min(usize::from(cap)) as u8
+        } else {
+            cap
+        };
+        if hi < m {
+            rows[c][hi + 1] = cap;
+        }
+        let mut row_min = rows[c][lo - 1];
+        for j in lo..=hi {
+            let sub = rows[p1][j - 1] + u8::from(a[i - 1] != b[j - 1]);
+            let mut v = sub.min(rows[p1][j] + 1).min(rows[c][j - 1] + 1);
+            if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
+                v = v.min(rows[p2][j - 2] + 1);
+            }
+            let v = v.min(cap);
+            rows[c][j] = v;
+            row_min = row_min.min(v);
+        }
+        if row_min >= cap {
+            return cap;
+        }
+        (p2, p1, c) = (p1, c, p2);
+    }
+    rows[p1][m].min(cap)
+}
+
+/// [`distance`] over the whole table, for words too long for the stack rows.
+fn distance_full(a: &[u8], b: &[u8], max: u8) -> u8 {
+    let cap = usize::from(max) + 1;
     let (n, m) = (a.len(), b.len());
     let w = m + 1;
     let mut d = vec![0usize; (n + 1) * w];
@@ -266,6 +311,21 @@ pub fn distance(a: &[u8], b: &[u8], max: u8) -> u8 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_banded_distance_is_the_full_one() {
+        use proptest::prelude::*;
+        let word = proptest::collection::vec(prop::sample::select(b"abcde".to_vec()), 0..12);
+        let mut runner = proptest::test_runner::TestRunner::deterministic();
+        runner
+            .run(&(word.clone(), word, 0u8..4), |(a, b, max)| {
+                prop_assert_eq!(distance(&a, &b, max), distance_full(&a, &b, max));
+                Ok(())
+            })
+            .unwrap();
+        let long = vec![b'a'; 80];
+        assert_eq!(distance(&long, &long[..79], 2), 1);
+    }
 
     fn c(typed: &str, meant: &str) -> f32 {
         cost(typed.as_bytes(), meant.as_bytes())
