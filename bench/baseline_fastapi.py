@@ -36,14 +36,16 @@ M, EF_CONSTRUCTION, EF_SEARCH = 16, 200, 64
 
 
 def read_docs(path):
-    """capot's docs.bin (src/index/store.rs): magic, count, blob_len, (3n+1) u64 offsets, blob."""
+    """capot's docs.bin (src/index/store.rs): magic, count, blob_len, (3n+1) u64 offsets, in
+    format 2 a u32 per document of the id order, then the blob."""
     with open(path, "rb") as f:
         data = f.read()
-    if data[:8] != b"CAPOTDS\x01":
+    if data[:8] not in (b"CAPOTDS\x01", b"CAPOTDS\x02"):
         raise ValueError(f"{path}: not a capot document store")
     count, blob_len = struct.unpack_from("<QQ", data, 8)
     offsets = np.frombuffer(data, dtype="<u8", count=3 * count + 1, offset=24)
-    blob = data[24 + 8 * (3 * count + 1):]
+    by_id = 4 * count if data[:8] == b"CAPOTDS\x02" else 0
+    blob = data[24 + 8 * (3 * count + 1) + by_id:]
     assert len(blob) == blob_len
     field = lambda j: blob[offsets[j]:offsets[j + 1]].decode("utf-8")
     return [(field(3 * i), field(3 * i + 1), field(3 * i + 2)) for i in range(count)]

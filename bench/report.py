@@ -125,14 +125,23 @@ def svg(series, out, title):
     open(out, "w").write("\n".join(p) + "\n")
 
 
+def split_workers(w):
+    """("2nagle", "float32") from a WORKERS token such as "2nagle" or "2-int8"."""
+    return (w[:-5], "int8") if w.endswith("-int8") else (w, "float32")
+
+
 def short_label(w):
-    return f"FastAPI {w[:-5]}w Nagle" if w.endswith("nagle") else f"FastAPI {w}w"
+    w, prec = split_workers(w)
+    s = f"FastAPI {w[:-5]}w Nagle" if w.endswith("nagle") else f"FastAPI {w}w"
+    return s + (" int8" if prec == "int8" else "")
 
 
 def long_label(w):
+    w, prec = split_workers(w)
     n = w[:-5] if w.endswith("nagle") else w
     s = f"{n} worker{'s' if n != '1' else ''}"
-    return s + (" (uvicorn as it comes: Nagle on)" if w.endswith("nagle") else "")
+    s += " (uvicorn as it comes: Nagle on)" if w.endswith("nagle") else ""
+    return s + (", int8 model" if prec == "int8" else ", float32 model")
 
 
 def tables(out):
@@ -245,7 +254,8 @@ def tables(out):
     series = [(capot_label(cfg), hist(f"{out}/hist-capot-{cfg}-c1.txt"), c)
               for cfg, c in zip(sorted(capots), ["#1f77b4", "#2ca02c", "#9467bd", "#8c564b"])]
     series += [(short_label(w), hist(f"{out}/hist-fastapi-w{w}-c1.txt"), c)
-               for w, c in zip([w for w in sorted(fast) if not w.endswith("nagle")], ["#d62728", "#ff7f0e"])]
+               for w, c in zip([w for w in sorted(fast) if not split_workers(w)[0].endswith("nagle")],
+                               ["#d62728", "#ff7f0e", "#e377c2", "#bcbd22"])]
     svg(series, f"{out}/latency-c1.svg",
         f"/search latency at concurrency 1, MiniLM + dl19-sample (load avg {meta.get('load_during', '?')})")
 

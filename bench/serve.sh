@@ -12,7 +12,8 @@
 # capot services to measure, each SESSIONSxTHREADS[-int8]: encoder worker sessions × ONNX Runtime
 # threads each, float32 or the `capot encoder quantize` int8 bundle; default "1x2"), WORKERS (FastAPI
 # uvicorn workers to measure, default "1 2 2nagle": 2nagle = 2 workers without the TCP_NODELAY
-# fix, see bench/baseline_fastapi.py), BENCH_WORK (bundle + index, default /tmp/bench),
+# fix, see bench/baseline_fastapi.py; a -int8 suffix, e.g. "2-int8", serves the int8 bundle's
+# model.onnx, for int8/int8 ratios), BENCH_WORK (bundle + index, default /tmp/bench),
 # CORPUS (default ../shared/data/dl19-sample), INDEX (default $BENCH_WORK/dl19-index), QUERIES (default MS MARCO dev queries), SKIP_ANN=1.
 # Services listen on 127.0.0.1 only, one at a time; wrk runs with one thread; every run is bounded.
 set -euo pipefail
@@ -47,7 +48,7 @@ index=${INDEX:-$WORK/$(basename "$CORPUS" | sed 's/-sample$//')-index}
 [ -f "$bundle/encoder.json" ] || "$bin" encoder import assets/models/all-MiniLM-L6-v2 --out "$bundle" --name minilm >/dev/null
 [ -f "$index/index.json" ] || "$bin" index build --doc-encoder "$bundle" --corpus "$CORPUS" --out "$index"
 "$bin" index upgrade "$index" 2>/dev/null  # cached from an older capot: no-op when current
-case " $CAPOT_CONFIGS " in *-int8*)
+case " $CAPOT_CONFIGS $WORKERS " in *-int8*)
   "$bin" encoder quantize "$bundle" --out "$WORK/minilm-int8" --force >/dev/null ;;
 esac
 "$py" bench/report.py bodies "$QUERIES" "$OUT/bodies.jsonl" 10
@@ -100,10 +101,12 @@ for cfg in $CAPOT_CONFIGS; do
 done
 
 for w in $WORKERS; do
-  # "2" = 2 workers with the TCP_NODELAY fix; "2nagle" = 2 workers as uvicorn 0.54 comes.
-  n=${w%nagle}; extra=(); [ "$n" = "$w" ] || extra=(--keep-nagle)
-  echo "serve.sh: FastAPI baseline, $w uvicorn worker(s), on 127.0.0.1:$PORT_FASTAPI" >&2
-  "$py" bench/baseline_fastapi.py --index "$index" --encoder "$bundle" --port "$PORT_FASTAPI" --workers "$n" \
+  # "2" = 2 workers with the TCP_NODELAY fix; "2nagle" = 2 workers as uvicorn 0.54 comes; a
+  # "-int8" suffix runs the same int8 model.onnx as capot's int8 configurations.
+  wp=${w%-int8}; enc=$bundle; [ "$wp" = "$w" ] || enc=$WORK/minilm-int8
+  n=${wp%nagle}; extra=(); [ "$n" = "$wp" ] || extra=(--keep-nagle)
+  echo "serve.sh: FastAPI baseline, $w uvicorn worker(s), $(basename "$enc"), on 127.0.0.1:$PORT_FASTAPI" >&2
+  "$py" bench/baseline_fastapi.py --index "$index" --encoder "$enc" --port "$PORT_FASTAPI" --workers "$n" \
     "${extra[@]}" >"$OUT/fastapi-w$w.log" 2>&1 &
   pid=$!
   wait_ready "http://127.0.0.1:$PORT_FASTAPI/health"
