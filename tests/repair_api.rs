@@ -124,6 +124,30 @@ fn index_vocab_and_repair_cli() {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert_eq!(String::from_utf8_lossy(&o.stdout), clean);
 
+    // --explain: why a word was corrected, with the readings weighed; not with TSV.
+    let o = run_capot(
+        &["repair", "--index", old_s, "--explain"],
+        b"q1\tsymptoms of vitamin d deficeincy\n",
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let typo = &v["explain"]["words"][4];
+    assert_eq!(typo["word"], "deficeincy", "{v}");
+    let taken: Vec<&Value> = typo["readings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["chosen"] == true)
+        .collect();
+    assert_eq!(taken.len(), 1, "{v}");
+    assert_eq!(taken[0]["meant"], "deficiency", "{v}");
+    let o = run_capot(
+        &["repair", "--index", old_s, "--explain", "--format", "tsv"],
+        clean.as_bytes(),
+    );
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--format json"));
+
     // A lexicon that cannot be read is an error, not a silent fallback.
     let o = run_capot(
         &[

@@ -34,6 +34,11 @@ pub struct RepairArgs {
     /// Speller settings other than the defaults, as JSON (e.g. `{"real_word_cost": 6}`).
     #[arg(long, value_name = "JSON")]
     pub params: Option<String>,
+    /// Add `explain` to each JSON line: every word with what the model knows of it, the readings
+    /// the decoder weighed with their costs, and which it took (why a word was or was not
+    /// corrected).
+    #[arg(long)]
+    pub explain: bool,
     #[command(flatten)]
     pub lexicon: LexiconArgs,
 }
@@ -119,6 +124,10 @@ pub fn run(args: RepairArgs) -> anyhow::Result<()> {
         return run_eval(e);
     }
     let index = args.index.context("--index is required")?;
+    anyhow::ensure!(
+        !(args.explain && matches!(args.format, OutputFormat::Tsv)),
+        "--explain adds to the JSON lines: use it with --format json"
+    );
     let repairer = load_repairer(&index, &args.lexicon, parse_params(args.params.as_deref())?)?;
     let queries = super::read_queries_arg(args.queries.as_deref())?;
     let mut out = BufWriter::new(std::io::stdout().lock());
@@ -128,7 +137,7 @@ pub fn run(args: RepairArgs) -> anyhow::Result<()> {
         changed += usize::from(r.changed());
         match args.format {
             OutputFormat::Json => {
-                let line = json!({
+                let mut line = json!({
                     "id": q.id,
                     "text": q.text,
                     "repaired": r.text,
@@ -136,6 +145,9 @@ pub fn run(args: RepairArgs) -> anyhow::Result<()> {
                     "confidence": r.confidence(),
                     "edits": r.edits,
                 });
+                if args.explain {
+                    line["explain"] = serde_json::to_value(repairer.explain(&q.text))?;
+                }
                 writeln!(out, "{line}")?;
             }
             OutputFormat::Tsv => {

@@ -10,7 +10,9 @@
 //! What is never touched (docs/repair.md gives the measurements): a query with letters outside
 //! ASCII or with a function word of another language; tokens with digits or code characters
 //! (URLs, e-mail, product codes); words in capitals or mixed case, and capitalised words after
-//! the first; words shorter than [`Params::min_letters`]. A known word (in the lexicon or the
+//! the first unless no list holds them and the usage list says nobody writes them (a misspelt
+//! name); words shorter than [`Params::min_letters`], except a function word with a letter
+//! dropped (`whn`). A known word (in the lexicon or the
 //! corpus) changes only as a real-word error, when its neighbours make another word more likely
 //! by more than [`Params::real_word_cost`]. Repair is idempotent: repairing its output changes
 //! nothing.
@@ -180,6 +182,49 @@ impl Repaired {
             edits: Vec::new(),
         }
     }
+}
+
+/// How the decoder saw a query ([`Repairer::explain`]).
+#[derive(Debug, Clone, Serialize)]
+pub struct Explanation {
+    pub words: Vec<ExplainedWord>,
+    /// ln P of the best reading (typed | meant and meant), and of the words as typed.
+    pub best_score: f64,
+    pub typed_score: f64,
+    /// Why the query was not looked at, when it was not.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub skipped: Option<String>,
+}
+
+/// One word of an [`Explanation`].
+#[derive(Debug, Clone, Serialize)]
+pub struct ExplainedWord {
+    pub word: String,
+    /// Whether repair may change it at all (not a code, capitals, a name people write, ...).
+    pub editable: bool,
+    pub lexicon_count: u64,
+    pub corpus_count: u64,
+    /// How often it is written, per billion words, by the usage list.
+    pub usage_per_billion: Option<u64>,
+    /// The readings that start at this word; the first is the word as typed.
+    pub readings: Vec<ExplainedReading>,
+}
+
+/// One reading the decoder weighed.
+#[derive(Debug, Clone, Serialize)]
+pub struct ExplainedReading {
+    /// The meant word (two for a split).
+    pub meant: String,
+    /// Typed words it covers (2 for a join).
+    pub span: usize,
+    /// `None` for the word as typed.
+    pub kind: Option<EditKind>,
+    /// −ln P(typed | meant) plus the priors of changing a word, in nats.
+    pub cost: f64,
+    /// ln P(meant) out of context.
+    pub ln_unigram: f64,
+    /// On the best path.
+    pub chosen: bool,
 }
 
 /// What repair did to a query (the `outcome` label of `capot_repair_total`).
@@ -526,6 +571,60 @@ impl Repairer {
         }
         // No fixed point: leave the query as it is (that, repaired again, gives the same).
         Repaired::unchanged(text)
+    }
+
+    /// How the decoder saw `text`: each word with what the model knows of it, every reading it
+    /// weighed (the meant words, the kind of edit, its cost in nats before the language model)
+    /// and which one it took; the log-probability of the best reading and of the text as typed.
+    /// For tuning ([`Params`]) and for answering "why was this (not) corrected?".
+    pub fn explain(&self, text: &str) -> Explanation {
+        let Some(words) = query::scan(text, &self.lm) else {
+            return Explanation {
+                words: Vec::new(),
+                best_score: 0.0,
+                typed_score: 0.0,
+                skipped: Some("a letter outside ASCII or a word of another language".into()),
+            };
+        };
+        let readings = decoder::readings(self, &words);
+        let (path, best_score) = decoder::best_path(self, &readings, &[]);
+        let all: Vec<usize> = (0..words.len()).collect();
+        let (_, typed_score) = decoder::best_path(self, &readings, &all);
+        let explained = words
+            .iter()
+            .zip(&readings)
+            .enumerate()
+            .map(|(pos, (w, rs))| ExplainedWord {
+                word: w.lower.clone(),
+                editable: w.editable,
+                lexicon_count: w.stats.general,
+                corpus_count: w.stats.corpus,
+                usage_per_billion: self.lm.usage(&w.lower),
+                readings: rs
+                    .iter()
+                    .enumerate()
+                    .map(|(ri, r)| ExplainedReading {
+                        meant: r
+                            .words
+                            .iter()
+                            .map(|x| x.0.clone())
+                            .collect::<Vec<_>>()
+                            .join(" "),
+                        span: r.span,
+                        kind: r.kind,
+                        cost: r.cost,
+                        ln_unigram: self.lm.ln_unigram(&r.words[0].1),
+                        chosen: path.contains(&(pos, ri)),
+                    })
+                    .collect(),
+            })
+            .collect();
+        Explanation {
+            words: explained,
+            best_score,
+            typed_score,
+            skipped: None,
+        }
     }
 
     /// Known words one letter edit from `word` that a typist could hit instead (for injecting

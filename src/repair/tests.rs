@@ -167,6 +167,32 @@ fn a_capitalised_word_nobody_writes_is_a_misspelt_name() {
 }
 
 #[test]
+fn an_explanation_shows_the_readings_weighed_and_the_one_taken() {
+    let r = english();
+    let e = r.explain("recieve email");
+    assert_eq!(e.words.len(), 2);
+    let first = &e.words[0];
+    assert_eq!((first.word.as_str(), first.editable), ("recieve", true));
+    assert_eq!(
+        first.readings[0].meant, "recieve",
+        "the word as typed comes first"
+    );
+    assert!(first.readings[0].kind.is_none() && !first.readings[0].chosen);
+    let taken: Vec<_> = first.readings.iter().filter(|x| x.chosen).collect();
+    assert_eq!(taken.len(), 1);
+    assert_eq!(
+        (taken[0].meant.as_str(), taken[0].kind),
+        ("receive", Some(EditKind::NonWord))
+    );
+    assert!(e.best_score > e.typed_score);
+    // Nothing to change: the typed reading is taken and scores the best.
+    let e = r.explain("receive email");
+    assert!(e.words.iter().all(|w| w.readings[0].chosen));
+    assert_eq!(e.best_score, e.typed_score);
+    assert!(r.explain("où est la gare").skipped.is_some());
+}
+
+#[test]
 fn edits_serialise_with_their_kind() {
     let r = english();
     let out = r.repair("recieve email");
