@@ -2064,3 +2064,99 @@ fn dl19_hnsw_recall_and_ndcg_match_exact_search() {
     // A sanity floor: MiniLM on this sample is far from random.
     assert!(ndcg_exact > 0.3, "nDCG@10 exact {ndcg_exact}");
 }
+
+#[test]
+fn openapi_documents_are_valid_and_describe_the_live_answers() {
+    let index = default_index().to_str().expect("utf-8").to_string();
+    let bundle = minilm_bundle().to_str().expect("utf-8").to_string();
+    let server = Server::start(&["--index", &index, "--encoder", &bundle]);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let admin = loop {
+        let log = server.stderr.lock().expect("log").clone();
+        if let Some(a) = log
+            .lines()
+            .find_map(|l| l.strip_prefix("capot: admin listening on "))
+        {
+            break a.trim().to_string();
+        }
+        assert!(Instant::now() < deadline, "no admin address: {log}");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let out = Command::new(python())
+        .arg(root().join("tests/python/openapi_check.py"))
+        .args(["--base", &server.base, "--admin", &admin])
+        .output()
+        .expect("run openapi_check.py");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert_eq!(v["public"]["openapi"], "3.1.0", "{v}");
+    for path in [
+        "/search",
+        "/v1/embeddings",
+        "/info",
+        "/health",
+        "/ready",
+        "/metrics",
+    ] {
+        assert!(
+            v["public"]["paths"]
+                .as_array()
+                .unwrap()
+                .contains(&json!(path)),
+            "{path} missing: {v}"
+        );
+    }
+    assert_eq!(v["public"]["security_schemes"], json!(["api_key"]), "{v}");
+    let admin_paths = v["admin"]["paths"].as_array().unwrap();
+    for path in [
+        "/admin/encoders",
+        "/admin/encoders/{name}",
+        "/admin/aliases",
+        "/admin/aliases/{alias}",
+        "/admin/state",
+        "/admin/jobs",
+        "/admin/jobs/{id}",
+        "/admin/jobs/{id}/events",
+        "/admin/jobs/{id}/cancel",
+    ] {
+        assert!(admin_paths.contains(&json!(path)), "{path} missing: {v}");
+    }
+    assert_eq!(
+        v["admin"]["security_schemes"],
+        json!(["admin_token"]),
+        "{v}"
+    );
+    // Every live answer — single, batch, repaired, fused, both error kinds, embeddings in both
+    // encodings — matches the schema the document gives for its status.
+    let checked = v["checked"].as_array().unwrap();
+    let statuses: Vec<u64> = checked
+        .iter()
+        .map(|c| c["status"].as_u64().unwrap())
+        .collect();
+    assert_eq!(
+        statuses,
+        [200, 200, 200, 200, 200, 422, 404, 200, 200, 422],
+        "{v}"
+    );
+    assert!(
+        checked[4]["keys"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("fusion")),
+        "the fused answer is checked: {v}"
+    );
+    for c in checked {
+        assert_eq!(c["errors"], json!([]), "{c}");
+    }
+    assert!(
+        checked[2]["keys"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("repair")),
+        "the repaired answer is checked with its repair member: {v}"
+    );
+}

@@ -41,7 +41,7 @@ pub use lexicon::Lexicon;
 pub const MAX_CORPUS_CANDIDATES: usize = 300_000;
 
 /// Whether a request's query is repaired.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum RepairMode {
     /// Never.
@@ -56,7 +56,7 @@ pub enum RepairMode {
 }
 
 /// Which vectors a repaired query searches with.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum RepairFusion {
     /// The repaired text alone.
@@ -123,7 +123,7 @@ impl RepairMode {
 names!(RepairFusion, "repair fusion", Repaired => "repaired", Max => "max");
 
 /// The kind of a correction.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum EditKind {
     /// A word that is no word corrected (`recieve` → `receive`).
@@ -139,7 +139,7 @@ pub enum EditKind {
 names!(EditKind, "edit kind", NonWord => "non_word", RealWord => "real_word", Split => "split", Join => "join");
 
 /// One correction.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
 pub struct Edit {
     /// What kind of error it corrects.
     pub kind: EditKind,

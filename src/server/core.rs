@@ -50,7 +50,7 @@ impl SearchParams {
 }
 
 /// One retrieved document.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct Hit {
     pub id: String,
     pub score: f32,
@@ -60,7 +60,7 @@ pub struct Hit {
 }
 
 /// Where the time of a request went, in milliseconds.
-#[derive(Debug, Clone, Copy, Serialize, Default)]
+#[derive(Debug, Clone, Copy, Serialize, Default, utoipa::ToSchema)]
 pub struct TimingsMs {
     pub repair: f64,
     pub tokenize: f64,

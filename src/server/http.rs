@@ -34,6 +34,7 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/health", get(health))
         .route("/ready", get(ready))
         .route("/metrics", get(metrics))
+        .route("/openapi.json", get(openapi_json))
         .merge(guarded)
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
@@ -122,6 +123,12 @@ fn bearer_token(value: &str) -> Option<&str> {
 pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     use subtle::ConstantTimeEq;
     a.ct_eq(b).into()
+}
+
+/// `GET /openapi.json`: this listener's OpenAPI 3.1 document.
+async fn openapi_json() -> Json<serde_json::Value> {
+    static DOC: std::sync::OnceLock<serde_json::Value> = std::sync::OnceLock::new();
+    Json(DOC.get_or_init(super::openapi::public_document).clone())
 }
 
 async fn health() -> Json<serde_json::Value> {
@@ -278,8 +285,8 @@ fn default_k() -> usize {
     10
 }
 
-/// `POST /search` body.
-#[derive(Debug, Deserialize)]
+/// `POST /search` body: `query` (one) or `queries` (a batch).
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SearchRequest {
     #[serde(default)]
@@ -287,6 +294,7 @@ pub struct SearchRequest {
     #[serde(default)]
     queries: Option<Vec<String>>,
     #[serde(default = "default_k")]
+    #[schema(default = 10, minimum = 1)]
     k: usize,
     #[serde(default)]
     encoder: Option<String>,
@@ -424,8 +432,10 @@ async fn search(
 }
 
 /// `POST /v1/embeddings` body, as OpenAI defines it.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 pub struct EmbeddingsRequest {
+    /// One text or a list of texts.
+    #[schema(value_type = super::openapi::EmbeddingInput)]
     input: serde_json::Value,
     #[serde(default)]
     model: Option<String>,

@@ -7,6 +7,7 @@ pub mod grpc;
 pub mod http;
 pub mod metrics;
 pub mod model_roots;
+pub mod openapi;
 pub mod pipeline;
 pub mod state;
 

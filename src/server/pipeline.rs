@@ -38,14 +38,14 @@ pub struct SearchRequest {
 }
 
 /// An encoder that served a search.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
 pub struct EncoderRef {
     pub name: String,
     pub version: String,
 }
 
 /// One encoder of a fused search: the name asked for and what it resolved to.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
 pub struct FusedEncoder {
     pub requested: String,
     pub name: String,
@@ -53,7 +53,7 @@ pub struct FusedEncoder {
 }
 
 /// How a fused search merged its lists.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
 pub struct FusionInfo {
     /// Always `rrf`.
     pub method: &'static str,

@@ -3,8 +3,19 @@
 use super::registry_ops::{admin_view, LoadRequest};
 use super::*;
 
-/// The admin router; every route requires the bearer token.
+/// The admin router; every route requires the bearer token but `/openapi.json`, which only
+/// describes them.
 pub fn router(admin: Arc<Admin>) -> Router {
+    let openapi = || async {
+        static DOC: std::sync::OnceLock<Value> = std::sync::OnceLock::new();
+        Json(DOC.get_or_init(super::openapi::document).clone())
+    };
+    Router::new()
+        .route("/openapi.json", get(openapi))
+        .merge(guarded(admin))
+}
+
+fn guarded(admin: Arc<Admin>) -> Router {
     Router::new()
         .route("/admin/encoders", get(list_encoders).post(post_encoder))
         .route(
@@ -117,9 +128,9 @@ async fn list_aliases(State(admin): State<Arc<Admin>>) -> Json<Value> {
 }
 
 /// `PUT /admin/aliases/{alias}` body.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
-struct AliasRequest {
+pub(crate) struct AliasRequest {
     encoder: String,
     /// Query repair for requests through this alias: off, on, auto.
     #[serde(default)]

@@ -13,6 +13,7 @@
 mod bootstrap;
 mod handlers;
 mod jobs;
+mod openapi;
 mod registry_ops;
 mod state_sync;
 

@@ -328,13 +328,14 @@ impl Admin {
 }
 
 /// `POST /admin/encoders` body.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
-pub(super) struct LoadRequest {
+pub(crate) struct LoadRequest {
     /// Name to register it under (default: the bundle manifest's name).
     #[serde(default)]
     pub(super) name: Option<String>,
     /// The bundle directory, as the server sees it.
+    #[schema(value_type = String)]
     pub(super) path: PathBuf,
     #[serde(default)]
     pub(super) allow_incompatible: bool,
