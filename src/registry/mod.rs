@@ -45,6 +45,16 @@ pub struct Registration {
 }
 
 impl LoadedEncoder {
+    /// When it was loaded, as RFC 3339 UTC (`/info` and gRPC `Info`).
+    pub fn loaded_at_rfc3339(&self) -> String {
+        let secs = self
+            .loaded_at
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or(0);
+        crate::clock::rfc3339_from_unix(secs)
+    }
+
     /// The network and its tokenizer.
     pub fn encoder(&self) -> &Arc<Encoder> {
         self.batcher.encoder()

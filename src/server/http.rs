@@ -186,11 +186,6 @@ struct EncoderView {
 
 pub(crate) fn encoder_view(e: &LoadedEncoder) -> serde_json::Value {
     let m = e.encoder().manifest();
-    let secs = e
-        .loaded_at
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0);
     serde_json::to_value(EncoderView {
         name: e.name().to_string(),
         version: m.version.clone(),
@@ -199,7 +194,7 @@ pub(crate) fn encoder_view(e: &LoadedEncoder) -> serde_json::Value {
         fingerprint: m.fingerprint.clone(),
         aligned_to: m.aligned_to.clone(),
         execution_provider: e.encoder().provider().to_string(),
-        loaded_at: crate::clock::rfc3339_from_unix(secs),
+        loaded_at: e.loaded_at_rfc3339(),
         load_seconds: e.load_seconds,
         workers: e.batcher.workers(),
         compatibility_override: e.compatibility_override.clone(),
@@ -342,31 +337,18 @@ fn search_body(out: SearchOutcome, batch_form: bool) -> Result<serde_json::Value
         .collect::<Result<_, _>>()
         .map_err(|e| ApiError::internal(e.to_string()))?;
     let mut body = serde_json::Map::new();
-    body.insert(
-        "results".into(),
-        if batch_form || !results.is_empty() {
-            one_or_all(results)
-        } else {
-            json!([])
-        },
-    );
+    body.insert("results".into(), one_or_all(results));
+    if let Some(e) = out.served.encoder() {
+        body.insert("encoder".into(), json!(e));
+    }
     match out.served {
-        Served::One(encoder) => {
-            body.insert("encoder".into(), json!(encoder));
+        Served::One(_) => {
             body.insert("timings_ms".into(), json!(out.timings));
         }
         Served::Routed {
             routed_to,
             encoders,
         } => {
-            let mut distinct = routed_to.clone();
-            distinct.sort();
-            distinct.dedup();
-            if !batch_form || distinct.len() == 1 {
-                if let Some(e) = encoders.first() {
-                    body.insert("encoder".into(), json!(e));
-                }
-            }
             if batch_form {
                 body.insert("encoders".into(), json!(encoders));
             }

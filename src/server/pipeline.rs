@@ -78,6 +78,25 @@ pub enum Served {
     Fused(FusionInfo),
 }
 
+impl Served {
+    /// The encoder that served every query, when one did: always for [`Served::One`]; for a
+    /// routed search when the router chose one alias for all its queries; never when fused.
+    pub fn encoder(&self) -> Option<&EncoderRef> {
+        match self {
+            Served::One(e) => Some(e),
+            Served::Routed {
+                routed_to,
+                encoders,
+            } => routed_to
+                .iter()
+                .all(|a| *a == routed_to[0])
+                .then(|| encoders.first())
+                .flatten(),
+            Served::Fused(_) => None,
+        }
+    }
+}
+
 /// What a search found, and how.
 #[derive(Debug, Clone)]
 pub struct SearchOutcome {

@@ -143,26 +143,18 @@ pub(super) fn search_response(out: SearchOutcome) -> pb::SearchResponse {
             },
         })
         .collect();
-    let (encoder, routed_to, encoders, fusion) = match out.served {
-        Served::One(e) => (Some(encoder_ref(e)), Vec::new(), Vec::new(), None),
+    let encoder = out.served.encoder().cloned().map(encoder_ref);
+    let (routed_to, encoders, fusion) = match out.served {
+        Served::One(_) => (Vec::new(), Vec::new(), None),
         Served::Routed {
             routed_to,
             encoders,
-        } => {
-            let single = encoders
-                .first()
-                .filter(|first| encoders.iter().all(|e| e == *first))
-                .cloned()
-                .map(encoder_ref);
-            (
-                single,
-                routed_to,
-                encoders.into_iter().map(encoder_ref).collect(),
-                None,
-            )
-        }
-        Served::Fused(f) => (
+        } => (
+            routed_to,
+            encoders.into_iter().map(encoder_ref).collect(),
             None,
+        ),
+        Served::Fused(f) => (
             Vec::new(),
             Vec::new(),
             Some(pb::FusionInfo {
@@ -231,11 +223,6 @@ pub(super) fn info(state: &AppState) -> pb::InfoResponse {
         .values()
         .map(|e| {
             let m = e.encoder().manifest();
-            let secs = e
-                .loaded_at
-                .duration_since(std::time::UNIX_EPOCH)
-                .map(|d| d.as_secs())
-                .unwrap_or(0);
             pb::EncoderInfo {
                 name: m.name.clone(),
                 version: m.version.clone(),
@@ -244,7 +231,7 @@ pub(super) fn info(state: &AppState) -> pb::InfoResponse {
                 fingerprint: m.fingerprint.clone(),
                 aligned_to: m.aligned_to.clone(),
                 execution_provider: e.encoder().provider().to_string(),
-                loaded_at: crate::clock::rfc3339_from_unix(secs),
+                loaded_at: e.loaded_at_rfc3339(),
                 load_seconds: e.load_seconds,
                 compatibility_override: e.compatibility_override.clone(),
             }
