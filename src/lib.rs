@@ -11,6 +11,7 @@ pub mod index;
 pub mod jobs;
 pub mod model;
 pub mod noise;
+pub mod query;
 pub mod registry;
 pub mod repair;
 pub mod server;

@@ -9,9 +9,10 @@ use anyhow::{bail, Context};
 use clap::Args;
 use serde::Deserialize;
 
+use capot::query::{Limits, RepairDefaults};
 use capot::registry::batcher::BatchConfig;
 use capot::repair::{RepairFusion, RepairMode};
-use capot::server::{serve, Limits, RepairDefaults, ServeOptions};
+use capot::server::{serve, ServeOptions};
 
 use super::{DeviceArgs, GlobalArgs, LexiconArgs};
 

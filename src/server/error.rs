@@ -1,5 +1,5 @@
-//! API errors: one JSON shape, `{"error": {"code", "message"}}`, with the HTTP status that
-//! says what went wrong, and a JSON-body extractor that maps every rejection onto it.
+//! HTTP rendering of [`ApiError`]: one JSON shape, `{"error": {"code", "message"}}`, with the
+//! error's HTTP status, and a JSON-body extractor that maps every rejection onto it.
 
 use axum::extract::{FromRequest, Request};
 use axum::http::{header, HeaderValue, StatusCode};
@@ -7,16 +7,7 @@ use axum::response::{IntoResponse, Response};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
-/// An error response.
-#[derive(Debug, Clone)]
-pub struct ApiError {
-    pub status: StatusCode,
-    /// Stable, machine-readable reason (also the `reason` label of the failure metric).
-    pub code: &'static str,
-    pub message: String,
-    /// The request field at fault, when one is (`steps`, `eval.dataset`).
-    pub param: Option<String>,
-}
+use crate::query::ApiError;
 
 #[derive(Serialize)]
 struct Body<'a> {
@@ -32,43 +23,6 @@ struct Inner<'a> {
     kind: &'a str,
     #[serde(skip_serializing_if = "Option::is_none")]
     param: Option<&'a str>,
-}
-
-impl ApiError {
-    pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
-        ApiError {
-            status,
-            code,
-            message: message.into(),
-            param: None,
-        }
-    }
-
-    /// The same error, naming the request field at fault.
-    pub fn with_param(mut self, param: impl Into<String>) -> Self {
-        self.param = Some(param.into());
-        self
-    }
-
-    pub fn invalid(message: impl Into<String>) -> Self {
-        Self::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid_request", message)
-    }
-
-    pub fn not_found(code: &'static str, message: impl Into<String>) -> Self {
-        Self::new(StatusCode::NOT_FOUND, code, message)
-    }
-
-    pub fn overloaded(message: impl Into<String>) -> Self {
-        Self::new(StatusCode::TOO_MANY_REQUESTS, "overloaded", message)
-    }
-
-    pub fn not_ready(message: impl Into<String>) -> Self {
-        Self::new(StatusCode::SERVICE_UNAVAILABLE, "not_ready", message)
-    }
-
-    pub fn internal(message: impl Into<String>) -> Self {
-        Self::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", message)
-    }
 }
 
 impl IntoResponse for ApiError {

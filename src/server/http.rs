@@ -13,10 +13,11 @@ use base64::Engine as _;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
-use super::core::{self, SearchParams};
-use super::error::{ApiError, FailureReason, JsonBody};
-use super::pipeline::{self, SearchOutcome, Served};
-use super::state::AppState;
+use super::error::{FailureReason, JsonBody};
+use crate::query::stages::{self, SearchParams};
+use crate::query::ApiError;
+use crate::query::AppState;
+use crate::query::{self, SearchOutcome, Served};
 use crate::registry::LoadedEncoder;
 use crate::repair::{RepairFusion, RepairMode, Repaired};
 
@@ -394,9 +395,9 @@ async fn search(
             ))
         }
     };
-    let out = pipeline::search(
+    let out = query::search(
         &state,
-        pipeline::SearchRequest {
+        query::SearchRequest {
             params: SearchParams {
                 texts,
                 field: if batch_form { "queries" } else { "query" },
@@ -461,7 +462,7 @@ async fn embeddings(
             )))
         }
     };
-    let out = core::embed(&state, texts, "input", req.model, req.dimensions).await?;
+    let out = stages::embed(&state, texts, "input", req.model, req.dimensions).await?;
     let data: Vec<serde_json::Value> = out
         .vectors
         .into_iter()

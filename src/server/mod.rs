@@ -1,15 +1,12 @@
-//! The search service: HTTP (axum), batching, metrics, admission control, graceful shutdown.
+//! The transports: HTTP (axum) and gRPC (tonic) over the [`query`](crate::query) pipeline, the
+//! admin listener, start-up and graceful shutdown.
 
 pub mod admin;
-pub mod core;
 pub mod error;
 pub mod grpc;
 pub mod http;
-pub mod metrics;
 pub mod model_roots;
 pub mod openapi;
-pub mod pipeline;
-pub mod state;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -23,11 +20,11 @@ use tower_http::trace::TraceLayer;
 
 use crate::encoder::{Encoder, EncoderManifest, RuntimeOptions};
 use crate::index::{Index, IndexManifest};
+use crate::query::metrics::Metrics;
+use crate::query::{AppState, Limits, RepairDefaults};
 use crate::registry::batcher::{self, BatchConfig, Batcher};
 use crate::registry::{LoadedEncoder, DEFAULT_ALIAS};
 use crate::repair::{Lexicon, Repairer};
-use metrics::Metrics;
-pub use state::{AppState, Limits, RepairDefaults};
 
 /// Everything `capot serve` needs, after flags, environment and config file are merged.
 #[derive(Debug, Clone)]

@@ -16,7 +16,8 @@ use tokio_stream::wrappers::ReceiverStream;
 
 use super::{blocking, Admin};
 use crate::jobs::{JobError, JobManager, JobSpec, JobStatus};
-use crate::server::error::{ApiError, JsonBody};
+use crate::query::ApiError;
+use crate::server::error::JsonBody;
 
 impl From<JobError> for ApiError {
     fn from(e: JobError) -> Self {

@@ -38,14 +38,15 @@ use axum::{Json, Router};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use super::error::{ApiError, JsonBody};
+use super::error::JsonBody;
 use super::http::{constant_time_eq, encoder_view};
-use super::state::AppState;
 use super::{check_compatible, load_encoder, ServeError, ServeOptions};
 use crate::encoder::{EncoderManifest, RuntimeOptions};
 use crate::jobs::local::LocalRunner;
 use crate::jobs::ray::RayRunner;
 use crate::jobs::{EncoderHost, JobManager, JobMetrics, JobsConfig, Runner};
+use crate::query::ApiError;
+use crate::query::AppState;
 use crate::registry::batcher::BatchConfig;
 use crate::registry::metrics::RegistryMetrics;
 use crate::registry::router::{QueryRouter, RouterConfig};

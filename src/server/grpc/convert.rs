@@ -95,8 +95,8 @@ pub(super) fn parse_name<T: std::str::FromStr<Err = String>>(
         .transpose()
 }
 
-pub(super) fn search_request(req: pb::SearchRequest) -> Result<pipeline::SearchRequest, ApiError> {
-    Ok(pipeline::SearchRequest {
+pub(super) fn search_request(req: pb::SearchRequest) -> Result<query::SearchRequest, ApiError> {
+    Ok(query::SearchRequest {
         params: SearchParams {
             texts: req.queries,
             field: "queries",

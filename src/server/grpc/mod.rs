@@ -1,7 +1,7 @@
 //! The gRPC API (`proto/capot/v1/retrieval.proto`, service `capot.v1.Retrieval`), served by tonic
 //! beside HTTP with the standard health service and server reflection.
 //!
-//! The handlers are thin wrappers around [`pipeline::search`] and [`core::embed`], so validation,
+//! The handlers are thin wrappers around [`query::search`] and [`stages::embed`](crate::query::stages::embed), so validation,
 //! limits and errors are the HTTP API's; an [`ApiError`] becomes a [`Status`] by its HTTP status
 //! ([`to_status`]).
 
@@ -18,11 +18,11 @@ use tonic_health::pb::health_check_response::ServingStatus as HealthStatus;
 use tonic_health::pb::health_server::{Health, HealthServer};
 use tonic_health::pb::{HealthCheckRequest, HealthCheckResponse};
 
-use super::core::{self, SearchParams};
-use super::error::ApiError;
 use super::http::constant_time_eq;
-use super::pipeline::{self, EncoderRef, SearchOutcome, Served};
-use super::state::AppState;
+use crate::query::stages::{self, SearchParams};
+use crate::query::ApiError;
+use crate::query::AppState;
+use crate::query::{self, EncoderRef, SearchOutcome, Served};
 
 /// Code generated from `proto/capot/v1/retrieval.proto` by `build.rs`.
 #[allow(clippy::all, clippy::pedantic, missing_docs)]
@@ -177,7 +177,7 @@ impl Retrieval for RetrievalService {
         let call = Call::start(&self.state, "Search");
         let result = async {
             self.authorize(request.metadata())?;
-            let out = pipeline::search(&self.state, search_request(request.into_inner())?).await?;
+            let out = query::search(&self.state, search_request(request.into_inner())?).await?;
             Ok(search_response(out))
         }
         .await;
@@ -216,7 +216,7 @@ impl Retrieval for RetrievalService {
                 };
                 match next {
                     Ok(Some(req)) => {
-                        match async { pipeline::search(&state, search_request(req)?).await }.await {
+                        match async { query::search(&state, search_request(req)?).await }.await {
                             Ok(out) => {
                                 if tx.send(Ok(search_response(out))).await.is_err() {
                                     break (Code::Cancelled, Some("cancelled"));
@@ -258,7 +258,7 @@ impl Retrieval for RetrievalService {
         let result = async {
             self.authorize(request.metadata())?;
             let req = request.into_inner();
-            let out = core::embed(
+            let out = stages::embed(
                 &self.state,
                 req.texts,
                 "texts",

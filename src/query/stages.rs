@@ -7,7 +7,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Instant;
 
-use axum::http::StatusCode;
+use http::StatusCode;
 use serde::Serialize;
 
 use super::error::ApiError;

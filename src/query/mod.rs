@@ -2,8 +2,8 @@
 //! HTTP or gRPC in between. It picks how the request is served — one encoder (named, or the
 //! `default` alias), each query routed by the query router (no encoder named and a router
 //! configured), or several encoders fused by reciprocal rank fusion (`fusion`) — and runs each
-//! search through [`core::search`] (validate, admit, repair, encode, search). `http.rs` and
-//! `grpc.rs` only translate requests in and outcomes out, so the same request gets the same
+//! search through [`stages::search`] (validate, admit, repair, encode, search). The transports in
+//! `server/` only translate requests in and outcomes out, so the same request gets the same
 //! answer on either.
 
 use std::collections::HashMap;
@@ -12,10 +12,15 @@ use std::time::Instant;
 
 use serde::Serialize;
 
-use super::core::{self, Hit, SearchOutput, SearchParams, TimingsMs};
-use super::error::ApiError;
-use super::state::AppState;
+pub mod error;
+pub mod metrics;
+pub mod stages;
+pub mod state;
+
 use crate::repair::{RepairFusion, Repaired};
+pub use error::ApiError;
+pub use stages::{EmbedOutput, Hit, SearchOutput, SearchParams, TimingsMs, MAX_EF};
+pub use state::{AppState, Limits, RepairDefaults};
 
 /// Reciprocal rank fusion constant: a document at rank r of a list scores 1/(RRF_K + r).
 pub const RRF_K: f64 = 60.0;
@@ -123,7 +128,7 @@ pub async fn search(state: &Arc<AppState>, req: SearchRequest) -> Result<SearchO
     if req.params.encoder.is_none() && state.router.get().is_some() {
         return routed(state, req).await;
     }
-    let out = core::search(state, req.params).await?;
+    let out = stages::search(state, req.params).await?;
     Ok(SearchOutcome {
         served: Served::One(encoder_ref(&out)),
         repair_fusion: out.pipeline.fusion.unwrap_or_default(),
@@ -151,7 +156,7 @@ async fn routed(state: &Arc<AppState>, req: SearchRequest) -> Result<SearchOutco
         .ok_or_else(|| ApiError::internal("no query router is configured"))?;
     // Refuse what the searches would refuse before the router counts anything.
     let p = &req.params;
-    core::precheck(state, &p.texts, p.field)?;
+    stages::precheck(state, &p.texts, p.field)?;
     let snapshot = state.registry.snapshot();
     let texts = p.texts.clone();
     let repairer = state.repairer.get().cloned().flatten();
@@ -178,7 +183,7 @@ async fn routed(state: &Arc<AppState>, req: SearchRequest) -> Result<SearchOutco
     let mut first: Option<SearchOutput> = None;
     for (alias, idx) in &groups {
         let texts: Vec<String> = idx.iter().map(|&i| p.texts[i].clone()).collect();
-        let out = core::search(state, with(p, texts, alias.clone())).await?;
+        let out = stages::search(state, with(p, texts, alias.clone())).await?;
         let enc = encoder_ref(&out);
         for ((&i, hits), repaired) in idx.iter().zip(out.results.iter()).zip(&out.repairs) {
             results[i] = hits.clone();
@@ -249,7 +254,7 @@ async fn fused(
         let state = state.clone();
         let mut one = with(p, p.texts.clone(), name.clone());
         one.k = depth;
-        tasks.spawn(async move { (pos, core::search(&state, one).await) });
+        tasks.spawn(async move { (pos, stages::search(&state, one).await) });
     }
     let mut outputs: Vec<Option<SearchOutput>> = vec![None; names.len()];
     while let Some(joined) = tasks.join_next().await {
