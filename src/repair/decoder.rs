@@ -44,12 +44,7 @@ pub(crate) fn readings(r: &Repairer, words: &[QueryWord]) -> Vec<Vec<Reading>> {
         let letters = w.lower.len();
         // An unknown word kept as typed: the shorter, the likelier an acronym or a name.
         let keep_cost = if w.editable && !w.stats.known() {
-            let rate = if letters > 6 {
-                p.unknown_per_extra_letter
-            } else {
-                p.unknown_per_letter
-            };
-            rate * (letters as f64 - 6.0) + r.usage_cost(&w.lower)
+            letter_rate(p, letters) + r.usage_cost(&w.lower)
         } else {
             0.0
         };
@@ -68,18 +63,25 @@ pub(crate) fn readings(r: &Repairer, words: &[QueryWord]) -> Vec<Vec<Reading>> {
         let next = words.get(i + 1);
         // A word only the corpus knows may be one of the corpus's own typos: it is looked up
         // like an unknown word, but a change pays `corpus_word_cost` on top.
-        let corpus_only = w.stats.general == 0 && w.stats.corpus > 0 && r.lm.has_general();
+        let mut corpus_only = w.stats.general == 0 && w.stats.corpus > 0 && r.lm.has_general();
         if !w.stats.known() || corpus_only {
-            let extra = if corpus_only { p.corpus_word_cost } else { 0.0 };
             if letters >= p.min_letters {
                 let max_edits = if letters >= p.two_edits_from { 2 } else { 1 };
                 found.clear();
                 r.candidates.lookup(&w.lower, max_edits, &mut found);
+                if letters >= p.long_word && typo_of_a_written_word(r, &w.lower, &found) {
+                    // Neither its being written nor the corpus's use of it speaks for it.
+                    corpus_only = false;
+                    rs[0].cost = letter_rate(p, letters) + r.unlisted_cost(&w.lower);
+                }
+            }
+            let extra = if corpus_only { p.corpus_word_cost } else { 0.0 };
+            if letters >= p.min_letters {
                 let mut scored: Vec<(f64, Reading)> = found
                     .iter()
                     .filter_map(|&(id, d)| {
                         let meant = r.candidates.word(id);
-                        if spelling_variant(&w.lower, meant) || inflection(&w.lower, meant) {
+                        if spelling_variant(&w.lower, meant) || inflected_form(&w.lower, meant) {
                             return None;
                         }
                         let stats = r.candidate_stats[id as usize];
@@ -150,9 +152,49 @@ pub(crate) fn readings(r: &Repairer, words: &[QueryWord]) -> Vec<Vec<Reading>> {
     out
 }
 
-/// A short unknown word read as a function word with a letter dropped (`whn`, `wer`, `wil`).
+/// How much an unknown word's length adds to the cost of keeping it: short ones are mostly
+/// acronyms and names, long ones typos.
+fn letter_rate(p: &super::Params, letters: usize) -> f64 {
+    let rate = if letters > 6 {
+        p.unknown_per_extra_letter
+    } else {
+        p.unknown_per_letter
+    };
+    rate * (letters as f64 - 6.0)
+}
+
+/// Whether a word no list holds (or only the corpus) is written so much less than a word within
+/// its edits with the same first and last letters, after the edit's cost, that its own writings are that word's typos
+/// ([`super::Params::typo_usage_margin`]). A string nobody writes counts as written once in a
+/// billion words. False without a usage list.
+fn typo_of_a_written_word(r: &Repairer, typed: &str, found: &[(u32, u8)]) -> bool {
+    if !r.has_usage() {
+        return false;
+    }
+    let ln_typed = r.ln_usage(typed).unwrap_or(-(1e9f64).ln());
+    found.iter().any(|&(id, _)| {
+        let meant = r.candidates.word(id);
+        let Some(ln_meant) = r.ln_usage(meant) else {
+            return false;
+        };
+        // Names and brands are mostly a word with a letter put before or after it (`usaid`,
+        // `vcenter`, `humana`); people's misspellings of long words keep its ends.
+        let (t, m) = (typed.as_bytes(), meant.as_bytes());
+        if t.first() != m.first() || t.last() != m.last() {
+            return false;
+        }
+        if spelling_variant(typed, meant) || inflected_form(typed, meant) {
+            return false;
+        }
+        let channel = f64::from(error_model::cost(typed.as_bytes(), meant.as_bytes()));
+        ln_meant - channel - ln_typed > r.params.typo_usage_margin
+    })
+}
+
+/// A short unknown word read as a function word with a letter dropped (`whn`, `wer`, `wil`), or
+/// with another slip when the usage list says the string is that word's typo (`teh`, `adn`).
 /// Other short unknown words are mostly acronyms (`irs`, `tsa`, and `hsa`, which is `has` with two
-/// letters swapped), so only this slip is tried.
+/// letters swapped), so nothing else is tried.
 fn function_word_slips(
     r: &Repairer,
     w: &QueryWord,
@@ -162,12 +204,27 @@ fn function_word_slips(
     found.clear();
     r.candidates.lookup(&w.lower, 1, found);
     let typed = w.lower.as_bytes();
+    let ln_typed = r.ln_usage(&w.lower).unwrap_or(-(1e9f64).ln());
     found
         .iter()
         .filter_map(|&(id, d)| {
             let meant = r.candidates.word(id);
             let m = meant.as_bytes();
-            if !is_stopword(meant) || m.len() != typed.len() + 1 {
+            if !is_stopword(meant) {
+                return None;
+            }
+            // A letter for another or two swapped after the first (`teh`, `adn`) only when the
+            // function word is written so much more that the string's own writings are its
+            // typos; `hsa` is written as an acronym. A stray letter is mostly one (`inu`, `tpo`).
+            let explained = || {
+                if m.len() != typed.len() || m.first() != typed.first() {
+                    return false;
+                }
+                let channel = f64::from(error_model::cost(typed, m));
+                r.ln_usage(meant)
+                    .is_some_and(|ln| ln - channel - ln_typed > r.params.short_typo_usage_margin)
+            };
+            if m.len() != typed.len() + 1 && !explained() {
                 return None;
             }
             Some(Reading {
@@ -234,7 +291,12 @@ pub(crate) fn spelling_variant(a: &str, b: &str) -> bool {
             .filter(|&i| a.as_bytes()[i] != b.as_bytes()[i])
             .collect();
         return match diff.as_slice() {
-            [i, j] if j == &(i + 1) => {
+            // Only at the end, or before a plural or past ending (`theatres`); inside a word it
+            // is two letters swapped (`hypretrophy`).
+            [i, j]
+                if j == &(i + 1)
+                    && (j + 1 == a.len() || (j + 2 == a.len() && a.ends_with(['s', 'd']))) =>
+            {
                 a.as_bytes()[*i] == b.as_bytes()[*j]
                     && a.as_bytes()[*j] == b.as_bytes()[*i]
                     && matches!(
@@ -262,7 +324,8 @@ pub(crate) fn spelling_variant(a: &str, b: &str) -> bool {
                 b'l' => pre.ends_with('l'),
                 // haemorrhage/hemorrhage, oestrogen/estrogen, glycerine/glycerin.
                 b'a' | b'o' => post.starts_with('e'),
-                b'e' => post.is_empty(),
+                // Only after -in: a final `e` lost elsewhere is a typo (`peopl`, `activ`).
+                b'e' => post.is_empty() && pre.ends_with("in"),
                 _ => false,
             }
     })
@@ -285,6 +348,14 @@ fn inflection(a: &str, b: &str) -> bool {
         );
         sa == sb && sa.len() + 1 >= a.len()
     })
+}
+
+/// Whether an unknown `typed` word and `meant` differ by an inflection (`chatbots`/`chatbot`,
+/// `symptom`/`symptoms`): a form the lists lack, left as typed. A final `e` lost is no form of
+/// anything (`peopl`, `activ`, `suicid`), so that is still a typo.
+fn inflected_form(typed: &str, meant: &str) -> bool {
+    let lost_e = meant.strip_prefix(typed) == Some("e");
+    !lost_e && inflection(typed, meant)
 }
 
 /// `q` when it is a known content word, which gives context (stopwords go with everything).
@@ -440,4 +511,39 @@ pub(crate) fn best_path(
     }
     path.reverse();
     (path, end)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spelling_variants_are_told_from_typos() {
+        for (a, b) in [
+            ("color", "colour"),
+            ("theater", "theatre"),
+            ("theaters", "theatres"),
+            ("organize", "organise"),
+            ("traveled", "travelled"),
+            ("hemorrhage", "haemorrhage"),
+            ("glycerin", "glycerine"),
+        ] {
+            assert!(spelling_variant(a, b), "{a}/{b}");
+            assert!(spelling_variant(b, a), "{b}/{a}");
+        }
+        for (typed, meant) in [
+            ("hypretrophy", "hypertrophy"),
+            ("peopl", "people"),
+            ("activ", "active"),
+        ] {
+            assert!(!spelling_variant(typed, meant), "{typed}/{meant}");
+        }
+    }
+
+    #[test]
+    fn a_lost_final_e_is_a_typo_and_an_ending_a_form() {
+        assert!(!inflected_form("peopl", "people"));
+        assert!(inflected_form("symptom", "symptoms"));
+        assert!(inflected_form("chatbots", "chatbot"));
+    }
 }

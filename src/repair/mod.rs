@@ -311,6 +311,14 @@ pub struct Params {
     pub usage_weight: f64,
     /// ln of the written frequency at which the usage list neither adds nor takes belief.
     pub ln_usage_reference: f64,
+    /// With a usage list: a word no list holds, or only the corpus (rarely), is read as another
+    /// word's typo rather than believed for being written when that word is written this many
+    /// nats more often than it, after the edit's own cost (`seperate`, `definately`: the usage
+    /// list counts the misspelling because so many people make it).
+    pub typo_usage_margin: f64,
+    /// The same margin for a three-letter word read as a function word by any slip but a
+    /// dropped letter (`teh`, `adn`); high, since most short strings are acronyms (`hsa`).
+    pub short_typo_usage_margin: f64,
 }
 
 impl Default for Params {
@@ -338,8 +346,15 @@ impl Default for Params {
             unlisted_per_letter: 0.3,
             usage_weight: 1.0,
             ln_usage_reference: -17.0,
+            typo_usage_margin: 2.0,
+            short_typo_usage_margin: 8.5,
         }
     }
+}
+
+/// ln of a usage list's count per billion words.
+fn ln_usage(per_billion: u64) -> f64 {
+    (per_billion.max(1) as f64 * 1e-9).ln()
 }
 
 /// The corrector of one index: its vocabulary, the lexicon when loaded, and the model built from
@@ -482,15 +497,28 @@ impl Repairer {
             return 0.0;
         };
         match lex.usage(word) {
-            None => {
-                self.params.unlisted_cost
-                    + self.params.unlisted_per_letter * word.len().saturating_sub(5) as f64
-            }
+            None => self.unlisted_cost(word),
             Some(per_billion) => {
-                let ln_freq = (per_billion.max(1) as f64 * 1e-9).ln();
-                -self.params.usage_weight * (ln_freq - self.params.ln_usage_reference)
+                -self.params.usage_weight * (ln_usage(per_billion) - self.params.ln_usage_reference)
             }
         }
+    }
+
+    /// Whether a usage list is loaded.
+    pub(crate) fn has_usage(&self) -> bool {
+        self.lexicon.as_ref().is_some_and(|l| l.has_usage())
+    }
+
+    /// The cost of keeping a word that nobody writes (see [`Params::unlisted_cost`]).
+    pub(crate) fn unlisted_cost(&self, word: &str) -> f64 {
+        self.params.unlisted_cost
+            + self.params.unlisted_per_letter * word.len().saturating_sub(5) as f64
+    }
+
+    /// ln of how often `word` is written (a share of all words), when a usage list holds it.
+    pub(crate) fn ln_usage(&self, word: &str) -> Option<f64> {
+        let lex = self.lexicon.as_ref()?;
+        lex.usage(word).map(ln_usage)
     }
 
     /// [`Params::context_bonus`] when the corpus uses `candidate` near a content word of the

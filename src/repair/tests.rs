@@ -167,6 +167,48 @@ fn a_capitalised_word_nobody_writes_is_a_misspelt_name() {
 }
 
 #[test]
+fn a_misspelling_people_write_is_still_read_as_the_word_they_mean() {
+    let vocab = Arc::new(Vocabulary::build(DOCS.iter().map(|t| ("", *t))));
+    let words = [
+        ("separate", 60_000_000),
+        ("bank", 90_000_000),
+        ("accounts", 40_000_000),
+        ("the", 23_000_000_000),
+        ("and", 10_000_000_000),
+        ("has", 2_000_000_000),
+        ("capital", 60_000_000),
+        ("limits", 30_000_000),
+    ];
+    let lexicon = Lexicon::from_counts(words, []);
+    // The usage list counts the misspellings too, because so many people make them; an acronym
+    // is written for itself, far more than a typo of the word it resembles.
+    let usage = [
+        ("separate", 67_608),
+        ("seperate", 661),
+        ("the", 53_703_180),
+        ("teh", 1_096),
+        ("has", 2_344_229),
+        ("hsa", 437),
+        ("separator", 2_000),
+        ("separater", 600),
+    ];
+    let r = Repairer::new(vocab.clone(), Some(Arc::new(lexicon.with_usage(usage))));
+    assert_eq!(
+        r.repair("seperate bank accounts").text,
+        "separate bank accounts"
+    );
+    assert_eq!(r.repair("teh capital").text, "the capital");
+    assert!(!r.repair("hsa limits").changed());
+    // Written nearly as often as the word it resembles: a word of its own.
+    assert!(!r.repair("separater bank").changed());
+    // A typed stem whose ending was lost is completed; a form the lists lack is not trimmed.
+    let r = english();
+    assert_eq!(r.repair("symptom of anemia").text, "symptom of anemia");
+    assert_eq!(r.repair("bicycl repair").text, "bicycle repair");
+    assert!(!r.repair("bicycles repair").changed());
+}
+
+#[test]
 fn an_explanation_shows_the_readings_weighed_and_the_one_taken() {
     let r = english();
     let e = r.explain("recieve email");
@@ -274,6 +316,12 @@ fn the_real_model_fixes_what_people_type_and_leaves_clean_and_foreign_queries_al
             ("bi cycle repair", "bicycle repair"),
             ("thecauses of anemia", "the causes of anemia"),
             ("recieve email", "receive email"),
+            ("seperate bank accounts", "separate bank accounts"),
+            (
+                "what is teh capital of france",
+                "what is the capital of france",
+            ),
+            ("daily life of thai peopl", "daily life of thai people"),
         ] {
             assert_eq!(r.repair(typed).text, meant, "{typed}");
         }
