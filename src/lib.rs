@@ -9,6 +9,7 @@ pub mod encoder;
 pub mod eval;
 pub mod index;
 pub mod jobs;
+pub mod live;
 pub mod model;
 pub mod noise;
 pub mod query;

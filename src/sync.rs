@@ -10,3 +10,19 @@ pub fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
         Err(p) => p.into_inner(),
     }
 }
+
+/// Read-locks `l`, taking the guard back from a poisoned lock.
+pub fn read<T>(l: &std::sync::RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
+    match l.read() {
+        Ok(g) => g,
+        Err(p) => p.into_inner(),
+    }
+}
+
+/// Write-locks `l`, taking the guard back from a poisoned lock.
+pub fn write<T>(l: &std::sync::RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
+    match l.write() {
+        Ok(g) => g,
+        Err(p) => p.into_inner(),
+    }
+}

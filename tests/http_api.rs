@@ -2082,9 +2082,19 @@ fn openapi_documents_are_valid_and_describe_the_live_answers() {
         assert!(Instant::now() < deadline, "no admin address: {log}");
         std::thread::sleep(Duration::from_millis(50));
     };
+    let token = std::fs::read_to_string(
+        server
+            .data_dir
+            .as_ref()
+            .expect("data dir")
+            .path()
+            .join("admin-token"),
+    )
+    .expect("admin token");
     let out = Command::new(python())
         .arg(root().join("tests/python/openapi_check.py"))
         .args(["--base", &server.base, "--admin", &admin])
+        .args(["--admin-token", token.trim()])
         .output()
         .expect("run openapi_check.py");
     assert!(
@@ -2122,6 +2132,10 @@ fn openapi_documents_are_valid_and_describe_the_live_answers() {
         "/admin/jobs/{id}",
         "/admin/jobs/{id}/events",
         "/admin/jobs/{id}/cancel",
+        "/admin/documents",
+        "/admin/documents/delete",
+        "/admin/documents/{id}",
+        "/admin/index",
     ] {
         assert!(admin_paths.contains(&json!(path)), "{path} missing: {v}");
     }
@@ -2139,7 +2153,7 @@ fn openapi_documents_are_valid_and_describe_the_live_answers() {
         .collect();
     assert_eq!(
         statuses,
-        [200, 200, 200, 200, 200, 422, 404, 200, 200, 422],
+        [200, 200, 200, 200, 200, 422, 404, 200, 200, 422, 200, 400, 200],
         "{v}"
     );
     assert!(

@@ -69,6 +69,13 @@ pub struct ServeArgs {
     /// Requests served at once before 429 [default: 512].
     #[arg(long, env = "CAPOT_MAX_IN_FLIGHT")]
     pub max_in_flight: Option<usize>,
+    /// Documents the live segment holds (written since the index was built) before writes
+    /// answer 503 [default: 100000].
+    #[arg(long, env = "CAPOT_MAX_LIVE_DOCUMENTS")]
+    pub max_live_documents: Option<usize>,
+    /// Serve searches only: document writes answer 409 (replicas beside the one writer).
+    #[arg(long, env = "CAPOT_READ_ONLY")]
+    pub read_only: bool,
     /// Per-request time limit in milliseconds [default: 10000].
     #[arg(long, env = "CAPOT_REQUEST_TIMEOUT_MS")]
     pub request_timeout_ms: Option<u64>,
@@ -111,6 +118,8 @@ struct ServeFile {
     max_wait_ms: Option<u64>,
     queue_capacity: Option<usize>,
     max_in_flight: Option<usize>,
+    max_live_documents: Option<usize>,
+    read_only: Option<bool>,
     request_timeout_ms: Option<u64>,
     max_body_bytes: Option<usize>,
     default_ef: Option<usize>,
@@ -285,6 +294,13 @@ pub fn options(args: ServeArgs, global: &GlobalArgs) -> anyhow::Result<ServeOpti
                 .unwrap_or(defaults.max_in_flight),
         )?,
         queue_capacity,
+        max_live_documents: positive(
+            "max-live-documents",
+            args.max_live_documents
+                .or(file.max_live_documents)
+                .unwrap_or(defaults.max_live_documents),
+        )?,
+        read_only: args.read_only || file.read_only.unwrap_or(false),
         request_timeout_ms: args
             .request_timeout_ms
             .or(file.request_timeout_ms)

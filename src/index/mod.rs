@@ -27,7 +27,7 @@ pub mod npy;
 mod quantized;
 mod store;
 mod upgrade;
-mod vectors;
+pub(crate) mod vectors;
 pub mod vocab;
 mod writer;
 

@@ -14,6 +14,8 @@ pub struct ApiError {
     pub message: String,
     /// The request field at fault, when one is (`steps`, `eval.dataset`).
     pub param: Option<String>,
+    /// Structured detail, when one message is not enough (per-item reasons of a batch).
+    pub details: Option<serde_json::Value>,
 }
 
 impl ApiError {
@@ -23,12 +25,19 @@ impl ApiError {
             code,
             message: message.into(),
             param: None,
+            details: None,
         }
     }
 
     /// The same error, naming the request field at fault.
     pub fn with_param(mut self, param: impl Into<String>) -> Self {
         self.param = Some(param.into());
+        self
+    }
+
+    /// The same error with structured detail.
+    pub fn with_details(mut self, details: serde_json::Value) -> Self {
+        self.details = Some(details);
         self
     }
 

@@ -41,6 +41,19 @@ pub struct Metrics {
     pub repairs: IntCounterVec,
     /// Queued requests dropped before inference because their client had gone, by encoder.
     pub abandoned: IntCounterVec,
+    /// Live-corpus write batches by operation (upsert, delete) and outcome (the error code, or
+    /// `ok`).
+    pub corpus_writes: IntCounterVec,
+    /// Documents in acknowledged batches, by operation.
+    pub corpus_documents_written: IntCounterVec,
+    /// Time to append a batch to the write-ahead log and fsync it.
+    pub corpus_log_seconds: prometheus::Histogram,
+    /// Live-corpus sizes: `live` documents, `deleted` ids, `hidden_frozen` documents.
+    pub corpus_documents: IntGaugeVec,
+    /// Bytes of the write-ahead log.
+    pub corpus_log_bytes: IntGauge,
+    /// Heap bytes of the live segment.
+    pub corpus_memory_bytes: IntGauge,
 }
 
 impl Metrics {
@@ -121,6 +134,43 @@ impl Metrics {
             &["encoder"],
         )?;
         registry.register(Box::new(abandoned.clone()))?;
+        let corpus_writes = IntCounterVec::new(
+            Opts::new(
+                "corpus_writes_total",
+                "Live-corpus write batches by operation and outcome (ok, or the error code).",
+            ),
+            &["operation", "outcome"],
+        )?;
+        let corpus_documents_written = IntCounterVec::new(
+            Opts::new(
+                "corpus_documents_written_total",
+                "Documents in acknowledged write batches, by operation.",
+            ),
+            &["operation"],
+        )?;
+        let corpus_log_seconds = prometheus::Histogram::with_opts(
+            HistogramOpts::new(
+                "corpus_log_append_duration_seconds",
+                "Time to append a batch to the write-ahead log and fsync it.",
+            )
+            .buckets(LATENCY_BUCKETS.to_vec()),
+        )?;
+        let corpus_documents = IntGaugeVec::new(
+            Opts::new(
+                "corpus_documents",
+                "Live corpus: documents in the live segment (live), ids deleted (deleted), frozen documents hidden (hidden_frozen).",
+            ),
+            &["state"],
+        )?;
+        let corpus_log_bytes = IntGauge::new("corpus_log_bytes", "Bytes of the write-ahead log.")?;
+        let corpus_memory_bytes =
+            IntGauge::new("corpus_memory_bytes", "Heap bytes of the live segment.")?;
+        registry.register(Box::new(corpus_writes.clone()))?;
+        registry.register(Box::new(corpus_documents_written.clone()))?;
+        registry.register(Box::new(corpus_log_seconds.clone()))?;
+        registry.register(Box::new(corpus_documents.clone()))?;
+        registry.register(Box::new(corpus_log_bytes.clone()))?;
+        registry.register(Box::new(corpus_memory_bytes.clone()))?;
         let build_info = GaugeVec::new(
             Opts::new("build_info", "Version of the running capot (value 1)."),
             &["version"],
@@ -143,6 +193,12 @@ impl Metrics {
             encoder_requests,
             repairs,
             abandoned,
+            corpus_writes,
+            corpus_documents_written,
+            corpus_log_seconds,
+            corpus_documents,
+            corpus_log_bytes,
+            corpus_memory_bytes,
         })
     }
 
@@ -162,6 +218,20 @@ impl Metrics {
             tracing::error!("cannot render metrics: {e}");
         }
         String::from_utf8(buf).unwrap_or_default()
+    }
+
+    /// Sets the live-corpus gauges from its counts.
+    pub fn set_corpus(&self, s: &crate::live::LiveStats) {
+        let set = |state: &str, n: usize| {
+            self.corpus_documents
+                .with_label_values(&[state])
+                .set(n as i64)
+        };
+        set("live", s.delta_documents);
+        set("deleted", s.deleted);
+        set("hidden_frozen", s.hidden_frozen);
+        self.corpus_log_bytes.set(s.log_bytes as i64);
+        self.corpus_memory_bytes.set(s.memory_bytes as i64);
     }
 
     pub fn observe_stage(&self, stage: &str, encoder: &str, seconds: f64) {

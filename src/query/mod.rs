@@ -12,6 +12,7 @@ use std::time::Instant;
 
 use serde::Serialize;
 
+pub mod documents;
 pub mod error;
 pub mod metrics;
 pub mod stages;

@@ -12,6 +12,9 @@ use serde::Serialize;
 
 use super::error::ApiError;
 use super::state::AppState;
+use crate::index::{Index, IndexError};
+use crate::live::segment::StoredDocument;
+use crate::live::LiveCorpus;
 use crate::registry::batcher::{BatchError, EncodeTimings};
 use crate::registry::{LoadedEncoder, QueryPipeline, ResolveError, DEFAULT_ALIAS};
 use crate::repair::{Outcome, RepairFusion, RepairMode, Repaired, Repairer};
@@ -209,6 +212,14 @@ async fn encode_texts(
     Ok((vectors, tokenize, timings, real_tokens))
 }
 
+/// Document vectors for the live corpus, through the same batching queue as queries.
+pub async fn encode_documents(
+    loaded: &Arc<LoadedEncoder>,
+    texts: Vec<String>,
+) -> Result<Vec<Vec<f32>>, ApiError> {
+    Ok(encode_texts(loaded, texts).await?.0)
+}
+
 /// Runs tokenized texts through the encoder's batching queue.
 async fn infer(
     loaded: &Arc<LoadedEncoder>,
@@ -360,6 +371,7 @@ pub async fn search(state: &AppState, p: SearchParams) -> Result<SearchOutput, A
             .unwrap_or_else(|| index.default_ef())
             .max(k);
     let repair_ran = repairer.is_some();
+    let live = state.live.get().cloned();
     let work = async {
         let prepared = prepare(&loaded, p.texts, repairer, fusion).await?;
         let (vectors, timings, _) = infer(&loaded, prepared.tokens).await?;
@@ -371,24 +383,8 @@ pub async fn search(state: &AppState, p: SearchParams) -> Result<SearchOutput, A
             slots
                 .iter()
                 .map(|own| {
-                    let lists = own
-                        .iter()
-                        .map(|&i| idx.search(&vectors[i], k, ef))
-                        .collect::<Result<Vec<_>, _>>()?;
-                    crate::index::merge_best(lists, k)
-                        .into_iter()
-                        .enumerate()
-                        .filter_map(|(rank, h)| {
-                            let doc = idx.document(h.index).transpose()?;
-                            Some(doc.map(|d| Hit {
-                                id: d.id,
-                                score: h.score,
-                                rank: rank + 1,
-                                title: d.title,
-                                text: d.text,
-                            }))
-                        })
-                        .collect::<Result<Vec<_>, _>>()
+                    let own: Vec<&[f32]> = own.iter().map(|&i| vectors[i].as_slice()).collect();
+                    corpus_search(&idx, live.as_deref(), &own, k, ef)
                 })
                 .collect::<Result<Vec<_>, _>>()
         })
@@ -440,6 +436,87 @@ pub async fn search(state: &AppState, p: SearchParams) -> Result<SearchOutput, A
             fusion: Some(fusion),
         },
     })
+}
+
+/// The `k` best documents for one query's vectors (the raw text's, and the repaired text's when
+/// fused): the frozen index's hits less the documents the live corpus replaced or deleted, merged
+/// with the live documents' own, each document once with its best score.
+pub fn corpus_search(
+    index: &Index,
+    live: Option<&LiveCorpus>,
+    vectors: &[&[f32]],
+    k: usize,
+    ef: usize,
+) -> Result<Vec<Hit>, IndexError> {
+    let hidden = live.map_or(0, |l| l.read().hidden());
+    // Ask the frozen index for enough more that k survive the filter: a few more first, all
+    // the hidden ones at worst.
+    let mut want = k + hidden.min(4 * k);
+    let (frozen, segment) = loop {
+        let lists = vectors
+            .iter()
+            .map(|v| index.search(v, want, ef.max(want)))
+            .collect::<Result<Vec<_>, _>>()?;
+        let exhausted = lists.iter().all(|l| l.len() < want);
+        let hits = crate::index::merge_best(lists, want);
+        let segment = live.map(|l| l.read());
+        let kept: Vec<crate::index::Hit> = hits
+            .into_iter()
+            .filter(|h| !segment.as_ref().is_some_and(|s| s.hides(h.index)))
+            .collect();
+        if kept.len() >= k || exhausted || want >= k + hidden {
+            break (kept, segment);
+        }
+        want = (2 * want).min(k + hidden);
+    };
+    enum From {
+        Frozen(usize),
+        Live(StoredDocument),
+    }
+    let mut merged: Vec<(f32, From)> = frozen
+        .into_iter()
+        .map(|h| (h.score, From::Frozen(h.index)))
+        .collect();
+    if let Some(segment) = &segment {
+        let mut best: std::collections::HashMap<String, (f32, StoredDocument)> =
+            std::collections::HashMap::new();
+        for v in vectors {
+            for h in segment.search(v, k) {
+                match best.get_mut(&h.document.id) {
+                    Some(b) if b.0 >= h.score => {}
+                    _ => {
+                        best.insert(h.document.id.clone(), (h.score, h.document));
+                    }
+                }
+            }
+        }
+        merged.extend(best.into_values().map(|(s, d)| (s, From::Live(d))));
+    }
+    drop(segment);
+    merged.sort_by(|a, b| b.0.total_cmp(&a.0));
+    merged.truncate(k);
+    merged
+        .into_iter()
+        .enumerate()
+        .filter_map(|(rank, (score, from))| match from {
+            From::Frozen(i) => index.document(i).transpose().map(|d| {
+                d.map(|d| Hit {
+                    id: d.id,
+                    score,
+                    rank: rank + 1,
+                    title: d.title,
+                    text: d.text,
+                })
+            }),
+            From::Live(d) => Some(Ok(Hit {
+                id: d.id,
+                score,
+                rank: rank + 1,
+                title: d.title,
+                text: d.text,
+            })),
+        })
+        .collect()
 }
 
 /// Encodes texts with an encoder (OpenAI's `model`), optionally checking the dimension asked for.

@@ -8,6 +8,7 @@ use tokio::sync::Semaphore;
 
 use super::metrics::Metrics;
 use crate::index::Index;
+use crate::live::LiveCorpus;
 use crate::registry::router::QueryRouter;
 use crate::registry::Registry;
 use crate::repair::{RepairFusion, RepairMode, Repairer};
@@ -31,6 +32,14 @@ pub struct Limits {
     pub request_timeout_ms: u64,
     /// HNSW ef when a request gives none; `None`: the index manifest's `ef_search`.
     pub default_ef: Option<usize>,
+    /// Documents the live segment holds before writes answer 503.
+    pub max_live_documents: usize,
+    /// Documents one write request may carry (413 above).
+    pub max_write_documents: usize,
+    /// Bytes of one document's text (400 above).
+    pub max_document_bytes: usize,
+    /// Document writes refused (409): a replica that serves searches beside the one writer.
+    pub read_only: bool,
 }
 
 impl Default for Limits {
@@ -44,6 +53,10 @@ impl Default for Limits {
             queue_capacity: 256,
             request_timeout_ms: 10_000,
             default_ef: None,
+            max_live_documents: crate::live::DEFAULT_MAX_LIVE_DOCUMENTS,
+            max_write_documents: 256,
+            max_document_bytes: 64 << 10,
+            read_only: false,
         }
     }
 }
@@ -67,6 +80,9 @@ pub struct AppState {
     pub repairer: OnceLock<Option<Arc<Repairer>>>,
     /// Repair mode and fusion when neither the request nor its alias sets them.
     pub repair_defaults: RepairDefaults,
+    /// Documents written since the index was built, and the log that keeps them; set with the
+    /// index.
+    pub live: OnceLock<Arc<LiveCorpus>>,
 }
 
 impl AppState {
@@ -84,6 +100,7 @@ impl AppState {
             router: OnceLock::new(),
             repairer: OnceLock::new(),
             repair_defaults: RepairDefaults::default(),
+            live: OnceLock::new(),
         }
     }
 

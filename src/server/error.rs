@@ -23,6 +23,8 @@ struct Inner<'a> {
     kind: &'a str,
     #[serde(skip_serializing_if = "Option::is_none")]
     param: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    details: Option<&'a serde_json::Value>,
 }
 
 impl IntoResponse for ApiError {
@@ -33,6 +35,7 @@ impl IntoResponse for ApiError {
                 message: &self.message,
                 kind: self.code,
                 param: self.param.as_deref(),
+                details: self.details.as_ref(),
             },
         };
         let mut resp = (self.status, axum::Json(body)).into_response();

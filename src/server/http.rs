@@ -232,9 +232,14 @@ async fn info(State(state): State<Arc<AppState>>) -> Json<serde_json::Value> {
             "heap_bytes": i.heap_bytes(),
         })
     });
+    let corpus = match (state.index.get(), state.live.get()) {
+        (Some(i), Some(l)) => crate::query::documents::corpus_view(i, l),
+        _ => serde_json::Value::Null,
+    };
     Json(json!({
         "version": env!("CARGO_PKG_VERSION"),
         "ready": state.is_ready(),
+        "corpus": corpus,
         "uptime_seconds": state.started.elapsed().as_secs(),
         "execution_providers": providers,
         "index": index,

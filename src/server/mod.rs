@@ -128,6 +128,9 @@ pub fn load_encoder(
     })
 }
 
+/// Directory of the live corpus's write-ahead log under `--data-dir`.
+pub const LIVE_DIR: &str = "corpus";
+
 /// Loads the index and encoders into `state` (the caller marks it ready).
 fn load_all(state: &AppState, options: &ServeOptions) -> Result<(), String> {
     let started = Instant::now();
@@ -163,6 +166,14 @@ fn load_all(state: &AppState, options: &ServeOptions) -> Result<(), String> {
             .insert(DEFAULT_ALIAS.to_string(), first.clone());
         Ok(())
     })?;
+    let live = crate::live::LiveCorpus::open(
+        &options.data_dir.join(LIVE_DIR),
+        &index,
+        state.limits.max_live_documents,
+    )
+    .map_err(|e| format!("cannot open the live corpus: {e}"))?;
+    state.metrics.set_corpus(&live.stats());
+    let _ = state.live.set(Arc::new(live));
     let _ = state.index.set(index);
     tracing::info!(
         seconds = started.elapsed().as_secs_f64(),

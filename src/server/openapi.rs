@@ -29,6 +29,10 @@ pub struct ErrorDetail {
     /// The request field at fault, when one is.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub param: Option<String>,
+    /// Structured detail: `{"items": [{"index", "id", "reason"}]}` for a refused write batch.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub details: Option<serde_json::Value>,
 }
 
 /// What query repair did to one query.

@@ -20,9 +20,11 @@ def get(url):
         return json.load(r)
 
 
-def post(url, body):
-    req = urllib.request.Request(url, data=json.dumps(body).encode(),
-                                 headers={"Content-Type": "application/json"})
+def post(url, body, token=None):
+    headers = {"Content-Type": "application/json"}
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    req = urllib.request.Request(url, data=json.dumps(body).encode(), headers=headers)
     try:
         with urllib.request.urlopen(req, timeout=TIMEOUT) as r:
             return r.status, json.load(r)
@@ -45,6 +47,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--base", required=True, help="http://HOST:PORT of the public listener")
     ap.add_argument("--admin", required=True, help="http://HOST:PORT of the admin listener")
+    ap.add_argument("--admin-token", help="the admin token: also checks write answers")
     args = ap.parse_args()
     out = {}
     public = get(f"{args.base}/openapi.json")
@@ -72,6 +75,16 @@ def main():
         status, answer = post(f"{args.base}{path}", body)
         checked.append({"path": path, "status": status, "keys": sorted(answer),
                         "errors": errors(public, path, status, answer)})
+    if args.admin_token:
+        writes = [
+            ("/admin/documents", {"documents": [{"id": "openapi-1", "text": "a written document"}]}),
+            ("/admin/documents", {"documents": [{"id": "", "text": "no id"}]}),
+            ("/admin/documents/delete", {"ids": ["openapi-1"]}),
+        ]
+        for path, body in writes:
+            status, answer = post(f"{args.admin}{path}", body, args.admin_token)
+            checked.append({"path": path, "status": status, "keys": sorted(answer),
+                            "errors": errors(admin, path, status, answer)})
     out["checked"] = checked
     print(json.dumps(out))
 

@@ -33,6 +33,7 @@ fn guarded(admin: Arc<Admin>) -> Router {
             get(super::jobs::list).post(super::jobs::create),
         )
         .route("/admin/jobs/{id}", get(super::jobs::show))
+        .merge(super::documents::routes())
         .route("/admin/jobs/{id}/events", get(super::jobs::events))
         .route(
             "/admin/jobs/{id}/cancel",

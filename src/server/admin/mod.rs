@@ -8,9 +8,10 @@
 //!
 //! One file per concern: [`bootstrap`] starts the listener, the job manager and the token;
 //! [`state_sync`] keeps the registry and the state file in step; [`registry_ops`] loads, unloads
-//! and switches; [`handlers`] and [`jobs`] are the HTTP routes.
+//! and switches; [`handlers`], [`jobs`] and [`documents`] (the live corpus) are the HTTP routes.
 
 mod bootstrap;
+pub mod documents;
 mod handlers;
 mod jobs;
 mod openapi;

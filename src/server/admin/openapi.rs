@@ -3,8 +3,10 @@
 
 use utoipa::OpenApi;
 
+use super::documents::{DeleteRequest, UpsertRequest, WaitParam};
 use super::handlers::AliasRequest;
 use super::registry_ops::LoadRequest;
+use crate::query::documents::{DocumentInput, DocumentView, WriteResult, WriteStatus};
 use crate::repair::{RepairFusion, RepairMode};
 use crate::server::openapi::{Bearer, ErrorBody, ErrorDetail};
 
@@ -100,6 +102,62 @@ fn job_events() {}
 #[allow(dead_code)]
 fn cancel_job() {}
 
+/// The answer to a write, in Qdrant's shape.
+#[derive(serde::Serialize, utoipa::ToSchema)]
+#[allow(dead_code)]
+pub(crate) struct WriteAnswer {
+    result: WriteResult,
+    /// Always `ok` on success.
+    status: String,
+    /// Seconds the write took.
+    time: f64,
+}
+
+/// Adds documents or replaces those with the same ids (frozen or live), encoded by the
+/// document encoder. All or nothing; answered once durable and, unless `wait=false`, searchable.
+#[utoipa::path(post, path = "/admin/documents", tag = "documents", request_body = UpsertRequest,
+    params(WaitParam),
+    responses((status = 200, body = WriteAnswer),
+        (status = 400, description = "refused items, each with its reason in `error.details.items`", body = ErrorBody),
+        (status = 401, body = ErrorBody),
+        (status = 409, description = "the index's document encoder is not loaded", body = ErrorBody),
+        (status = 413, description = "over the batch limit", body = ErrorBody),
+        (status = 503, description = "the live segment is full, or the log stopped taking writes", body = ErrorBody),
+        (status = 507, description = "no space left for the log", body = ErrorBody)))]
+#[allow(dead_code)]
+fn upsert_documents() {}
+
+/// Deletes documents by id (unknown ids are no error).
+#[utoipa::path(post, path = "/admin/documents/delete", tag = "documents", request_body = DeleteRequest,
+    params(WaitParam),
+    responses((status = 200, body = WriteAnswer), (status = 400, body = ErrorBody),
+        (status = 401, body = ErrorBody), (status = 413, body = ErrorBody),
+        (status = 503, body = ErrorBody), (status = 507, body = ErrorBody)))]
+#[allow(dead_code)]
+fn delete_documents() {}
+
+/// Deletes one document.
+#[utoipa::path(delete, path = "/admin/documents/{id}", tag = "documents",
+    params(("id" = String, Path, description = "document id"), WaitParam),
+    responses((status = 200, body = WriteAnswer), (status = 400, body = ErrorBody),
+        (status = 401, body = ErrorBody), (status = 503, body = ErrorBody), (status = 507, body = ErrorBody)))]
+#[allow(dead_code)]
+fn delete_document() {}
+
+/// One document as searches see it: the live copy, else the frozen index's.
+#[utoipa::path(get, path = "/admin/documents/{id}", tag = "documents",
+    params(("id" = String, Path, description = "document id")),
+    responses((status = 200, body = DocumentView), (status = 401, body = ErrorBody),
+        (status = 404, description = "never written, or deleted", body = ErrorBody)))]
+#[allow(dead_code)]
+fn get_document() {}
+
+/// The served corpus: frozen version and documents, live documents, deletes, log bytes.
+#[utoipa::path(get, path = "/admin/index", tag = "documents",
+    responses((status = 200, body = Object), (status = 401, body = ErrorBody)))]
+#[allow(dead_code)]
+fn index_info() {}
+
 /// This document (no token needed).
 #[utoipa::path(get, path = "/openapi.json", tag = "service", security(()),
     responses((status = 200, description = "OpenAPI 3.1", body = Object)))]
@@ -114,10 +172,13 @@ const ADMIN_TOKEN: Bearer = Bearer {
 
 #[derive(OpenApi)]
 #[openapi(
-    info(title = "capot admin", description = "Encoders, aliases, the state file and alignment jobs."),
+    info(title = "capot admin", description = "Encoders, aliases, the state file, alignment jobs and the live corpus."),
     paths(list_encoders, post_encoder, delete_encoder, list_aliases, put_alias, delete_alias,
-        get_state, list_jobs, create_job, show_job, job_events, cancel_job, openapi),
-    components(schemas(LoadRequest, AliasRequest, RepairMode, RepairFusion, ErrorBody, ErrorDetail)),
+        get_state, list_jobs, create_job, show_job, job_events, cancel_job, upsert_documents,
+        delete_documents, delete_document, get_document, index_info, openapi),
+    components(schemas(LoadRequest, AliasRequest, RepairMode, RepairFusion, ErrorBody, ErrorDetail,
+        UpsertRequest, DeleteRequest, DocumentInput, DocumentView, WriteResult, WriteStatus,
+        WriteAnswer)),
     security(("admin_token" = [])),
     modifiers(&ADMIN_TOKEN)
 )]

@@ -1,0 +1,353 @@
+//! The live corpus: documents added, replaced and deleted online, beside the frozen index.
+//!
+//! A batch is written to the write-ahead log ([`wal`]) and fsynced before it is acknowledged,
+//! then applied to the live segment ([`segment`]), which searches its documents exactly and hides
+//! the frozen documents they replace or delete. On start the log is replayed, so what was
+//! acknowledged survives a kill. The frozen index stays as built: the document encoder is frozen,
+//! and query encoders aligned to it keep fitting both.
+
+pub mod segment;
+pub mod wal;
+
+use std::path::{Path, PathBuf};
+use std::sync::RwLock;
+
+use crate::index::{Index, IndexManifest};
+use segment::{LiveHit, Segment, StoredDocument};
+use wal::Wal;
+
+/// File name of the log in the data directory.
+pub const WAL_FILE: &str = "wal.log";
+/// Live documents the segment holds before writes are refused until a compaction.
+pub const DEFAULT_MAX_LIVE_DOCUMENTS: usize = 100_000;
+
+/// Test hook of the crash tests: with `CAPOT_CRASH_AT=<point>` (or `<point>:<n>`, the n-th
+/// time), the process kills itself with SIGKILL when it reaches `point` — as a crash there
+/// would. Points: `wal.before_sync` (record written, not yet fsynced), `wal.after_sync` (durable,
+/// not yet applied or acknowledged). Unset, it costs one relaxed load.
+pub(crate) fn crash_point(point: &str) {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static AT: std::sync::OnceLock<Option<(String, u64)>> = std::sync::OnceLock::new();
+    static HITS: AtomicU64 = AtomicU64::new(0);
+    let at = AT.get_or_init(|| {
+        let v = std::env::var("CAPOT_CRASH_AT").ok()?;
+        let (name, n) = match v.split_once(':') {
+            Some((name, n)) => (name.to_string(), n.parse().unwrap_or(1)),
+            None => (v, 1),
+        };
+        Some((name, n))
+    });
+    if let Some((name, n)) = at {
+        if name == point && HITS.fetch_add(1, Ordering::Relaxed) + 1 == *n {
+            tracing::warn!(point, "CAPOT_CRASH_AT: killing the process");
+            let _ = std::process::Command::new("kill")
+                .args(["-KILL", &std::process::id().to_string()])
+                .status();
+            std::process::abort();
+        }
+    }
+}
+
+/// A document as written: its vector from the document encoder.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LiveDocument {
+    pub id: String,
+    pub title: String,
+    pub text: String,
+    pub metadata: Option<serde_json::Value>,
+    pub vector: Vec<f32>,
+}
+
+/// One batch: all of it applies, or none.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Operation {
+    /// Add documents, or replace those with the same ids.
+    Upsert(Vec<LiveDocument>),
+    /// Delete documents by id (unknown ids are no error: the delete is idempotent).
+    Delete(Vec<String>),
+}
+
+/// Why a write failed or the log could not be opened.
+#[derive(Debug, thiserror::Error)]
+pub enum LiveError {
+    #[error("{0}")]
+    Io(String),
+    #[error("write-ahead log: {0}")]
+    Log(String),
+    /// No space left: nothing of the batch was acknowledged.
+    #[error("no space left for the write-ahead log ({0}); nothing of the batch was written")]
+    DiskFull(String),
+    /// The log cannot vouch for writes any more (a failed fsync); a restart replays it.
+    #[error("the write-ahead log stopped taking writes: {0}; restart the server to replay it")]
+    LogFailed(String),
+    #[error("{0}")]
+    TooLarge(String),
+    /// The live segment is full until a compaction folds it into a new frozen version.
+    #[error("the live segment holds {0} documents, its limit; compact the index to take more")]
+    Full(usize),
+}
+
+impl LiveError {
+    fn from_write(e: std::io::Error, path: &Path) -> Self {
+        // ENOSPC, EDQUOT
+        if matches!(e.raw_os_error(), Some(28) | Some(122)) {
+            LiveError::DiskFull(format!("{}: {e}", path.display()))
+        } else {
+            LiveError::Io(format!("{}: {e}", path.display()))
+        }
+    }
+}
+
+/// Counts for `/info` and `GET /admin/index`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct LiveStats {
+    /// Documents served: frozen − hidden + live.
+    pub documents: usize,
+    /// Documents in the live segment.
+    pub delta_documents: usize,
+    /// Ids deleted and not written again since (tombstones, kept until a new version drops
+    /// them).
+    pub deleted: usize,
+    /// Frozen documents a live document replaces or a delete removes, hidden from its answers.
+    pub hidden_frozen: usize,
+    /// Bytes of the write-ahead log.
+    pub log_bytes: u64,
+    /// Operation id of the last acknowledged batch (0 when none).
+    pub last_operation_id: u64,
+    /// Heap bytes the live segment holds.
+    pub memory_bytes: usize,
+    /// Live documents the segment takes before writes wait for a compaction.
+    pub max_live_documents: usize,
+}
+
+/// The log and the segment of one frozen index.
+pub struct LiveCorpus {
+    wal: Wal,
+    segment: RwLock<Segment>,
+    frozen_documents: usize,
+    max_live_documents: usize,
+    path: PathBuf,
+}
+
+/// What identifies a frozen index to its log: its document encoder and its vectors' hash, so a
+/// log is never replayed over another index.
+pub fn index_identity(m: &IndexManifest) -> String {
+    let vectors = m
+        .files
+        .get(crate::index::VECTORS_FILE)
+        .map_or("", |f| f.blake3.as_str());
+    format!("{}/{}/{}", m.encoder_fingerprint, m.count, vectors)
+}
+
+impl LiveCorpus {
+    /// Opens the log in `data_dir` for `index` and replays it into a new live segment.
+    pub fn open(
+        data_dir: &Path,
+        index: &Index,
+        max_live_documents: usize,
+    ) -> Result<LiveCorpus, LiveError> {
+        std::fs::create_dir_all(data_dir)
+            .map_err(|e| LiveError::Io(format!("{}: {e}", data_dir.display())))?;
+        let path = data_dir.join(WAL_FILE);
+        let (wal, recovery) = Wal::open(&path, &index_identity(index.manifest()))?;
+        let mut segment = Segment::new(index.dimension());
+        let frozen = |id: &str| index.index_of(id).ok().flatten();
+        for r in &recovery.records {
+            segment.apply(r.seq, &r.operation, &frozen);
+        }
+        if !recovery.records.is_empty() {
+            tracing::info!(
+                log = %path.display(),
+                batches = recovery.records.len(),
+                live = segment.len(),
+                deleted = segment.hidden(),
+                "write-ahead log replayed"
+            );
+        }
+        Ok(LiveCorpus {
+            wal,
+            segment: RwLock::new(segment),
+            frozen_documents: index.len(),
+            max_live_documents,
+            path,
+        })
+    }
+
+    /// Logs `op` durably and returns its operation id; [`LiveCorpus::apply`] makes it visible.
+    /// Refused when the segment is full (deletes are always taken: they free room).
+    pub fn log(&self, op: &Operation) -> Result<u64, LiveError> {
+        if let Operation::Upsert(docs) = op {
+            let live = self.read().len();
+            if live + docs.len() > self.max_live_documents {
+                return Err(LiveError::Full(live));
+            }
+        }
+        self.wal.append(op)
+    }
+
+    /// Applies a logged batch to the segment.
+    pub fn apply(&self, seq: u64, op: &Operation, index: &Index) {
+        let frozen = |id: &str| index.index_of(id).ok().flatten();
+        crate::sync::write(&self.segment).apply(seq, op, &frozen);
+    }
+
+    /// The `k` nearest live documents.
+    pub fn search(&self, query: &[f32], k: usize) -> Vec<LiveHit> {
+        self.read().search(query, k)
+    }
+
+    /// A read view of the segment (for filtering a frozen answer under one consistent state).
+    pub fn read(&self) -> std::sync::RwLockReadGuard<'_, Segment> {
+        crate::sync::read(&self.segment)
+    }
+
+    /// The live document `id`, if the segment has one.
+    pub fn get(&self, id: &str) -> Option<StoredDocument> {
+        self.read().get(id).cloned()
+    }
+
+    /// Counts for `/info` and the admin API.
+    pub fn stats(&self) -> LiveStats {
+        let s = self.read();
+        LiveStats {
+            documents: self.frozen_documents - s.hidden().min(self.frozen_documents) + s.len(),
+            delta_documents: s.len(),
+            deleted: s.tombstones(),
+            hidden_frozen: s.hidden(),
+            log_bytes: self.wal.bytes(),
+            last_operation_id: self.wal.last_seq(),
+            memory_bytes: s.heap_bytes(),
+            max_live_documents: self.max_live_documents,
+        }
+    }
+
+    /// Where the log is.
+    pub fn log_path(&self) -> &Path {
+        &self.path
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::index::{Document, HnswParams, IndexBuilder, ManifestFields};
+    use crate::query::stages::corpus_search;
+
+    fn unit(rng: &mut u64, dim: usize) -> Vec<f32> {
+        let mut v: Vec<f32> = (0..dim)
+            .map(|_| {
+                *rng ^= *rng << 13;
+                *rng ^= *rng >> 7;
+                *rng ^= *rng << 17;
+                (*rng >> 40) as f32 / (1u64 << 24) as f32 - 0.5
+            })
+            .collect();
+        let n = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+        v.iter_mut().for_each(|x| *x /= n);
+        v
+    }
+
+    #[test]
+    fn the_merged_answer_is_the_frozen_answer_filtered_merged_with_the_live_one() {
+        let (n, dim, k) = (300, 16, 10);
+        let mut rng = 0x9e37_79b9_7f4a_7c15u64;
+        let docs: Vec<Document> = (0..n)
+            .map(|i| Document {
+                id: format!("f{i}"),
+                title: String::new(),
+                text: format!("frozen {i}"),
+            })
+            .collect();
+        let vectors: Vec<f32> = (0..n).flat_map(|_| unit(&mut rng, dim)).collect();
+        let dir = tempfile::tempdir().unwrap();
+        let index = IndexBuilder::new(
+            dir.path().join("index"),
+            ManifestFields {
+                encoder_fingerprint: "sha256:test".into(),
+                encoder_name: "test".into(),
+                dimension: dim,
+                capot_version: "0.0.0-test".into(),
+            },
+        )
+        .params(HnswParams {
+            m: 16,
+            ef_construction: 200,
+            ef_search: 64,
+            ..HnswParams::default()
+        })
+        .build(docs, vectors.clone(), &mut |_| Ok(()))
+        .unwrap();
+        let live = LiveCorpus::open(&dir.path().join("data"), &index, 1000).unwrap();
+        // New documents, replacements of frozen ones, deletes of frozen and live ones.
+        let write = |op: Operation| {
+            let seq = live.log(&op).unwrap();
+            live.apply(seq, &op, &index);
+        };
+        for round in 0..6 {
+            let docs = (0..20)
+                .map(|j| {
+                    let id = if j % 4 == 0 {
+                        format!("f{}", (round * 37 + j * 11) % n)
+                    } else {
+                        format!("live-{}", (round * 13 + j) % 50)
+                    };
+                    LiveDocument {
+                        text: format!("{id} round {round}"),
+                        id,
+                        title: String::new(),
+                        metadata: None,
+                        vector: unit(&mut rng, dim),
+                    }
+                })
+                .collect();
+            write(Operation::Upsert(docs));
+            write(Operation::Delete(
+                (0..8)
+                    .map(|j| {
+                        if j % 2 == 0 {
+                            format!("f{}", (round * 53 + j * 7) % n)
+                        } else {
+                            format!("live-{}", (round * 17 + j) % 50)
+                        }
+                    })
+                    .collect(),
+            ));
+        }
+        let stats = live.stats();
+        assert!(
+            stats.delta_documents > 20 && stats.hidden_frozen > 20,
+            "{stats:?}"
+        );
+        for _ in 0..40 {
+            let q = unit(&mut rng, dim);
+            let got = corpus_search(&index, Some(&live), &[&q], k, n).unwrap();
+            // Expected: every served document scored exactly, the best k.
+            let segment = live.read();
+            let mut all: Vec<(f32, String)> = (0..n)
+                .filter(|&i| !segment.hides(i))
+                .map(|i| {
+                    let v = &vectors[i * dim..(i + 1) * dim];
+                    (q.iter().zip(v).map(|(a, b)| a * b).sum(), format!("f{i}"))
+                })
+                .chain(
+                    segment
+                        .search(&q, usize::MAX)
+                        .into_iter()
+                        .map(|h| (h.score, h.document.id)),
+                )
+                .collect();
+            drop(segment);
+            all.sort_by(|a, b| b.0.total_cmp(&a.0));
+            let want: Vec<&str> = all.iter().take(k).map(|x| x.1.as_str()).collect();
+            let ids: Vec<&str> = got.iter().map(|h| h.id.as_str()).collect();
+            assert_eq!(ids, want);
+            for (h, (s, _)) in got.iter().zip(&all) {
+                assert!((h.score - s).abs() < 1e-4);
+            }
+            // No id twice, ranks in order.
+            let unique: std::collections::HashSet<_> = ids.iter().collect();
+            assert_eq!(unique.len(), ids.len());
+            assert!(got.iter().enumerate().all(|(i, h)| h.rank == i + 1));
+        }
+    }
+}

@@ -1,0 +1,271 @@
+//! The live segment: documents written since the frozen index was built, searched exactly, and
+//! the frozen documents they replace or delete, hidden from the frozen index's answers.
+//!
+//! Every change carries its operation id, and a document or a delete takes effect only over an
+//! older one, so applying two batches in either order gives the state their log order gives.
+
+use std::collections::{HashMap, HashSet};
+
+use super::{LiveDocument, Operation};
+use crate::index::vectors::dot;
+
+/// A document of the live segment, without its vector.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoredDocument {
+    pub id: String,
+    pub title: String,
+    pub text: String,
+    pub metadata: Option<serde_json::Value>,
+    /// Operation id of the write that put it here.
+    pub seq: u64,
+}
+
+/// A hit in the live segment.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LiveHit {
+    pub score: f32,
+    pub document: StoredDocument,
+}
+
+/// The live documents and the tombstones, with their vectors in one contiguous block.
+pub struct Segment {
+    dim: usize,
+    vectors: Vec<f32>,
+    slots: Vec<Option<StoredDocument>>,
+    free: Vec<usize>,
+    by_id: HashMap<String, usize>,
+    /// Deleted ids and the id of the delete: they hold off older upserts applied late, and hide
+    /// the frozen index's copy until a new version drops it.
+    deleted: HashMap<String, u64>,
+    /// Frozen documents (by internal index) that a live document replaces or a delete removes.
+    hidden: HashSet<usize>,
+    text_bytes: usize,
+}
+
+impl Segment {
+    /// An empty segment of `dim`-dimensional vectors.
+    pub fn new(dim: usize) -> Self {
+        Segment {
+            dim,
+            vectors: Vec::new(),
+            slots: Vec::new(),
+            free: Vec::new(),
+            by_id: HashMap::new(),
+            deleted: HashMap::new(),
+            hidden: HashSet::new(),
+            text_bytes: 0,
+        }
+    }
+
+    /// Applies one logged batch; `frozen` finds an id's internal index in the frozen index.
+    pub fn apply(&mut self, seq: u64, op: &Operation, frozen: &dyn Fn(&str) -> Option<usize>) {
+        match op {
+            Operation::Upsert(docs) => {
+                for d in docs {
+                    self.upsert(seq, d, frozen);
+                }
+            }
+            Operation::Delete(ids) => {
+                for id in ids {
+                    self.delete(seq, id, frozen);
+                }
+            }
+        }
+    }
+
+    fn upsert(&mut self, seq: u64, d: &LiveDocument, frozen: &dyn Fn(&str) -> Option<usize>) {
+        if self.deleted.get(&d.id).is_some_and(|&s| s > seq) || d.vector.len() != self.dim {
+            return;
+        }
+        if let Some(&slot) = self.by_id.get(&d.id) {
+            if self.slots[slot].as_ref().is_some_and(|s| s.seq > seq) {
+                return;
+            }
+            self.remove_slot(slot);
+        }
+        self.deleted.remove(&d.id);
+        if let Some(i) = frozen(&d.id) {
+            self.hidden.insert(i);
+        }
+        let stored = StoredDocument {
+            id: d.id.clone(),
+            title: d.title.clone(),
+            text: d.text.clone(),
+            metadata: d.metadata.clone(),
+            seq,
+        };
+        self.text_bytes += stored.id.len() + stored.title.len() + stored.text.len();
+        let slot = match self.free.pop() {
+            Some(slot) => {
+                self.vectors[slot * self.dim..(slot + 1) * self.dim].copy_from_slice(&d.vector);
+                self.slots[slot] = Some(stored);
+                slot
+            }
+            None => {
+                self.vectors.extend_from_slice(&d.vector);
+                self.slots.push(Some(stored));
+                self.slots.len() - 1
+            }
+        };
+        self.by_id.insert(d.id.clone(), slot);
+    }
+
+    fn delete(&mut self, seq: u64, id: &str, frozen: &dyn Fn(&str) -> Option<usize>) {
+        if let Some(&slot) = self.by_id.get(id) {
+            if self.slots[slot].as_ref().is_some_and(|s| s.seq > seq) {
+                return;
+            }
+            self.remove_slot(slot);
+        }
+        let at = self.deleted.entry(id.to_string()).or_insert(seq);
+        *at = (*at).max(seq);
+        if let Some(i) = frozen(id) {
+            self.hidden.insert(i);
+        }
+    }
+
+    fn remove_slot(&mut self, slot: usize) {
+        if let Some(old) = self.slots[slot].take() {
+            self.text_bytes -= old.id.len() + old.title.len() + old.text.len();
+            self.by_id.remove(&old.id);
+            self.free.push(slot);
+        }
+    }
+
+    /// The `k` live documents nearest `query` (exact), best first.
+    pub fn search(&self, query: &[f32], k: usize) -> Vec<LiveHit> {
+        let mut scored: Vec<(f32, usize)> = self
+            .slots
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| s.is_some())
+            .map(|(i, _)| {
+                (
+                    dot(query, &self.vectors[i * self.dim..(i + 1) * self.dim]),
+                    i,
+                )
+            })
+            .collect();
+        let k = k.min(scored.len());
+        if k == 0 {
+            return Vec::new();
+        }
+        scored.select_nth_unstable_by(k - 1, |a, b| b.0.total_cmp(&a.0));
+        scored.truncate(k);
+        scored.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+        scored
+            .into_iter()
+            .filter_map(|(score, i)| {
+                self.slots[i]
+                    .clone()
+                    .map(|document| LiveHit { score, document })
+            })
+            .collect()
+    }
+
+    /// Whether the frozen document at internal index `i` is replaced or deleted.
+    pub fn hides(&self, i: usize) -> bool {
+        self.hidden.contains(&i)
+    }
+
+    /// How many frozen documents are hidden.
+    pub fn hidden(&self) -> usize {
+        self.hidden.len()
+    }
+
+    /// The live document `id`, if any.
+    pub fn get(&self, id: &str) -> Option<&StoredDocument> {
+        self.by_id.get(id).and_then(|&s| self.slots[s].as_ref())
+    }
+
+    /// Whether `id` was deleted (and not written again since).
+    pub fn is_deleted(&self, id: &str) -> bool {
+        self.deleted.contains_key(id)
+    }
+
+    /// Live documents.
+    pub fn len(&self) -> usize {
+        self.by_id.len()
+    }
+
+    /// Whether the segment holds no live document.
+    pub fn is_empty(&self) -> bool {
+        self.by_id.is_empty()
+    }
+
+    /// Tombstones held.
+    pub fn tombstones(&self) -> usize {
+        self.deleted.len()
+    }
+
+    /// Bytes the segment holds on the heap (vectors, texts, ids), roughly.
+    pub fn heap_bytes(&self) -> usize {
+        self.vectors.capacity() * 4
+            + self.text_bytes
+            + self.slots.capacity() * std::mem::size_of::<Option<StoredDocument>>()
+            + self.by_id.len() * 48
+            + self.deleted.keys().map(|k| k.len() + 40).sum::<usize>()
+            + self.hidden.len() * 16
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn doc(id: &str, v: [f32; 2]) -> LiveDocument {
+        LiveDocument {
+            id: id.into(),
+            title: String::new(),
+            text: format!("text of {id}"),
+            metadata: None,
+            vector: v.to_vec(),
+        }
+    }
+
+    fn frozen(id: &str) -> Option<usize> {
+        id.strip_prefix('f').and_then(|n| n.parse().ok())
+    }
+
+    #[test]
+    fn later_operations_win_whatever_order_they_are_applied_in() {
+        let ops = [
+            (
+                1,
+                Operation::Upsert(vec![doc("a", [1.0, 0.0]), doc("f3", [0.0, 1.0])]),
+            ),
+            (2, Operation::Delete(vec!["a".into()])),
+            (3, Operation::Upsert(vec![doc("a", [0.6, 0.8])])),
+            (4, Operation::Delete(vec!["f5".into()])),
+        ];
+        let mut forward = Segment::new(2);
+        for (seq, op) in &ops {
+            forward.apply(*seq, op, &frozen);
+        }
+        let mut backward = Segment::new(2);
+        for (seq, op) in ops.iter().rev() {
+            backward.apply(*seq, op, &frozen);
+        }
+        for s in [&forward, &backward] {
+            assert_eq!(s.get("a").map(|d| d.seq), Some(3));
+            assert_eq!(s.len(), 2);
+            assert!(s.hides(3) && s.hides(5) && !s.hides(4));
+            assert!(s.is_deleted("f5"));
+            let hits = s.search(&[1.0, 0.0], 5);
+            assert_eq!(hits[0].document.id, "a");
+            assert!((hits[0].score - 0.6).abs() < 1e-6);
+        }
+    }
+
+    #[test]
+    fn a_freed_slot_is_reused_and_memory_is_counted() {
+        let mut s = Segment::new(2);
+        s.apply(1, &Operation::Upsert(vec![doc("a", [1.0, 0.0])]), &frozen);
+        let before = s.heap_bytes();
+        s.apply(2, &Operation::Delete(vec!["a".into()]), &frozen);
+        s.apply(3, &Operation::Upsert(vec![doc("b", [0.0, 1.0])]), &frozen);
+        assert_eq!(s.slots.len(), 1);
+        assert!(s.heap_bytes() >= before);
+        assert_eq!(s.search(&[0.0, 1.0], 3).len(), 1);
+    }
+}

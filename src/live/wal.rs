@@ -1,0 +1,511 @@
+//! The write-ahead log of the live corpus: one checksummed record per acknowledged batch, fsynced
+//! before the batch is acknowledged, replayed on start.
+//!
+//! File: a header (`CAPOTWAL`, format version, the identity of the index the log extends), then
+//! records `[payload length u32][CRC-32 of payload u32][payload]`, little-endian. A payload is
+//! the batch's operation id (`u64`, one more than the record before) and its operation. A batch
+//! is one record, so it is in the log whole or not at all.
+//!
+//! Group commit: writers append under a short lock, then wait for an fsync that covers their
+//! record; while one fsync runs, the records written meanwhile wait and are covered together by
+//! the next, so concurrent writers share fsyncs instead of queueing one each.
+//!
+//! Recovery: records are read until the first that is incomplete, fails its checksum or does not
+//! decode; the file is cut there with a warning, and the bytes cut are kept beside the log
+//! (`wal.log.cut-<offset>`), so nothing is thrown away unseen. A record is acknowledged only
+//! after its fsync, so a torn tail is never an acknowledged batch.
+
+use std::fs::{File, OpenOptions};
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use super::{LiveDocument, LiveError, Operation};
+use crate::sync::lock;
+
+const MAGIC: &[u8; 8] = b"CAPOTWAL";
+const FORMAT: u32 = 1;
+/// Largest record accepted on replay (a corrupt length must not allocate gigabytes).
+pub const MAX_RECORD_BYTES: usize = 256 << 20;
+const UPSERT: u8 = 1;
+const DELETE: u8 = 2;
+
+/// One replayed record.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Record {
+    /// The operation id: the record's position in the log, from 1.
+    pub seq: u64,
+    pub operation: Operation,
+}
+
+/// What opening the log found.
+#[derive(Debug)]
+pub struct Recovery {
+    /// The valid records, in order.
+    pub records: Vec<Record>,
+    /// Bytes cut from the tail (torn or corrupt); 0 for a clean log.
+    pub cut_bytes: u64,
+    /// Where the cut bytes were kept, when there were any.
+    pub cut_file: Option<PathBuf>,
+}
+
+struct Tail {
+    file: File,
+    /// Length of the valid log.
+    bytes: u64,
+    /// Id of the last record written (synced or not).
+    written: u64,
+    /// Set when a write or an fsync failed: what the kernel kept is unknown, so no more writes
+    /// until a restart replays the log.
+    failed: Option<String>,
+}
+
+/// An open log, shared by every writer.
+pub struct Wal {
+    path: PathBuf,
+    tail: Mutex<Tail>,
+    /// The id of the last record known durable; also the lock one fsync holds at a time.
+    synced: Mutex<u64>,
+    sync_handle: File,
+}
+
+impl Wal {
+    /// Opens (or creates) the log at `path` for the index named by `identity`, and returns
+    /// what it holds. A log written for another index is refused.
+    pub fn open(path: &Path, identity: &str) -> Result<(Wal, Recovery), LiveError> {
+        let io = |e: std::io::Error| LiveError::Io(format!("{}: {e}", path.display()));
+        let mut file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(path)
+            .map_err(io)?;
+        let mut bytes = Vec::new();
+        file.read_to_end(&mut bytes).map_err(io)?;
+        let header = header(identity);
+        let mut recovery = Recovery {
+            records: Vec::new(),
+            cut_bytes: 0,
+            cut_file: None,
+        };
+        let valid = if bytes.len() < header.len() && header.starts_with(&bytes) {
+            // New, or its header torn before anything was acknowledged.
+            file.set_len(0).map_err(io)?;
+            file.seek(SeekFrom::Start(0)).map_err(io)?;
+            file.write_all(&header).map_err(io)?;
+            file.sync_all().map_err(io)?;
+            if let Some(dir) = path.parent() {
+                crate::atomic_file::sync_dir(dir).map_err(io)?;
+            }
+            header.len()
+        } else {
+            check_header(&bytes, identity, path)?;
+            let (records, valid) = read_records(&bytes[header.len()..]);
+            recovery.records = records;
+            let valid = header.len() + valid;
+            if valid < bytes.len() {
+                let cut = path.with_extension(format!("log.cut-{valid}"));
+                std::fs::write(&cut, &bytes[valid..]).map_err(io)?;
+                tracing::warn!(
+                    log = %path.display(),
+                    offset = valid,
+                    cut_bytes = bytes.len() - valid,
+                    kept_in = %cut.display(),
+                    "write-ahead log: torn or corrupt tail cut (never an acknowledged batch)"
+                );
+                file.set_len(valid as u64).map_err(io)?;
+                file.sync_all().map_err(io)?;
+                recovery.cut_bytes = (bytes.len() - valid) as u64;
+                recovery.cut_file = Some(cut);
+            }
+            valid
+        };
+        file.seek(SeekFrom::Start(valid as u64)).map_err(io)?;
+        let last = recovery.records.last().map_or(0, |r| r.seq);
+        let sync_handle = file.try_clone().map_err(io)?;
+        Ok((
+            Wal {
+                path: path.to_path_buf(),
+                tail: Mutex::new(Tail {
+                    file,
+                    bytes: valid as u64,
+                    written: last,
+                    failed: None,
+                }),
+                synced: Mutex::new(last),
+                sync_handle,
+            },
+            recovery,
+        ))
+    }
+
+    /// Appends one batch and returns its operation id once the record is durable.
+    pub fn append(&self, operation: &Operation) -> Result<u64, LiveError> {
+        let mut record = vec![0u8; 8];
+        record.extend_from_slice(&0u64.to_le_bytes());
+        encode(operation, &mut record);
+        let payload_len = record.len() - 8;
+        if payload_len > MAX_RECORD_BYTES {
+            return Err(LiveError::TooLarge(format!(
+                "the batch takes {payload_len} bytes in the log; at most {MAX_RECORD_BYTES}"
+            )));
+        }
+        let seq = {
+            let mut tail = lock(&self.tail);
+            if let Some(reason) = &tail.failed {
+                return Err(LiveError::LogFailed(reason.clone()));
+            }
+            let seq = tail.written + 1;
+            record[8..16].copy_from_slice(&seq.to_le_bytes());
+            let crc = crc32fast::hash(&record[8..]);
+            record[0..4].copy_from_slice(&(payload_len as u32).to_le_bytes());
+            record[4..8].copy_from_slice(&crc.to_le_bytes());
+            if let Err(e) = tail.file.write_all(&record) {
+                // Take back what part of it reached the file, so the log stays a clean prefix.
+                let start = tail.bytes;
+                let undone = tail
+                    .file
+                    .set_len(start)
+                    .and_then(|()| tail.file.seek(SeekFrom::Start(start)).map(drop));
+                if let Err(u) = undone {
+                    tail.failed = Some(format!(
+                        "a write failed ({e}) and could not be undone ({u})"
+                    ));
+                }
+                return Err(LiveError::from_write(e, &self.path));
+            }
+            tail.bytes += record.len() as u64;
+            tail.written = seq;
+            seq
+        };
+        super::crash_point("wal.before_sync");
+        self.sync_to(seq)?;
+        super::crash_point("wal.after_sync");
+        Ok(seq)
+    }
+
+    /// Returns once record `seq` is durable, fsyncing unless another writer's fsync covered it.
+    fn sync_to(&self, seq: u64) -> Result<(), LiveError> {
+        let mut synced = lock(&self.synced);
+        if *synced >= seq {
+            return Ok(());
+        }
+        let upto = lock(&self.tail).written;
+        if let Err(e) = self.sync_handle.sync_data() {
+            // After a failed fsync the kernel may have dropped the dirty pages: nothing written
+            // since the last good fsync can be vouched for.
+            let reason = format!("fsync of {} failed: {e}", self.path.display());
+            lock(&self.tail).failed = Some(reason.clone());
+            return Err(LiveError::LogFailed(reason));
+        }
+        *synced = upto;
+        Ok(())
+    }
+
+    /// Bytes in the log.
+    pub fn bytes(&self) -> u64 {
+        lock(&self.tail).bytes
+    }
+
+    /// The id of the last record written.
+    pub fn last_seq(&self) -> u64 {
+        lock(&self.tail).written
+    }
+}
+
+fn header(identity: &str) -> Vec<u8> {
+    let mut h = MAGIC.to_vec();
+    h.extend_from_slice(&FORMAT.to_le_bytes());
+    put_str(&mut h, identity);
+    h
+}
+
+fn check_header(bytes: &[u8], identity: &str, path: &Path) -> Result<(), LiveError> {
+    let bad = |why: String| LiveError::Log(format!("{}: {why}", path.display()));
+    if bytes.len() < 16 || &bytes[..8] != MAGIC {
+        return Err(bad("not a capot write-ahead log".into()));
+    }
+    let format = u32::from_le_bytes(bytes[8..12].try_into().unwrap_or_default());
+    if format != FORMAT {
+        return Err(bad(format!(
+            "log format {format}; this capot reads format {FORMAT}"
+        )));
+    }
+    let mut r = Reader {
+        bytes: &bytes[12..],
+        pos: 0,
+    };
+    let written_for = r.string().ok_or_else(|| bad("its header is torn".into()))?;
+    if written_for != identity {
+        return Err(bad(format!(
+            "the log extends index {written_for}, not this index ({identity}); \
+             start with the index it was written for, or move the log away"
+        )));
+    }
+    Ok(())
+}
+
+/// The valid records at the start of `bytes` and how many bytes they take.
+fn read_records(bytes: &[u8]) -> (Vec<Record>, usize) {
+    let mut records = Vec::new();
+    let mut pos = 0;
+    let mut expected = None;
+    while bytes.len() - pos >= 8 {
+        let len = u32::from_le_bytes(bytes[pos..pos + 4].try_into().unwrap_or_default()) as usize;
+        let crc = u32::from_le_bytes(bytes[pos + 4..pos + 8].try_into().unwrap_or_default());
+        if len > MAX_RECORD_BYTES || bytes.len() - pos - 8 < len {
+            break;
+        }
+        let payload = &bytes[pos + 8..pos + 8 + len];
+        if crc32fast::hash(payload) != crc {
+            break;
+        }
+        let Some(record) = decode(payload) else {
+            break;
+        };
+        if expected.is_some_and(|e| record.seq != e) {
+            break;
+        }
+        expected = Some(record.seq + 1);
+        records.push(record);
+        pos += 8 + len;
+    }
+    (records, pos)
+}
+
+fn put_str(out: &mut Vec<u8>, s: &str) {
+    out.extend_from_slice(&(s.len() as u32).to_le_bytes());
+    out.extend_from_slice(s.as_bytes());
+}
+
+fn encode(op: &Operation, out: &mut Vec<u8>) {
+    match op {
+        Operation::Upsert(docs) => {
+            out.push(UPSERT);
+            out.extend_from_slice(&(docs.len() as u32).to_le_bytes());
+            for d in docs {
+                put_str(out, &d.id);
+                put_str(out, &d.title);
+                put_str(out, &d.text);
+                put_str(
+                    out,
+                    &d.metadata
+                        .as_ref()
+                        .map(|m| m.to_string())
+                        .unwrap_or_default(),
+                );
+                out.extend_from_slice(&(d.vector.len() as u32).to_le_bytes());
+                for x in &d.vector {
+                    out.extend_from_slice(&x.to_le_bytes());
+                }
+            }
+        }
+        Operation::Delete(ids) => {
+            out.push(DELETE);
+            out.extend_from_slice(&(ids.len() as u32).to_le_bytes());
+            for id in ids {
+                put_str(out, id);
+            }
+        }
+    }
+}
+
+struct Reader<'a> {
+    bytes: &'a [u8],
+    pos: usize,
+}
+
+impl Reader<'_> {
+    fn take(&mut self, n: usize) -> Option<&[u8]> {
+        let s = self.bytes.get(self.pos..self.pos.checked_add(n)?)?;
+        self.pos += n;
+        Some(s)
+    }
+    fn u32(&mut self) -> Option<u32> {
+        self.take(4)
+            .map(|b| u32::from_le_bytes(b.try_into().unwrap_or_default()))
+    }
+    fn u64(&mut self) -> Option<u64> {
+        self.take(8)
+            .map(|b| u64::from_le_bytes(b.try_into().unwrap_or_default()))
+    }
+    fn string(&mut self) -> Option<String> {
+        let n = self.u32()? as usize;
+        String::from_utf8(self.take(n)?.to_vec()).ok()
+    }
+}
+
+fn decode(payload: &[u8]) -> Option<Record> {
+    let mut r = Reader {
+        bytes: payload,
+        pos: 0,
+    };
+    let seq = r.u64()?;
+    let kind = r.take(1)?[0];
+    let n = r.u32()? as usize;
+    // Each item takes at least four bytes: a count beyond that is corruption.
+    if n > payload.len() / 4 {
+        return None;
+    }
+    let operation = match kind {
+        UPSERT => {
+            let mut docs = Vec::with_capacity(n);
+            for _ in 0..n {
+                let id = r.string()?;
+                let title = r.string()?;
+                let text = r.string()?;
+                let metadata = r.string()?;
+                let metadata = if metadata.is_empty() {
+                    None
+                } else {
+                    Some(serde_json::from_str(&metadata).ok()?)
+                };
+                let dim = r.u32()? as usize;
+                let raw = r.take(dim.checked_mul(4)?)?;
+                let vector = raw
+                    .chunks_exact(4)
+                    .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                    .collect();
+                docs.push(LiveDocument {
+                    id,
+                    title,
+                    text,
+                    metadata,
+                    vector,
+                });
+            }
+            Operation::Upsert(docs)
+        }
+        DELETE => Operation::Delete((0..n).map(|_| r.string()).collect::<Option<_>>()?),
+        _ => return None,
+    };
+    (r.pos == payload.len()).then_some(Record { seq, operation })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn doc(id: &str, text: &str) -> LiveDocument {
+        LiveDocument {
+            id: id.into(),
+            title: String::new(),
+            text: text.into(),
+            metadata: Some(serde_json::json!({"lang": "en"})),
+            vector: vec![0.25, -0.5, 1.0],
+        }
+    }
+
+    fn three(path: &Path) -> Vec<Operation> {
+        let (wal, rec) = Wal::open(path, "index-a").unwrap();
+        assert!(rec.records.is_empty());
+        let ops = vec![
+            Operation::Upsert(vec![doc("a", "first"), doc("b", "second")]),
+            Operation::Delete(vec!["a".into()]),
+            Operation::Upsert(vec![doc("c", "third")]),
+        ];
+        for (i, op) in ops.iter().enumerate() {
+            assert_eq!(wal.append(op).unwrap(), i as u64 + 1);
+        }
+        ops
+    }
+
+    #[test]
+    fn records_come_back_in_order_with_their_ids() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("wal.log");
+        let ops = three(&path);
+        let (wal, rec) = Wal::open(&path, "index-a").unwrap();
+        let got: Vec<_> = rec.records.iter().map(|r| r.operation.clone()).collect();
+        assert_eq!(got, ops);
+        assert_eq!(rec.cut_bytes, 0);
+        assert_eq!(wal.append(&Operation::Delete(vec!["c".into()])).unwrap(), 4);
+    }
+
+    #[test]
+    fn a_log_of_another_index_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("wal.log");
+        three(&path);
+        let err = Wal::open(&path, "index-b").err().expect("refused");
+        assert!(err.to_string().contains("index-a"), "{err}");
+    }
+
+    #[test]
+    fn a_tail_cut_anywhere_or_flipped_recovers_the_valid_prefix() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("wal.log");
+        let ops = three(&path);
+        let full = std::fs::read(&path).unwrap();
+        // Where the last record starts: the length of a log of the first two.
+        let two = dir.path().join("two.log");
+        {
+            let (wal, _) = Wal::open(&two, "index-a").unwrap();
+            wal.append(&ops[0]).unwrap();
+            wal.append(&ops[1]).unwrap();
+        }
+        let start = std::fs::read(&two).unwrap().len();
+        assert!(start < full.len());
+        let check = |bytes: &[u8], what: &str| {
+            std::fs::write(&path, bytes).unwrap();
+            let (wal, rec) = Wal::open(&path, "index-a").unwrap();
+            let got: Vec<_> = rec.records.iter().map(|r| r.operation.clone()).collect();
+            assert_eq!(got, ops[..2], "{what}");
+            assert_eq!(
+                std::fs::metadata(&path).unwrap().len(),
+                start as u64,
+                "{what}"
+            );
+            // The log goes on from the cut, with the next id.
+            assert_eq!(wal.append(&ops[2]).unwrap(), 3, "{what}");
+        };
+        for cut in start..full.len() {
+            check(&full[..cut], &format!("cut at {cut}"));
+        }
+        for at in start..full.len() {
+            let mut bytes = full.clone();
+            bytes[at] ^= 0x5a;
+            check(&bytes, &format!("byte {at} flipped"));
+        }
+        // What was cut is kept beside the log.
+        let kept = std::fs::read_dir(dir.path())
+            .unwrap()
+            .filter_map(|e| e.ok())
+            .any(|e| e.file_name().to_string_lossy().contains(".cut-"));
+        assert!(kept);
+    }
+
+    #[test]
+    fn concurrent_writers_each_get_a_distinct_durable_id() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("wal.log");
+        let (wal, _) = Wal::open(&path, "index-a").unwrap();
+        let wal = std::sync::Arc::new(wal);
+        let ids: Vec<u64> = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..8)
+                .map(|t| {
+                    let wal = wal.clone();
+                    s.spawn(move || {
+                        (0..20)
+                            .map(|i| {
+                                wal.append(&Operation::Upsert(vec![doc(&format!("{t}-{i}"), "x")]))
+                                    .unwrap()
+                            })
+                            .collect::<Vec<_>>()
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .flat_map(|h| h.join().unwrap())
+                .collect()
+        });
+        let mut sorted = ids.clone();
+        sorted.sort_unstable();
+        assert_eq!(sorted, (1..=160).collect::<Vec<_>>());
+        drop(wal);
+        let (_, rec) = Wal::open(&path, "index-a").unwrap();
+        assert_eq!(rec.records.len(), 160);
+    }
+}

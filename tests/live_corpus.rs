@@ -1,0 +1,422 @@
+//! The live corpus through the admin API, driven as an operator would (curl, a plain HTTP/1.1
+//! client): documents written are found at once, replaced and deleted ones are gone, bad batches
+//! are refused whole, and what was acknowledged survives SIGKILL — in a loop of kills at random
+//! moments and at named points around the log's fsync, and with the log's tail torn.
+
+mod common;
+mod jobs_common;
+mod registry_common;
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use common::Server;
+use jobs_common::{p, world};
+use registry_common::{Admin, Conn};
+use serde_json::{json, Value};
+
+fn start(data_dir: &Path, env: &[(&str, &str)]) -> (Server, Admin) {
+    let w = world();
+    let server = Server::start_with(
+        &[
+            "--index",
+            p(&w.index),
+            "--encoder",
+            p(&w.base),
+            "--data-dir",
+            p(data_dir),
+            "--threads",
+            "1",
+            "--grpc-addr",
+            "off",
+        ],
+        env,
+        true,
+    );
+    let admin = Admin::of(&server, data_dir);
+    (server, admin)
+}
+
+fn kill(server: &mut Server) {
+    let _ = server.child.kill();
+    let _ = server.child.wait();
+}
+
+/// Ids of the hits of `query` (k 10).
+fn search(server: &Server, query: &str) -> Vec<String> {
+    let (code, body) = Conn::new(server.addr)
+        .request(
+            "POST",
+            "/search",
+            &[],
+            &json!({"query": query, "k": 10}).to_string(),
+        )
+        .expect("search");
+    assert_eq!(code, 200, "{body}");
+    let v: Value = serde_json::from_str(&body).expect("JSON");
+    common::hit_ids(&v)
+}
+
+fn text_of(admin: &Admin, id: &str) -> Option<String> {
+    let (code, v) = admin.call("GET", &format!("/admin/documents/{id}"), None);
+    match code {
+        200 => Some(v["text"].as_str().expect("text").to_string()),
+        404 => None,
+        _ => panic!("GET document {id}: {code} {v}"),
+    }
+}
+
+/// A frozen document of the built-in corpus: (id, text).
+fn frozen_document() -> (String, String) {
+    let corpus = common::root().join("data/default-corpus/corpus.jsonl");
+    let line = std::fs::read_to_string(corpus)
+        .expect("corpus")
+        .lines()
+        .nth(3)
+        .expect("a document")
+        .to_string();
+    let v: Value = serde_json::from_str(&line).expect("JSON");
+    let title = v["title"].as_str().unwrap_or("").trim().to_string();
+    let text = v["text"].as_str().expect("text").trim().to_string();
+    let query = if title.is_empty() {
+        text
+    } else {
+        format!("{title} {text}")
+    };
+    (v["_id"].as_str().expect("id").to_string(), query)
+}
+
+#[test]
+fn written_documents_are_found_replaced_and_deleted_and_survive_kill_9() {
+    let data = tempfile::tempdir().unwrap();
+    let (mut server, admin) = start(data.path(), &[]);
+    let zorb = "The zorblax is a purple flightless bird of the outer moons.";
+    let body = json!({"documents": [
+        {"id": "live-1", "title": "Zorblax", "text": zorb, "metadata": {"lang": "en"}},
+        {"id": "live-2", "text": "Gravel polishing is a slow and quiet hobby."},
+    ]});
+    let (code, v) = admin.call("POST", "/admin/documents", Some(&body.to_string()));
+    assert_eq!(code, 200, "{v}");
+    assert_eq!(v["result"]["status"], "completed", "{v}");
+    assert_eq!(v["status"], "ok");
+    let first_op = v["result"]["operation_id"].as_u64().expect("operation id");
+    // Searchable the moment it is acknowledged: its own text finds it first.
+    assert_eq!(search(&server, &format!("Zorblax {zorb}"))[0], "live-1");
+    let (code, doc) = admin.call("GET", "/admin/documents/live-1", None);
+    assert_eq!(code, 200, "{doc}");
+    assert_eq!(doc["source"], "live");
+    assert_eq!(doc["metadata"]["lang"], "en");
+
+    // Replace a frozen document and delete another: neither old copy is served again.
+    let (frozen_id, frozen_text) = frozen_document();
+    assert_eq!(search(&server, &frozen_text)[0], frozen_id);
+    let (code, v) = admin.call(
+        "POST",
+        "/admin/documents?wait=false",
+        Some(
+            &json!({"documents": [{"id": frozen_id, "text": "Sourdough needs a lively starter."}]})
+                .to_string(),
+        ),
+    );
+    assert_eq!(code, 200, "{v}");
+    assert!(
+        ["acknowledged", "completed"].contains(&v["result"]["status"].as_str().unwrap_or("")),
+        "{v}"
+    );
+    let replaced = "Sourdough needs a lively starter.";
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while text_of(&admin, &frozen_id).as_deref() != Some(replaced) {
+        assert!(Instant::now() < deadline, "wait=false write never applied");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let (code, v) = admin.call("DELETE", "/admin/documents/live-2", None);
+    assert_eq!(code, 200, "{v}");
+    assert!(v["result"]["operation_id"].as_u64().unwrap() > first_op);
+    assert!(
+        !search(&server, "Gravel polishing is a slow and quiet hobby.")
+            .contains(&"live-2".to_string())
+    );
+    assert_eq!(text_of(&admin, "live-2"), None);
+
+    // Bad batches are refused whole, with a reason per item.
+    let (code, v) = admin.call(
+        "POST",
+        "/admin/documents",
+        Some(
+            &json!({"documents": [
+                {"id": "ok-1", "text": "fine"},
+                {"id": "dup", "text": "one"},
+                {"id": "dup", "text": "two"},
+                {"id": "", "text": "no id"},
+                {"id": "empty", "text": "  "},
+            ]})
+            .to_string(),
+        ),
+    );
+    assert_eq!(code, 400, "{v}");
+    assert_eq!(v["error"]["code"], "invalid_batch");
+    assert_eq!(
+        v["error"]["details"]["items"].as_array().unwrap().len(),
+        3,
+        "{v}"
+    );
+    assert_eq!(
+        text_of(&admin, "ok-1"),
+        None,
+        "a refused batch wrote nothing"
+    );
+    let ids: Vec<String> = (0..257).map(|i| format!("x{i}")).collect();
+    let (code, v) = admin.call(
+        "POST",
+        "/admin/documents/delete",
+        Some(&json!({ "ids": ids }).to_string()),
+    );
+    assert_eq!(code, 413, "{v}");
+    let (code, _) = admin.call_as(None, "POST", "/admin/documents", Some(&body.to_string()));
+    assert_eq!(code, 401);
+
+    let info = |server: &Server| -> Value {
+        let (_, body) = common::http_get(server.addr, "/info").expect("info");
+        serde_json::from_str::<Value>(&body).expect("JSON")["corpus"].clone()
+    };
+    let before = info(&server);
+    assert_eq!(before["delta_documents"], 2, "{before}");
+    assert_eq!(before["deleted"], 1, "{before}");
+    assert_eq!(before["hidden_frozen"], 1, "{before}");
+    let frozen = before["frozen_documents"].as_u64().unwrap();
+    assert_eq!(
+        before["documents"].as_u64().unwrap(),
+        frozen + 1,
+        "{before}"
+    );
+
+    // SIGKILL, then a torn record at the log's end (a batch whose fsync never came).
+    kill(&mut server);
+    let log = data.path().join("corpus/wal.log");
+    let mut bytes = std::fs::read(&log).expect("log");
+    let valid = bytes.len();
+    bytes.extend_from_slice(&[200, 0, 0, 0, 1, 2, 3, 4, 9, 9]);
+    std::fs::write(&log, &bytes).expect("tear the log");
+    let (server, admin) = start(data.path(), &[]);
+    assert_eq!(std::fs::metadata(&log).unwrap().len(), valid as u64);
+    assert_eq!(info(&server), before);
+    assert_eq!(search(&server, &format!("Zorblax {zorb}"))[0], "live-1");
+    assert_eq!(text_of(&admin, &frozen_id).as_deref(), Some(replaced));
+    assert_eq!(text_of(&admin, "live-2"), None);
+    let (_, metrics) = common::http_get(server.addr, "/metrics").expect("metrics");
+    assert!(
+        metrics.contains("capot_corpus_documents{state=\"live\"} 2"),
+        "{metrics}"
+    );
+}
+
+/// What the writers were told, per id: the content acknowledged last (`None`: deleted), and
+/// batches sent but never answered (they may or may not be there, but whole).
+#[derive(Default)]
+struct Ledger {
+    acked: HashMap<String, (u64, Option<String>)>,
+    /// (operation kind, ids, tag) of batches whose answer never came.
+    unanswered: Vec<(bool, Vec<String>, String)>,
+    /// Ids acknowledged since the last restart: a batch left unanswered then may be older or
+    /// newer than their write, so only its other ids tell whether it applied whole.
+    acked_since_restart: std::collections::HashSet<String>,
+}
+
+fn writer(admin_addr: std::net::SocketAddr, token: String, seed: u64, ledger: Arc<Mutex<Ledger>>) {
+    let mut conn = Conn::new(admin_addr);
+    let auth = format!("Bearer {token}");
+    let mut rng = seed;
+    let mut next = || {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        rng
+    };
+    for round in 0.. {
+        let upsert = next() % 4 != 0;
+        let ids: Vec<String> = (0..1 + next() % 4)
+            .map(|_| format!("doc-{}", next() % 24))
+            .collect::<std::collections::BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        let tag = format!("w{seed}-r{round}");
+        let (path, body) = if upsert {
+            let docs: Vec<Value> = ids
+                .iter()
+                .map(|id| json!({"id": id, "text": format!("{id} written by {tag}")}))
+                .collect();
+            ("/admin/documents", json!({ "documents": docs }))
+        } else {
+            ("/admin/documents/delete", json!({ "ids": ids }))
+        };
+        match conn.request("POST", path, &[("Authorization", &auth)], &body.to_string()) {
+            Ok((200, answer)) => {
+                let v: Value = serde_json::from_str(&answer).expect("JSON");
+                let op = v["result"]["operation_id"].as_u64().expect("operation id");
+                let mut l = ledger.lock().unwrap();
+                for (i, id) in ids.iter().enumerate() {
+                    let content = upsert.then(|| format!("{} written by {tag}", ids[i]));
+                    let e = l.acked.entry(id.clone()).or_insert((0, None));
+                    if op > e.0 {
+                        *e = (op, content);
+                    }
+                    l.acked_since_restart.insert(id.clone());
+                }
+            }
+            Ok((code, answer)) => panic!("write refused: {code} {answer}"),
+            Err(_) => {
+                // The server died with this batch in flight.
+                ledger.lock().unwrap().unanswered.push((upsert, ids, tag));
+                return;
+            }
+        }
+    }
+}
+
+#[test]
+fn a_kill_loop_loses_no_acknowledged_write_and_applies_no_batch_in_part() {
+    let seed: u64 = std::env::var("CAPOT_KILL_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_nanos() as u64)
+                .unwrap_or(1)
+        })
+        | 1;
+    let rounds: usize = std::env::var("CAPOT_KILL_ROUNDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(50);
+    eprintln!("kill loop: seed {seed} (CAPOT_KILL_SEED to replay), {rounds} rounds");
+    let data = tempfile::tempdir().unwrap();
+    let ledger = Arc::new(Mutex::new(Ledger::default()));
+    let mut rng = seed;
+    let points = ["wal.before_sync", "wal.after_sync"];
+    for round in 0..rounds {
+        rng = rng
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        // Every third round dies at a named point, the others at a random moment.
+        let crash = (round % 3 == 2).then(|| {
+            format!(
+                "{}:{}",
+                points[(rng >> 40) as usize % 2],
+                1 + (rng >> 20) % 6
+            )
+        });
+        let env: Vec<(&str, &str)> = crash
+            .as_deref()
+            .map(|c| vec![("CAPOT_CRASH_AT", c)])
+            .unwrap_or_default();
+        let (mut server, admin) = start(data.path(), &env);
+        {
+            let mut l = ledger.lock().unwrap();
+            check(&admin, &l, seed, round);
+            // What the unanswered batches left is now known: it is the state later writes
+            // build on (any later acknowledgement has a higher operation id).
+            let unanswered = std::mem::take(&mut l.unanswered);
+            l.acked_since_restart.clear();
+            for id in unanswered.iter().flat_map(|(_, ids, _)| ids) {
+                l.acked.insert(id.clone(), (0, text_of(&admin, id)));
+            }
+        }
+        let addr: std::net::SocketAddr = admin.base.trim_start_matches("http://").parse().unwrap();
+        let writers: Vec<_> = (0..2)
+            .map(|w| {
+                let (token, ledger) = (admin.token.clone(), ledger.clone());
+                let s = seed.wrapping_add((round * 2 + w) as u64) | 1;
+                std::thread::spawn(move || writer(addr, token, s, ledger))
+            })
+            .collect();
+        if crash.is_none() {
+            std::thread::sleep(Duration::from_millis(30 + (rng >> 33) % 300));
+            kill(&mut server);
+        } else {
+            // The server kills itself at the point; bounded in case the point is never reached.
+            let deadline = Instant::now() + Duration::from_secs(60);
+            while server.child.try_wait().ok().flatten().is_none() {
+                assert!(
+                    Instant::now() < deadline,
+                    "crash point {crash:?} never reached"
+                );
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        }
+        for w in writers {
+            w.join().expect("writer");
+        }
+    }
+    let (_server, admin) = start(data.path(), &[]);
+    let l = ledger.lock().unwrap();
+    check(&admin, &l, seed, rounds);
+    assert!(
+        l.acked.len() > 5,
+        "too few writes acknowledged to test anything"
+    );
+}
+
+/// After a restart: every acknowledged write is there as acknowledged last, unless a batch
+/// never answered touched the id since; such a batch is there whole or not at all.
+fn check(admin: &Admin, l: &Ledger, seed: u64, round: usize) {
+    let touched: std::collections::HashSet<&String> =
+        l.unanswered.iter().flat_map(|(_, ids, _)| ids).collect();
+    for (id, (_, content)) in &l.acked {
+        if touched.contains(id) {
+            continue;
+        }
+        assert_eq!(
+            &text_of(admin, id),
+            content,
+            "seed {seed}, round {round}: {id} lost its acknowledged state"
+        );
+    }
+    for (upsert, ids, tag) in &l.unanswered {
+        if !upsert {
+            continue;
+        }
+        let applied: Vec<bool> = ids
+            .iter()
+            .map(|id| text_of(admin, id).is_some_and(|t| t.ends_with(tag.as_str())))
+            .collect();
+        // Another writer may have written some of its ids since (acknowledged, or unanswered
+        // too); all-or-none holds for the ids nobody else wrote before the kill.
+        let own: Vec<bool> = ids
+            .iter()
+            .zip(&applied)
+            .filter(|(id, _)| {
+                !l.acked_since_restart.contains(*id)
+                    && l.unanswered
+                        .iter()
+                        .filter(|(_, other, _)| other.contains(id))
+                        .count()
+                        == 1
+            })
+            .map(|(_, a)| *a)
+            .collect();
+        assert!(
+            own.iter().all(|a| *a) || own.iter().all(|a| !*a),
+            "seed {seed}, round {round}: batch {tag} applied in part: {ids:?} {applied:?}"
+        );
+    }
+}
+
+#[test]
+fn a_read_only_replica_refuses_writes_and_still_serves() {
+    let data = tempfile::tempdir().unwrap();
+    let (server, admin) = start(data.path(), &[("CAPOT_READ_ONLY", "true")]);
+    let (code, v) = admin.call(
+        "POST",
+        "/admin/documents",
+        Some(&json!({"documents": [{"id": "x", "text": "y"}]}).to_string()),
+    );
+    assert_eq!(code, 409, "{v}");
+    assert_eq!(v["error"]["code"], "read_only");
+    let (code, v) = admin.call("DELETE", "/admin/documents/x", None);
+    assert_eq!(code, 409, "{v}");
+    let (frozen_id, frozen_text) = frozen_document();
+    assert_eq!(search(&server, &frozen_text)[0], frozen_id);
+}
