@@ -13,30 +13,13 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use common::Server;
-use jobs_common::{p, world};
+use jobs_common::serve_with;
 use registry_common::{Admin, Conn};
 use serde_json::{json, Value};
 
 fn start(data_dir: &Path, env: &[(&str, &str)]) -> (Server, Admin) {
-    let w = world();
-    let server = Server::start_with(
-        &[
-            "--index",
-            p(&w.index),
-            "--encoder",
-            p(&w.base),
-            "--data-dir",
-            p(data_dir),
-            "--threads",
-            "1",
-            "--grpc-addr",
-            "off",
-        ],
-        env,
-        true,
-    );
-    let admin = Admin::of(&server, data_dir);
-    (server, admin)
+    let s = serve_with(data_dir, &["--grpc-addr", "off"], env);
+    (s.server, s.admin)
 }
 
 fn kill(server: &mut Server) {

@@ -92,6 +92,11 @@ pub struct Served {
 
 /// Starts `capot serve` on the tiny index and encoder with `data_dir` and extra `args`.
 pub fn serve(data_dir: &Path, args: &[&str]) -> Served {
+    serve_with(data_dir, args, &[])
+}
+
+/// [`serve`] with extra environment variables.
+pub fn serve_with(data_dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Served {
     let w = world();
     let mut all = vec![
         "--index",
@@ -104,7 +109,7 @@ pub fn serve(data_dir: &Path, args: &[&str]) -> Served {
         "1",
     ];
     all.extend_from_slice(args);
-    let server = Server::start(&all);
+    let server = Server::start_with(&all, env, true);
     let admin = Admin::of(&server, data_dir);
     Served { server, admin }
 }
