@@ -24,7 +24,7 @@ mod graph_build;
 mod manifest;
 mod mapped;
 pub mod npy;
-mod quantized;
+pub(crate) mod quantized;
 mod store;
 mod upgrade;
 pub(crate) mod vectors;

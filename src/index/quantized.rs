@@ -110,7 +110,7 @@ impl GraphVectors {
 }
 
 /// The int8 scale of one vector: `max|x| / 127`.
-fn int8_scale(row: &[f32]) -> f32 {
+pub(crate) fn int8_scale(row: &[f32]) -> f32 {
     row.iter().fold(0f32, |m, x| m.max(x.abs())) / 127.0
 }
 
@@ -266,7 +266,7 @@ unsafe fn dot_f16_f16c(q: &[f32], row: &[u16]) -> f32 {
 }
 
 /// `q · row` for an int8 row, unscaled (AVX2 + FMA when the CPU has them).
-fn dot_i8(q: &[f32], row: &[i8]) -> f32 {
+pub(crate) fn dot_i8(q: &[f32], row: &[i8]) -> f32 {
     #[cfg(target_arch = "x86_64")]
     {
         if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")

@@ -7,7 +7,16 @@
 use std::collections::{HashMap, HashSet};
 
 use super::{LiveDocument, Operation};
+use crate::index::quantized::{dot_i8, int8_scale};
 use crate::index::vectors::dot;
+
+/// Keeps the `k` highest-scored entries of `v` (in no order).
+fn top(v: &mut Vec<(f32, usize)>, k: usize) {
+    if v.len() > k && k > 0 {
+        v.select_nth_unstable_by(k - 1, |a, b| b.0.total_cmp(&a.0));
+    }
+    v.truncate(k);
+}
 
 /// A document of the live segment, without its vector.
 #[derive(Debug, Clone, PartialEq)]
@@ -27,10 +36,17 @@ pub struct LiveHit {
     pub document: StoredDocument,
 }
 
+/// Live documents up to which a search scores every float32 vector; above it an int8 copy picks
+/// the candidates (a quarter of the memory to read) and float32 re-scores them.
+const EXACT_SCAN_UP_TO: usize = 512;
+
 /// The live documents and the tombstones, with their vectors in one contiguous block.
 pub struct Segment {
     dim: usize,
     vectors: Vec<f32>,
+    /// int8 copy of `vectors` (`max|x| / 127` per row in `scales`) for the candidate scan.
+    codes: Vec<i8>,
+    scales: Vec<f32>,
     slots: Vec<Option<StoredDocument>>,
     free: Vec<usize>,
     by_id: HashMap<String, usize>,
@@ -48,6 +64,8 @@ impl Segment {
         Segment {
             dim,
             vectors: Vec::new(),
+            codes: Vec::new(),
+            scales: Vec::new(),
             slots: Vec::new(),
             free: Vec::new(),
             by_id: HashMap::new(),
@@ -95,14 +113,27 @@ impl Segment {
             seq,
         };
         self.text_bytes += stored.id.len() + stored.title.len() + stored.text.len();
+        let scale = int8_scale(&d.vector);
+        let inv = if scale > 0.0 { 1.0 / scale } else { 0.0 };
+        let codes = d
+            .vector
+            .iter()
+            .map(|&x| (x * inv).round().clamp(-127.0, 127.0) as i8);
         let slot = match self.free.pop() {
             Some(slot) => {
-                self.vectors[slot * self.dim..(slot + 1) * self.dim].copy_from_slice(&d.vector);
+                let row = slot * self.dim..(slot + 1) * self.dim;
+                self.vectors[row.clone()].copy_from_slice(&d.vector);
+                for (c, v) in self.codes[row].iter_mut().zip(codes) {
+                    *c = v;
+                }
+                self.scales[slot] = scale;
                 self.slots[slot] = Some(stored);
                 slot
             }
             None => {
                 self.vectors.extend_from_slice(&d.vector);
+                self.codes.extend(codes);
+                self.scales.push(scale);
                 self.slots.push(Some(stored));
                 self.slots.len() - 1
             }
@@ -132,26 +163,31 @@ impl Segment {
         }
     }
 
-    /// The `k` live documents nearest `query` (exact), best first.
+    /// The `k` live documents nearest `query`, best first, scored in float32. Above
+    /// [`EXACT_SCAN_UP_TO`] documents the int8 copy picks `4k + 32` candidates first (its error
+    /// is far below the gap that would push a true hit out of so many).
     pub fn search(&self, query: &[f32], k: usize) -> Vec<LiveHit> {
-        let mut scored: Vec<(f32, usize)> = self
+        let dim = self.dim;
+        let live = self
             .slots
             .iter()
             .enumerate()
             .filter(|(_, s)| s.is_some())
-            .map(|(i, _)| {
-                (
-                    dot(query, &self.vectors[i * self.dim..(i + 1) * self.dim]),
-                    i,
-                )
-            })
-            .collect();
-        let k = k.min(scored.len());
-        if k == 0 {
-            return Vec::new();
-        }
-        scored.select_nth_unstable_by(k - 1, |a, b| b.0.total_cmp(&a.0));
-        scored.truncate(k);
+            .map(|(i, _)| i);
+        let exact = |i: usize| dot(query, &self.vectors[i * dim..(i + 1) * dim]);
+        let mut scored: Vec<(f32, usize)> = if self.by_id.len() <= EXACT_SCAN_UP_TO {
+            live.map(|i| (exact(i), i)).collect()
+        } else {
+            let mut rough: Vec<(f32, usize)> = live
+                .map(|i| {
+                    let row = &self.codes[i * dim..(i + 1) * dim];
+                    (self.scales[i] * dot_i8(query, row), i)
+                })
+                .collect();
+            top(&mut rough, k.saturating_mul(4).saturating_add(32));
+            rough.into_iter().map(|(_, i)| (exact(i), i)).collect()
+        };
+        top(&mut scored, k);
         scored.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
         scored
             .into_iter()
@@ -201,6 +237,8 @@ impl Segment {
     /// Bytes the segment holds on the heap (vectors, texts, ids), roughly.
     pub fn heap_bytes(&self) -> usize {
         self.vectors.capacity() * 4
+            + self.codes.capacity()
+            + self.scales.capacity() * 4
             + self.text_bytes
             + self.slots.capacity() * std::mem::size_of::<Option<StoredDocument>>()
             + self.by_id.len() * 48
@@ -254,6 +292,55 @@ mod tests {
             let hits = s.search(&[1.0, 0.0], 5);
             assert_eq!(hits[0].document.id, "a");
             assert!((hits[0].score - 0.6).abs() < 1e-6);
+        }
+    }
+
+    #[test]
+    fn a_large_segment_finds_what_scoring_every_vector_finds() {
+        let dim = 48;
+        let mut rng = 0x2545_f491_4f6c_dd1du64;
+        let mut unit = || {
+            let mut v: Vec<f32> = (0..dim)
+                .map(|_| {
+                    rng ^= rng << 13;
+                    rng ^= rng >> 7;
+                    rng ^= rng << 17;
+                    (rng >> 40) as f32 / (1u64 << 24) as f32 - 0.5
+                })
+                .collect();
+            let n = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+            v.iter_mut().for_each(|x| *x /= n);
+            v
+        };
+        let mut s = Segment::new(dim);
+        let docs: Vec<LiveDocument> = (0..3000)
+            .map(|i| LiveDocument {
+                id: format!("d{i}"),
+                title: String::new(),
+                text: String::new(),
+                metadata: None,
+                vector: unit(),
+            })
+            .collect();
+        s.apply(1, &Operation::Upsert(docs.clone()), &frozen);
+        s.apply(
+            2,
+            &Operation::Delete((0..3000).step_by(7).map(|i| format!("d{i}")).collect()),
+            &frozen,
+        );
+        for _ in 0..50 {
+            let q = unit();
+            let mut all: Vec<(f32, &str)> = docs
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| i % 7 != 0)
+                .map(|(_, d)| (dot(&q, &d.vector), d.id.as_str()))
+                .collect();
+            all.sort_by(|a, b| b.0.total_cmp(&a.0));
+            let hits = s.search(&q, 10);
+            let got: Vec<&str> = hits.iter().map(|h| h.document.id.as_str()).collect();
+            let want: Vec<&str> = all.iter().take(10).map(|x| x.1).collect();
+            assert_eq!(got, want);
         }
     }
 

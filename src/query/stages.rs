@@ -212,12 +212,63 @@ async fn encode_texts(
     Ok((vectors, tokenize, timings, real_tokens))
 }
 
-/// Document vectors for the live corpus, through the same batching queue as queries.
+/// Documents per inference request when writing: long passages padded together cost attention
+/// over the longest, so a batch goes in length-sorted pieces, as `capot index build` does.
+const DOCUMENTS_PER_PIECE: usize = 8;
+
+/// Document vectors for the live corpus, through the same batching queue as queries: sorted by
+/// length, tokenized and queued in small pieces all at once (the encoder's workers take them as
+/// they come), and handed back in the order given.
 pub async fn encode_documents(
     loaded: &Arc<LoadedEncoder>,
     texts: Vec<String>,
 ) -> Result<Vec<Vec<f32>>, ApiError> {
-    Ok(encode_texts(loaded, texts).await?.0)
+    let mut order: Vec<usize> = (0..texts.len()).collect();
+    order.sort_by_key(|&i| texts[i].len());
+    let pieces: Vec<Vec<usize>> = order
+        .chunks(DOCUMENTS_PER_PIECE)
+        .map(<[usize]>::to_vec)
+        .collect();
+    let encoder = loaded.encoder().clone();
+    let batches = {
+        let pieces = pieces.clone();
+        tokio::task::spawn_blocking(move || {
+            pieces
+                .iter()
+                .map(|p| {
+                    let piece: Vec<&str> = p.iter().map(|&i| texts[i].as_str()).collect();
+                    encoder.tokenizer().encode_batch(&piece)
+                })
+                .collect::<Result<Vec<_>, _>>()
+        })
+        .await
+        .map_err(|e| ApiError::internal(format!("tokenizer task failed: {e}")))?
+        .map_err(|e| ApiError::invalid(e.to_string()))?
+    };
+    let mut pending = Vec::with_capacity(batches.len());
+    for tokens in batches {
+        pending.push(loaded.batcher.submit(tokens).map_err(queue_error)?);
+    }
+    let mut vectors = vec![Vec::new(); order.len()];
+    for (piece, rx) in pieces.iter().zip(pending) {
+        let (piece_vectors, _) = rx
+            .await
+            .map_err(|_| ApiError::not_ready("the encoder stopped before answering"))?
+            .map_err(|e| ApiError::internal(format!("inference failed: {e}")))?;
+        for (&i, v) in piece.iter().zip(piece_vectors) {
+            vectors[i] = v;
+        }
+    }
+    Ok(vectors)
+}
+
+/// What a refused submission to an encoder's queue means to the client.
+fn queue_error(e: BatchError) -> ApiError {
+    match e {
+        BatchError::Overloaded(_) => ApiError::overloaded(e.to_string()),
+        BatchError::Closed => ApiError::not_ready(e.to_string()),
+        BatchError::Encoder(e) => ApiError::internal(e.to_string()),
+    }
 }
 
 /// Runs tokenized texts through the encoder's batching queue.
@@ -226,11 +277,7 @@ async fn infer(
     tokens: crate::encoder::TokenBatch,
 ) -> Result<(Vec<Vec<f32>>, EncodeTimings, usize), ApiError> {
     let real_tokens = tokens.real_tokens();
-    let rx = loaded.batcher.submit(tokens).map_err(|e| match e {
-        BatchError::Overloaded(_) => ApiError::overloaded(e.to_string()),
-        BatchError::Closed => ApiError::not_ready(e.to_string()),
-        BatchError::Encoder(e) => ApiError::internal(e.to_string()),
-    })?;
+    let rx = loaded.batcher.submit(tokens).map_err(queue_error)?;
     let (vectors, timings) = rx
         .await
         .map_err(|_| ApiError::not_ready("the encoder stopped before answering"))?

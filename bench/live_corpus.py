@@ -1,0 +1,155 @@
+#!/usr/bin/env python3
+"""The live corpus on one machine, in one run: ingest rate against `capot index build`'s encode
+rate, and search latency with and without a live segment.
+
+1. `capot index build` of CORPUS with ENCODER: its encode rate (documents over the build's time
+   less the graph and files, which index.json records as build_seconds).
+2. `capot serve` on INDEX with ENCODER and a fresh data directory (127.0.0.1, free ports):
+   /search p50/p99 at concurrency 1 over QUERIES with no live documents;
+3. LIVE documents (CORPUS's passages again, under new ids) written with POST /admin/documents in
+   batches of BATCH, one writer: documents acknowledged per second (each batch fsynced);
+4. the same searches again with the live segment full.
+
+Prints a Markdown table and writes bench/out/live_corpus.json.
+
+    python3 bench/live_corpus.py --index /work/bench/dl19-index --encoder assets/encoders/minilm \\
+        --corpus ../shared/data/dl19-sample/corpus.jsonl \\
+        --queries ../shared/data/marco-dev-queries/queries.tsv [--live 10000] [--batch 64]
+"""
+
+import argparse
+import json
+import os
+import socket
+import statistics
+import subprocess
+import tempfile
+import time
+import urllib.request
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def call(url, body=None, token=None, method=None):
+    headers = {"Content-Type": "application/json"}
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    data = None if body is None else json.dumps(body).encode()
+    req = urllib.request.Request(url, data=data, headers=headers, method=method)
+    with urllib.request.urlopen(req, timeout=600) as r:
+        return json.load(r)
+
+
+def corpus(path):
+    with open(path) as f:
+        for line in f:
+            d = json.loads(line)
+            yield d.get("title", "") or "", d["text"]
+
+
+def search_latency(base, queries):
+    """Client-side latency and the server's own search stage (frozen + live), which the
+    encoder's time does not blur."""
+    times, stage = [], []
+    for q in queries:
+        t = time.perf_counter()
+        answer = call(f"{base}/search", {"query": q, "k": 10})
+        times.append(time.perf_counter() - t)
+        stage.append(answer["timings_ms"]["search"])
+    times.sort()
+    return {"p50_ms": 1e3 * statistics.median(times),
+            "p99_ms": 1e3 * times[int(0.99 * (len(times) - 1))],
+            "search_stage_p50_ms": statistics.median(stage)}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--capot", default=os.path.join(ROOT, "target/release/capot"))
+    ap.add_argument("--index", required=True)
+    ap.add_argument("--encoder", required=True)
+    ap.add_argument("--corpus", required=True, help="corpus.jsonl: build input and live texts")
+    ap.add_argument("--queries", required=True, help="TSV qid<TAB>text")
+    ap.add_argument("--live", type=int, default=10000)
+    ap.add_argument("--batch", type=int, default=64)
+    ap.add_argument("--search-queries", type=int, default=300)
+    args = ap.parse_args()
+    texts = list(corpus(args.corpus))
+    with open(args.queries) as f:
+        queries = [line.rstrip("\n").split("\t")[1] for line in f][: args.search_queries]
+    out = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        built = os.path.join(tmp, "index")
+        t = time.perf_counter()
+        subprocess.run([args.capot, "index", "build", "--doc-encoder", args.encoder,
+                        "--corpus", args.corpus, "--out", built],
+                       check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        total = time.perf_counter() - t
+        with open(os.path.join(built, "index.json")) as f:
+            graph = json.load(f)["build_seconds"]
+        out["build"] = {"documents": len(texts), "seconds": total, "graph_and_files_seconds": graph,
+                        "encode_docs_per_s": len(texts) / (total - graph)}
+
+        data = os.path.join(tmp, "data")
+        port, admin_port = free_port(), free_port()
+        server = subprocess.Popen(
+            [args.capot, "serve", "--index", args.index, "--encoder", args.encoder,
+             "--data-dir", data, "--addr", f"127.0.0.1:{port}",
+             "--admin-addr", f"127.0.0.1:{admin_port}", "--grpc-addr", "off"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        base, admin = f"http://127.0.0.1:{port}", f"http://127.0.0.1:{admin_port}"
+        try:
+            deadline = time.time() + 120
+            while True:
+                try:
+                    urllib.request.urlopen(f"{base}/ready", timeout=2)
+                    break
+                except Exception:
+                    if time.time() > deadline:
+                        raise
+                    time.sleep(0.2)
+            token = open(os.path.join(data, "admin-token")).read().strip()
+            search_latency(base, queries[:50])  # warm-up
+            out["search_without_live"] = search_latency(base, queries)
+            t = time.perf_counter()
+            written = 0
+            while written < args.live:
+                n = min(args.batch, args.live - written)
+                docs = [{"id": f"live-{written + i}", "title": texts[(written + i) % len(texts)][0],
+                         "text": texts[(written + i) % len(texts)][1]} for i in range(n)]
+                call(f"{admin}/admin/documents", {"documents": docs}, token)
+                written += n
+            seconds = time.perf_counter() - t
+            out["ingest"] = {"documents": written, "batch": args.batch, "seconds": seconds,
+                             "docs_per_s": written / seconds}
+            out["search_with_live"] = search_latency(base, queries)
+            out["corpus"] = call(f"{admin}/admin/index", token=token)
+        finally:
+            server.terminate()
+            server.wait(timeout=60)
+    out["ingest_vs_build_encode"] = out["ingest"]["docs_per_s"] / out["build"]["encode_docs_per_s"]
+    out["search_p50_with_vs_without"] = (out["search_with_live"]["p50_ms"]
+                                         / out["search_without_live"]["p50_ms"])
+    os.makedirs(os.path.join(ROOT, "bench/out"), exist_ok=True)
+    with open(os.path.join(ROOT, "bench/out/live_corpus.json"), "w") as f:
+        json.dump(out, f, indent=2)
+    b, i = out["build"], out["ingest"]
+    w, l = out["search_without_live"], out["search_with_live"]
+    print("| | figure |\n|---|---|")
+    print(f"| `capot index build` encode rate ({b['documents']} docs) | {b['encode_docs_per_s']:.1f} docs/s |")
+    print(f"| ingest, batches of {i['batch']}, acknowledged (fsynced, searchable) | {i['docs_per_s']:.1f} docs/s "
+          f"(**{out['ingest_vs_build_encode']:.2f}×** build) |")
+    print(f"| /search c=1, no live documents | p50 {w['p50_ms']:.2f} ms, p99 {w['p99_ms']:.2f} ms; "
+          f"search stage p50 {w['search_stage_p50_ms']:.3f} ms |")
+    print(f"| /search c=1, {i['documents']} live documents | p50 {l['p50_ms']:.2f} ms, p99 {l['p99_ms']:.2f} ms "
+          f"(p50 **{out['search_p50_with_vs_without']:.2f}×**); search stage p50 {l['search_stage_p50_ms']:.3f} ms |")
+    print(f"| live segment memory | {out['corpus']['memory_bytes'] / 2**20:.1f} MiB; log {out['corpus']['log_bytes'] / 2**20:.1f} MiB |")
+
+
+if __name__ == "__main__":
+    main()
