@@ -46,6 +46,9 @@ const METRICS: &[&str] = &[
     "capot_router_choices_total",
     "capot_jobs_total",
     "capot_jobs",
+    "capot_corpus_documents",
+    "capot_corpus_live_documents_limit",
+    "capot_corpus_writes_total",
 ];
 
 /// Metrics the artefacts use that come with features developed elsewhere (admin API and

@@ -54,6 +54,8 @@ pub struct Metrics {
     pub corpus_log_bytes: IntGauge,
     /// Heap bytes of the live segment.
     pub corpus_memory_bytes: IntGauge,
+    /// Live documents the segment takes before writes answer 503 (`--max-live-documents`).
+    pub corpus_live_limit: IntGauge,
 }
 
 impl Metrics {
@@ -171,6 +173,11 @@ impl Metrics {
         registry.register(Box::new(corpus_documents.clone()))?;
         registry.register(Box::new(corpus_log_bytes.clone()))?;
         registry.register(Box::new(corpus_memory_bytes.clone()))?;
+        let corpus_live_limit = IntGauge::new(
+            "corpus_live_documents_limit",
+            "Live documents the segment takes before writes answer 503 (--max-live-documents).",
+        )?;
+        registry.register(Box::new(corpus_live_limit.clone()))?;
         let build_info = GaugeVec::new(
             Opts::new("build_info", "Version of the running capot (value 1)."),
             &["version"],
@@ -199,6 +206,7 @@ impl Metrics {
             corpus_documents,
             corpus_log_bytes,
             corpus_memory_bytes,
+            corpus_live_limit,
         })
     }
 
@@ -232,6 +240,7 @@ impl Metrics {
         set("hidden_frozen", s.hidden_frozen);
         self.corpus_log_bytes.set(s.log_bytes as i64);
         self.corpus_memory_bytes.set(s.memory_bytes as i64);
+        self.corpus_live_limit.set(s.max_live_documents as i64);
     }
 
     pub fn observe_stage(&self, stage: &str, encoder: &str, seconds: f64) {
