@@ -403,3 +403,88 @@ fn a_read_only_replica_refuses_writes_and_still_serves() {
     let (frozen_id, frozen_text) = frozen_document();
     assert_eq!(search(&server, &frozen_text)[0], frozen_id);
 }
+
+#[test]
+fn the_documents_command_writes_and_deletes_in_batches_and_stops_on_a_refusal() {
+    let data = tempfile::tempdir().unwrap();
+    let (server, admin) = start(data.path(), &[]);
+    let token_file = data.path().join("admin-token");
+    let input = data.path().join("docs.jsonl");
+    let lines: Vec<String> = (0..7)
+        .map(|i| {
+            json!({"id": format!("cli-{i}"), "text": format!("Document {i} about kiln-dried walnut planks number {i}.")})
+                .to_string()
+        })
+        .collect();
+    std::fs::write(&input, lines.join("\n") + "\n").unwrap();
+    let run = |args: &[&str], stdin: &[u8]| {
+        let mut all = vec!["documents"];
+        all.extend_from_slice(args);
+        common::run_capot(&all, stdin)
+    };
+    let base = admin.base.clone();
+    let tf = token_file.to_str().unwrap();
+    let out = run(
+        &[
+            "add",
+            "--server",
+            &base,
+            "--token-file",
+            tf,
+            "--input",
+            input.to_str().unwrap(),
+            "--batch",
+            "3",
+        ],
+        b"",
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let summary: Value = serde_json::from_slice(&out.stdout).expect("summary JSON");
+    assert_eq!(summary["documents"], 7, "{summary}");
+    assert_eq!(summary["batches"], 3, "{summary}");
+    assert_eq!(
+        search(
+            &server,
+            "Document 4 about kiln-dried walnut planks number 4."
+        )[0],
+        "cli-4"
+    );
+    // Plain ids and {"id"} lines from stdin.
+    let out = run(
+        &["delete", "--server", &base, "--token-file", tf],
+        b"cli-0\n{\"id\": \"cli-1\"}\n",
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(text_of(&admin, "cli-0"), None);
+    assert_eq!(text_of(&admin, "cli-1"), None);
+    assert!(text_of(&admin, "cli-2").is_some());
+    // A batch the server refuses stops the run with its reason and where to resume.
+    let out = run(
+        &["add", "--server", &base, "--token-file", tf, "--batch", "2"],
+        b"{\"id\": \"ok-1\", \"text\": \"fine\"}\n{\"id\": \"ok-2\", \"text\": \"fine\"}\n{\"id\": \"bad\", \"text\": \" \"}\n",
+    );
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("text must not be empty") && err.contains("--skip 2"),
+        "{err}"
+    );
+    // No token, a line that is not a document: one-line reasons, exit code 1.
+    let out = run(&["add", "--server", &base], b"{}\n");
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no admin token"));
+    let out = run(
+        &["add", "--server", &base, "--token-file", tf],
+        b"not json\n",
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("line 1: not JSON"));
+}

@@ -3,6 +3,7 @@
 
 mod align;
 mod bench;
+mod documents;
 mod encode;
 mod encoder_cmd;
 mod eval;
@@ -207,6 +208,9 @@ pub enum Command {
     Index(index::IndexCommand),
     /// Run the search service.
     Serve(Box<serve::ServeArgs>),
+    /// Add, replace or delete documents of a running server's live corpus (JSON lines).
+    #[command(subcommand)]
+    Documents(documents::DocumentsCommand),
     /// Retrieval quality per encoder and noise condition (locally or against a live service).
     Eval(eval::EvalArgs),
     /// Write seeded noisy variants of queries (TSV on stdout).
@@ -230,6 +234,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Align(args) => align::run(*args, &cli.global),
         Command::Index(cmd) => index::run(cmd, &cli.global),
         Command::Serve(args) => serve::run(*args, &cli.global),
+        Command::Documents(cmd) => documents::run(cmd),
         Command::Eval(args) => eval::run(args, &cli.global),
         Command::Bench(cmd) => bench::run(cmd, &cli.global),
     }
