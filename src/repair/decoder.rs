@@ -321,7 +321,8 @@ pub(crate) fn spelling_variant(a: &str, b: &str) -> bool {
         format!("{pre}{post}") == short
             && match long.as_bytes()[i] {
                 b'u' => pre.ends_with('o') && post.starts_with('r'),
-                b'l' => pre.ends_with('l'),
+                // ... before an ending (`travelled`, `labelling`), not at the end (`untill`).
+                b'l' => pre.ends_with('l') && post.starts_with(['e', 'i']),
                 // haemorrhage/hemorrhage, oestrogen/estrogen, glycerine/glycerin.
                 b'a' | b'o' => post.starts_with('e'),
                 // Only after -in: a final `e` lost elsewhere is a typo (`peopl`, `activ`).
@@ -535,6 +536,7 @@ mod tests {
             ("hypretrophy", "hypertrophy"),
             ("peopl", "people"),
             ("activ", "active"),
+            ("untill", "until"),
         ] {
             assert!(!spelling_variant(typed, meant), "{typed}/{meant}");
         }
