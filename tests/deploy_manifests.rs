@@ -482,12 +482,40 @@ fn deployment_keeps_the_operational_promises() {
             assert_eq!(addr, format!("0.0.0.0:{}", ports[port]), "{name}: {flag}");
         }
 
-        // Services select the pods; only capot-admin carries the admin port, and it is internal.
+        // The one writer: a StatefulSet of one with a claim for its data directory (the log);
+        // the Deployment's replicas refuse writes.
+        let writer = find(&r.docs, "StatefulSet", "capot-writer");
+        assert_eq!(writer["spec"]["replicas"], 1, "{name}: one writer");
+        assert_eq!(
+            writer["spec"]["volumeClaimTemplates"][0]["metadata"]["name"], "data",
+            "{name}: the writer's data directory is a claim"
+        );
+        let read_only = |p: &Value| {
+            p["spec"]["containers"][0]["env"]
+                .as_array()
+                .is_some_and(|e| {
+                    e.iter()
+                        .any(|v| v["name"] == "CAPOT_READ_ONLY" && v["value"] == "true")
+                })
+        };
+        assert!(
+            read_only(pod),
+            "{name}: the Deployment's replicas must refuse writes"
+        );
+        let writer_pod = &writer["spec"]["template"];
+        assert!(
+            !read_only(&writer_pod["spec"]),
+            "{name}: the writer takes writes"
+        );
+
+        // Services select the pods (the replicas' or the writer's); only the admin Services carry
+        // the admin port, and they are internal.
         let pod_labels = &pod["metadata"]["labels"];
         for svc in r.docs.iter().filter(|d| d["kind"] == "Service") {
             let sname = svc["metadata"]["name"].as_str().unwrap();
             assert!(
-                labels_match(&svc["spec"]["selector"], pod_labels),
+                labels_match(&svc["spec"]["selector"], pod_labels)
+                    || labels_match(&svc["spec"]["selector"], &writer_pod["metadata"]["labels"]),
                 "{name}: Service {sname} selects no pod"
             );
             let targets: Vec<&str> = svc["spec"]["ports"]
@@ -497,8 +525,8 @@ fn deployment_keeps_the_operational_promises() {
                 .map(|p| p["targetPort"].as_str().unwrap_or(""))
                 .collect();
             if targets.contains(&"admin") {
-                assert_eq!(
-                    sname, "capot-admin",
+                assert!(
+                    ["capot-admin", "capot-writer-admin"].contains(&sname),
                     "{name}: Service {sname} exposes the admin port"
                 );
                 assert_eq!(
