@@ -104,6 +104,18 @@ impl Wal {
             .create(true)
             .open(path)
             .map_err(io)?;
+        // One process per log: a second server on the same data directory would interleave
+        // its records with this one's. The lock goes with the process, however it ends.
+        match file.try_lock() {
+            Ok(()) => {}
+            Err(std::fs::TryLockError::WouldBlock) => {
+                return Err(LiveError::Log(format!(
+                    "{} is in use by another capot process; give each server its own --data-dir",
+                    path.display()
+                )))
+            }
+            Err(std::fs::TryLockError::Error(e)) => return Err(io(e)),
+        }
         let mut bytes = Vec::new();
         file.read_to_end(&mut bytes).map_err(io)?;
         let fresh = bytes.len() < header(identity).len();
@@ -455,6 +467,17 @@ mod tests {
         assert_eq!(got, ops);
         assert_eq!(rec.cut_bytes, 0);
         assert_eq!(wal.append(&Operation::Delete(vec!["c".into()])).unwrap(), 4);
+    }
+
+    #[test]
+    fn a_log_in_use_is_refused_until_its_holder_closes_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("wal.log");
+        let (held, _) = Wal::open(&path, "index-a").unwrap();
+        let err = Wal::open(&path, "index-a").err().expect("refused");
+        assert!(err.to_string().contains("in use"), "{err}");
+        drop(held);
+        assert!(Wal::open(&path, "index-a").is_ok());
     }
 
     #[test]
