@@ -488,3 +488,56 @@ fn the_documents_command_writes_and_deletes_in_batches_and_stops_on_a_refusal() 
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("line 1: not JSON"));
 }
+
+#[test]
+fn under_search_load_writes_are_found_at_once_and_no_search_fails() {
+    let data = tempfile::tempdir().unwrap();
+    let (server, admin) = start(data.path(), &[]);
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let (frozen_id, frozen_text) = frozen_document();
+    // Two clients searching without pause; every answer must be a 200.
+    let load: Vec<_> = (0..2)
+        .map(|_| {
+            let (stop, addr, text) = (stop.clone(), server.addr, frozen_text.clone());
+            std::thread::spawn(move || {
+                let mut conn = Conn::new(addr);
+                let (mut ok, mut failed) = (0u64, Vec::new());
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    let body = json!({"query": text, "k": 10}).to_string();
+                    match conn.request("POST", "/search", &[], &body) {
+                        Ok((200, _)) => ok += 1,
+                        other => failed.push(format!("{other:?}")),
+                    }
+                }
+                (ok, failed)
+            })
+        })
+        .collect();
+    for i in 0..20 {
+        let text = format!("Batch {i}: the quokka number {i} smiles at visitor {i} on Rottnest.");
+        let (code, v) = admin.call(
+            "POST",
+            "/admin/documents",
+            Some(&json!({"documents": [{"id": format!("load-{i}"), "text": text}]}).to_string()),
+        );
+        assert_eq!(code, 200, "{v}");
+        // Acknowledged means searchable: the next search finds it first.
+        assert_eq!(search(&server, &text)[0], format!("load-{i}"), "batch {i}");
+        if i == 10 {
+            let (code, v) = admin.call("DELETE", &format!("/admin/documents/{frozen_id}"), None);
+            assert_eq!(code, 200, "{v}");
+            assert!(!search(&server, &frozen_text).contains(&frozen_id));
+        }
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let mut served = 0;
+    for l in load {
+        let (ok, failed) = l.join().expect("load thread");
+        assert!(
+            failed.is_empty(),
+            "failed searches under writes: {failed:?}"
+        );
+        served += ok;
+    }
+    assert!(served > 0, "the load threads searched nothing");
+}
