@@ -120,6 +120,15 @@ pub struct LiveStats {
     pub max_live_documents: usize,
 }
 
+/// The frozen index's internal index of `id`. A read error of its id table is logged, not
+/// hidden: the frozen copy of a document written or deleted then stays visible.
+fn frozen_index(index: &Index, id: &str) -> Option<usize> {
+    index.index_of(id).unwrap_or_else(|e| {
+        tracing::error!(id, error = %e, "cannot look a document up in the frozen index");
+        None
+    })
+}
+
 /// The log and the segment of one frozen index.
 pub struct LiveCorpus {
     wal: Wal,
@@ -151,7 +160,7 @@ impl LiveCorpus {
         let path = data_dir.join(WAL_FILE);
         let (wal, recovery) = Wal::open(&path, &index_identity(index.manifest()))?;
         let mut segment = Segment::new(index.dimension());
-        let frozen = |id: &str| index.index_of(id).ok().flatten();
+        let frozen = |id: &str| frozen_index(index, id);
         for r in &recovery.records {
             segment.apply(r.seq, &r.operation, &frozen);
         }
@@ -187,7 +196,7 @@ impl LiveCorpus {
 
     /// Applies a logged batch to the segment.
     pub fn apply(&self, seq: u64, op: &Operation, index: &Index) {
-        let frozen = |id: &str| index.index_of(id).ok().flatten();
+        let frozen = |id: &str| frozen_index(index, id);
         crate::sync::write(&self.segment).apply(seq, op, &frozen);
     }
 

@@ -10,6 +10,9 @@ use super::{LiveDocument, Operation};
 use crate::index::quantized::{dot_i8, int8_scale};
 use crate::index::vectors::dot;
 
+/// Heap bytes a tombstone takes besides its id (map entry and operation id), roughly.
+const TOMBSTONE_OVERHEAD: usize = 40;
+
 /// Keeps the `k` highest-scored entries of `v` (in no order).
 fn top(v: &mut Vec<(f32, usize)>, k: usize) {
     if v.len() > k && k > 0 {
@@ -56,6 +59,8 @@ pub struct Segment {
     /// Frozen documents (by internal index) that a live document replaces or a delete removes.
     hidden: HashSet<usize>,
     text_bytes: usize,
+    /// Bytes of the tombstones' ids, kept as they change (reported after every write).
+    tombstone_bytes: usize,
 }
 
 impl Segment {
@@ -72,6 +77,7 @@ impl Segment {
             deleted: HashMap::new(),
             hidden: HashSet::new(),
             text_bytes: 0,
+            tombstone_bytes: 0,
         }
     }
 
@@ -101,7 +107,9 @@ impl Segment {
             }
             self.remove_slot(slot);
         }
-        self.deleted.remove(&d.id);
+        if self.deleted.remove(&d.id).is_some() {
+            self.tombstone_bytes -= d.id.len() + TOMBSTONE_OVERHEAD;
+        }
         if let Some(i) = frozen(&d.id) {
             self.hidden.insert(i);
         }
@@ -148,8 +156,13 @@ impl Segment {
             }
             self.remove_slot(slot);
         }
-        let at = self.deleted.entry(id.to_string()).or_insert(seq);
-        *at = (*at).max(seq);
+        match self.deleted.get_mut(id) {
+            Some(at) => *at = (*at).max(seq),
+            None => {
+                self.deleted.insert(id.to_string(), seq);
+                self.tombstone_bytes += id.len() + TOMBSTONE_OVERHEAD;
+            }
+        }
         if let Some(i) = frozen(id) {
             self.hidden.insert(i);
         }
@@ -242,7 +255,7 @@ impl Segment {
             + self.text_bytes
             + self.slots.capacity() * std::mem::size_of::<Option<StoredDocument>>()
             + self.by_id.len() * 48
-            + self.deleted.keys().map(|k| k.len() + 40).sum::<usize>()
+            + self.tombstone_bytes
             + self.hidden.len() * 16
     }
 }
