@@ -175,9 +175,7 @@ pub async fn upsert(
     docs: Vec<DocumentInput>,
     wait: bool,
 ) -> Result<WriteResult, ApiError> {
-    let result = upsert_inner(state, docs, wait).await;
-    count(state, "upsert", &result);
-    result
+    counted(state, "upsert", upsert_inner(state, docs, wait)).await
 }
 
 async fn upsert_inner(
@@ -240,9 +238,7 @@ pub async fn delete(
     ids: Vec<String>,
     wait: bool,
 ) -> Result<WriteResult, ApiError> {
-    let result = delete_inner(state, ids, wait).await;
-    count(state, "delete", &result);
-    result
+    counted(state, "delete", delete_inner(state, ids, wait)).await
 }
 
 async fn delete_inner(
@@ -268,8 +264,14 @@ async fn delete_inner(
     write(state, live, index, Operation::Delete(ids), wait).await
 }
 
-fn count(state: &AppState, operation: &str, result: &Result<WriteResult, ApiError>) {
-    let outcome = match result {
+/// Runs a write and counts it by operation and outcome (`ok`, or the error code).
+async fn counted(
+    state: &AppState,
+    operation: &str,
+    write: impl std::future::Future<Output = Result<WriteResult, ApiError>>,
+) -> Result<WriteResult, ApiError> {
+    let result = write.await;
+    let outcome = match &result {
         Ok(_) => "ok",
         Err(e) => e.code,
     };
@@ -278,6 +280,7 @@ fn count(state: &AppState, operation: &str, result: &Result<WriteResult, ApiErro
         .corpus_writes
         .with_label_values(&[operation, outcome])
         .inc();
+    result
 }
 
 /// Logs `op` durably (off the async runtime: it fsyncs) and applies it, before answering or
