@@ -164,6 +164,73 @@ fn index_vocab_and_repair_cli() {
 }
 
 #[test]
+fn bench_repair_measures_several_settings_on_one_vocabulary() {
+    let dir = tempfile::tempdir().unwrap();
+    let corpus = Path::new(env!("CARGO_MANIFEST_DIR")).join("data/default-corpus");
+    let queries = dir.path().join("q.tsv");
+    std::fs::write(
+        &queries,
+        "q1\tsymptoms of vitamin d deficeincy\nq2\twhat is the capital of australia\n",
+    )
+    .unwrap();
+    let (c, q) = (corpus.to_str().unwrap(), queries.to_str().unwrap());
+    // Two settings: the defaults, and one that lets no word change (no candidate is close).
+    let o = run_capot(
+        &[
+            "bench",
+            "repair",
+            "--corpus",
+            c,
+            "--queries",
+            q,
+            "--passes",
+            "2",
+            "--params",
+            "{}",
+            "--params",
+            r#"{"min_letters": 40, "min_split_letters": 40, "min_join_letters": 40}"#,
+        ],
+        b"",
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let runs = v["repair"].as_array().unwrap();
+    assert_eq!(runs.len(), 2, "{v}");
+    assert_eq!(runs[0]["params"], json!({}));
+    assert_eq!(runs[0]["changed"], 1, "{v}");
+    assert_eq!(
+        runs[0]["changes"],
+        json!([[
+            "symptoms of vitamin d deficeincy",
+            "symptoms of vitamin d deficiency"
+        ]])
+    );
+    assert_eq!(runs[1]["params"]["min_letters"], 40);
+    assert_eq!(runs[1]["changed"], 0, "{v}");
+    assert!(runs.iter().all(|r| r["p50_us"].as_f64().unwrap() > 0.0));
+    // A setting that is not one is refused with its reason, before any work.
+    let o = run_capot(
+        &[
+            "bench",
+            "repair",
+            "--corpus",
+            c,
+            "--queries",
+            q,
+            "--params",
+            r#"{"no_such": 1}"#,
+        ],
+        b"",
+    );
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("--params"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
+#[test]
 fn search_repairs_reports_and_counts() {
     let tmp = tempfile::tempdir().unwrap();
     let data = tmp.path().join("data");

@@ -47,6 +47,10 @@ pub struct RepairBenchArgs {
     /// Passes over each query file (the first warms the caches and is not timed).
     #[arg(long, default_value_t = 3)]
     pub passes: usize,
+    /// Speller settings other than the defaults, as JSON (as `capot repair --params`); repeat to
+    /// measure several on one vocabulary, which is built once.
+    #[arg(long, value_name = "JSON")]
+    pub params: Vec<String>,
     #[command(flatten)]
     pub lexicon: super::LexiconArgs,
 }
@@ -156,6 +160,15 @@ fn repair(args: RepairBenchArgs) -> anyhow::Result<()> {
     use capot::index::vocab::Vocabulary;
     use capot::repair::Repairer;
     use std::sync::Arc;
+    // Settings are checked before any work.
+    let settings: Vec<(Option<&str>, capot::repair::Params)> = if args.params.is_empty() {
+        vec![(None, capot::repair::Params::default())]
+    } else {
+        args.params
+            .iter()
+            .map(|p| Ok((Some(p.as_str()), super::repair::parse_params(Some(p))?)))
+            .collect::<anyhow::Result<_>>()?
+    };
     let read_started = Instant::now();
     let (corpus, _) = dataset::read_corpus(&args.corpus, ReadMode::Lenient)?;
     let read_seconds = read_started.elapsed().as_secs_f64();
@@ -178,38 +191,51 @@ fn repair(args: RepairBenchArgs) -> anyhow::Result<()> {
     let model_started = Instant::now();
     let lexicon = args.lexicon.load()?.map(Arc::new);
     let lexicon_bytes = lexicon.as_ref().map_or(0, |l| l.heap_bytes());
-    let repairer = Repairer::new(Arc::new(vocab), lexicon);
-    let model_load_seconds = model_started.elapsed().as_secs_f64();
-    let (rss_after_model, _) = rss_bytes();
-    let model = repairer.model_info();
+    let vocab = Arc::new(vocab);
+    let mut model_load_seconds = 0.0;
+    let mut rss_model = 0;
+    let mut model = None;
     let mut timings = Vec::new();
-    for path in &args.queries {
-        let (queries, _) = dataset::read_queries(path, ReadMode::Strict)?;
-        let texts: Vec<&str> = queries.queries().iter().map(|q| q.text.as_str()).collect();
-        let mut samples = Vec::with_capacity(texts.len() * args.passes);
-        let mut changed = 0usize;
-        for pass in 0..args.passes.max(2) {
-            for t in &texts {
-                let s = Instant::now();
-                let r = repairer.repair(t);
-                let us = s.elapsed().as_secs_f64() * 1e6;
-                if pass > 0 {
-                    samples.push(us);
-                } else {
-                    changed += usize::from(r.changed());
+    for (setting, params) in settings {
+        let repairer = Repairer::with_params(vocab.clone(), lexicon.clone(), params);
+        // Model load: the lexicon and the first setting's speller.
+        if model.is_none() {
+            model_load_seconds = model_started.elapsed().as_secs_f64();
+            rss_model = rss_bytes().0.saturating_sub(rss_before_model);
+            model = Some(repairer.model_info());
+        }
+        for path in &args.queries {
+            let (queries, _) = dataset::read_queries(path, ReadMode::Strict)?;
+            let texts: Vec<&str> = queries.queries().iter().map(|q| q.text.as_str()).collect();
+            let mut samples = Vec::with_capacity(texts.len() * args.passes);
+            // Every query the speller changed, as (typed, repaired), for reading what it did.
+            let mut changes: Vec<(&str, String)> = Vec::new();
+            for pass in 0..args.passes.max(2) {
+                for t in &texts {
+                    let s = Instant::now();
+                    let r = repairer.repair(t);
+                    let us = s.elapsed().as_secs_f64() * 1e6;
+                    if pass > 0 {
+                        samples.push(us);
+                    } else if r.changed() {
+                        changes.push((t, r.text));
+                    }
                 }
             }
+            samples.sort_by(f64::total_cmp);
+            timings.push(serde_json::json!({
+                "queries": path,
+                "params": setting.map(serde_json::from_str::<serde_json::Value>).transpose()?,
+                "count": texts.len(),
+                "changed": changes.len(),
+                "p50_us": percentile(&samples, 50.0),
+                "p99_us": percentile(&samples, 99.0),
+                "mean_us": samples.iter().sum::<f64>() / samples.len().max(1) as f64,
+                "changes": changes,
+            }));
         }
-        samples.sort_by(f64::total_cmp);
-        timings.push(serde_json::json!({
-            "queries": path,
-            "count": texts.len(),
-            "changed": changed,
-            "p50_us": percentile(&samples, 50.0),
-            "p99_us": percentile(&samples, 99.0),
-            "mean_us": samples.iter().sum::<f64>() / samples.len().max(1) as f64,
-        }));
     }
+    let model = model.ok_or_else(|| anyhow::anyhow!("no speller setting was measured"))?;
     let out = serde_json::json!({
         "corpus": args.corpus,
         "documents": documents,
@@ -223,7 +249,7 @@ fn repair(args: RepairBenchArgs) -> anyhow::Result<()> {
             "lexicon_heap_bytes": lexicon_bytes,
             "candidate_heap_bytes": model.heap_bytes,
             "candidates": model.candidates,
-            "rss_growth_bytes": rss_after_model.saturating_sub(rss_before_model),
+            "rss_growth_bytes": rss_model,
             "missing": model.missing,
         },
         "rss_growth_bytes": rss_after.saturating_sub(rss_before),

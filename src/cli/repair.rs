@@ -44,7 +44,7 @@ pub struct RepairArgs {
 }
 
 /// Speller settings from `--params`, the defaults for any not named.
-fn parse_params(p: Option<&str>) -> anyhow::Result<Params> {
+pub(crate) fn parse_params(p: Option<&str>) -> anyhow::Result<Params> {
     match p {
         Some(p) => serde_json::from_str(p).context("--params is not a valid settings object"),
         None => Ok(Params::default()),

@@ -23,8 +23,40 @@ pub(crate) struct Reading {
     pub distance: u8,
 }
 
+/// A word's candidates within 0, 1 and 2 edits, as (candidate id, distance), once looked up.
+type Found = [Option<Vec<(u32, u8)>>; 3];
+
+/// The candidate look-ups of one repair, kept across its passes: the second pass, which checks
+/// that the repaired text is a fixed point, reads mostly the same words.
+#[derive(Default)]
+pub(crate) struct Lookups {
+    /// Per typed word, the candidates within 0, 1 and 2 edits, once looked up.
+    found: std::collections::HashMap<Box<str>, Found, foldhash::fast::FixedState>,
+}
+
+impl Lookups {
+    /// The words of `r`'s candidate index within `edits` of `word` (see
+    /// [`super::candidates::CandidateIndex::lookup`]).
+    fn get(&mut self, r: &Repairer, word: &str, edits: u8) -> &[(u32, u8)] {
+        let slot = usize::from(edits.min(2));
+        if self.found.get(word).is_none_or(|f| f[slot].is_none()) {
+            let mut v = Vec::new();
+            r.candidates.lookup(word, edits, &mut v);
+            self.found.entry(word.into()).or_default()[slot] = Some(v);
+        }
+        self.found
+            .get(word)
+            .and_then(|f| f[slot].as_deref())
+            .unwrap_or_default()
+    }
+}
+
 /// The readings of every position: `readings[i]` start at word `i`.
-pub(crate) fn readings(r: &Repairer, words: &[QueryWord]) -> Vec<Vec<Reading>> {
+pub(crate) fn readings(
+    r: &Repairer,
+    words: &[QueryWord],
+    lookups: &mut Lookups,
+) -> Vec<Vec<Reading>> {
     let p = &r.params;
     let n = words.len();
     let mut out: Vec<Vec<Reading>> = Vec::with_capacity(n);
@@ -39,7 +71,6 @@ pub(crate) fn readings(r: &Repairer, words: &[QueryWord]) -> Vec<Vec<Reading>> {
     // Distinct words: a name said twice (`mahi mahi`) is one.
     let editable_unknown = unknown.len();
     let give_up = editable_unknown >= 3 && 2 * editable_unknown >= words.len();
-    let mut found = Vec::with_capacity(64);
     for (i, w) in words.iter().enumerate() {
         let letters = w.lower.len();
         // An unknown word kept as typed: the shorter, the likelier an acronym or a name.
@@ -65,14 +96,27 @@ pub(crate) fn readings(r: &Repairer, words: &[QueryWord]) -> Vec<Vec<Reading>> {
         // like an unknown word, but a change pays `corpus_word_cost` on top.
         let mut corpus_only = w.stats.general == 0 && w.stats.corpus > 0 && r.lm.has_general();
         if !w.stats.known() || corpus_only {
+            let mut found: &[(u32, u8)] = &[];
             if letters >= p.min_letters {
                 let max_edits = if letters >= p.two_edits_from { 2 } else { 1 };
-                found.clear();
-                r.candidates.lookup(&w.lower, max_edits, &mut found);
-                if letters >= p.long_word && typo_of_a_written_word(r, &w.lower, &found) {
-                    // Neither its being written nor the corpus's use of it speaks for it.
+                found = lookups.get(r, &w.lower, max_edits);
+                let margin = if letters >= p.long_word {
+                    p.typo_usage_margin
+                } else {
+                    p.short_word_typo_usage_margin
+                };
+                if typo_of_a_written_word(r, &w.lower, found, margin) {
+                    // Neither its being written nor the corpus's use of it speaks for it, and
+                    // as typed it is never seen beside its neighbours either: it pays for each
+                    // known one what a correction pays for an unseen pair.
                     corpus_only = false;
-                    rs[0].cost = letter_rate(p, letters) + r.unlisted_cost(&w.lower);
+                    let unseen = [prev, next]
+                        .iter()
+                        .filter(|q| q.is_some_and(|q| q.stats.known()))
+                        .count();
+                    rs[0].cost = letter_rate(p, letters)
+                        + r.unlisted_cost(&w.lower)
+                        + p.unseen_pair_cost * unseen as f64;
                 }
             }
             let extra = if corpus_only { p.corpus_word_cost } else { 0.0 };
@@ -81,7 +125,7 @@ pub(crate) fn readings(r: &Repairer, words: &[QueryWord]) -> Vec<Vec<Reading>> {
                     .iter()
                     .filter_map(|&(id, d)| {
                         let meant = r.candidates.word(id);
-                        if spelling_variant(&w.lower, meant) || inflected_form(&w.lower, meant) {
+                        if another_form(r, &w.lower, meant) {
                             return None;
                         }
                         let stats = r.candidate_stats[id as usize];
@@ -110,7 +154,7 @@ pub(crate) fn readings(r: &Repairer, words: &[QueryWord]) -> Vec<Vec<Reading>> {
                 scored.sort_by(|a, b| a.0.total_cmp(&b.0));
                 rs.extend(scored.into_iter().take(p.max_candidates).map(|s| s.1));
             } else if letters + 1 == p.min_letters {
-                rs.extend(function_word_slips(r, w, extra, &mut found));
+                rs.extend(function_word_slips(r, w, extra, lookups));
             }
             if !corpus_only && w.whole_token && letters >= p.min_split_letters {
                 rs.extend(splits(r, &w.lower));
@@ -120,7 +164,7 @@ pub(crate) fn readings(r: &Repairer, words: &[QueryWord]) -> Vec<Vec<Reading>> {
             && !is_stopword(&w.lower)
             && (prev.is_some() || next.is_some())
         {
-            rs.extend(real_words(r, w, prev, next, &mut found));
+            rs.extend(real_words(r, w, prev, next, lookups));
         }
         // A join with the next word.
         if let Some(nx) = next {
@@ -167,8 +211,8 @@ fn letter_rate(p: &super::Params, letters: usize) -> f64 {
 /// its edits with the same first and last letters, after the edit's cost, that its own writings are that word's typos
 /// ([`super::Params::typo_usage_margin`]). A string nobody writes counts as written once in a
 /// billion words. False without a usage list.
-fn typo_of_a_written_word(r: &Repairer, typed: &str, found: &[(u32, u8)]) -> bool {
-    if !r.has_usage() {
+fn typo_of_a_written_word(r: &Repairer, typed: &str, found: &[(u32, u8)], margin: f64) -> bool {
+    if !r.has_usage() || !margin.is_finite() {
         return false;
     }
     let ln_typed = r.ln_usage(typed).unwrap_or(-(1e9f64).ln());
@@ -183,11 +227,11 @@ fn typo_of_a_written_word(r: &Repairer, typed: &str, found: &[(u32, u8)]) -> boo
         if t.first() != m.first() || t.last() != m.last() {
             return false;
         }
-        if spelling_variant(typed, meant) || inflected_form(typed, meant) {
+        if another_form(r, typed, meant) {
             return false;
         }
         let channel = f64::from(error_model::cost(typed.as_bytes(), meant.as_bytes()));
-        ln_meant - channel - ln_typed > r.params.typo_usage_margin
+        ln_meant - channel - ln_typed > margin
     })
 }
 
@@ -199,10 +243,9 @@ fn function_word_slips(
     r: &Repairer,
     w: &QueryWord,
     extra: f64,
-    found: &mut Vec<(u32, u8)>,
+    lookups: &mut Lookups,
 ) -> Vec<Reading> {
-    found.clear();
-    r.candidates.lookup(&w.lower, 1, found);
+    let found = lookups.get(r, &w.lower, 1);
     let typed = w.lower.as_bytes();
     let ln_typed = r.ln_usage(&w.lower).unwrap_or(-(1e9f64).ln());
     found
@@ -279,6 +322,25 @@ fn splits(r: &Repairer, word: &str) -> Vec<Reading> {
     }
     v.sort_by(|a, b| a.0.total_cmp(&b.0));
     v.into_iter().take(3).map(|x| x.1).collect()
+}
+
+/// Whether an unknown `typed` word is another spelling or another form of `meant`, which is
+/// the typist's choice, not an error: a spelling variant or an inflection, unless the usage list
+/// says people write `typed` so much less than `meant` that its writings are typos of it
+/// ([`super::Params::variant_usage_margin`]: `controled`, `develope`). A string nobody writes
+/// is not judged so (a form the lists lack, `chatbots`), nor is a word shorter than
+/// [`super::Params::two_edits_from`] (`ther` is no typo of `the`).
+fn another_form(r: &Repairer, typed: &str, meant: &str) -> bool {
+    if !spelling_variant(typed, meant) && !inflected_form(typed, meant) {
+        return false;
+    }
+    if typed.len() < r.params.two_edits_from {
+        return true;
+    }
+    match (r.ln_usage(typed), r.ln_usage(meant)) {
+        (Some(t), Some(m)) => m - t <= r.params.variant_usage_margin,
+        _ => true,
+    }
 }
 
 /// Whether two words are the American and British spellings of one word (`color`/`colour`,
@@ -370,15 +432,26 @@ fn real_words(
     w: &QueryWord,
     prev: Option<&QueryWord>,
     next: Option<&QueryWord>,
-    found: &mut Vec<(u32, u8)>,
+    lookups: &mut Lookups,
 ) -> Vec<Reading> {
     let p = &r.params;
     let (prev, next) = (context_word(prev), context_word(next));
     if prev.is_none() && next.is_none() {
         return Vec::new();
     }
-    found.clear();
-    r.candidates.lookup(&w.lower, 1, found);
+    let found = lookups.get(r, &w.lower, 1);
+    // ln P of a word with its neighbours, from the counts as they are and floored (one look-up
+    // of each pair serves both).
+    let context_score = |word: &str, s: &WordStats| {
+        let before = prev.map_or((0.0, 0.0), |q| {
+            r.lm.ln_bigram_raw_and_floored(&q.lower, &q.stats, word, s)
+        });
+        let after = next.map_or((0.0, 0.0), |q| {
+            r.lm.ln_bigram_raw_and_floored(word, s, &q.lower, &q.stats)
+        });
+        (before.0 + after.0, before.1 + after.1)
+    };
+    let (with_typed, with_typed_floored) = context_score(&w.lower, &w.stats);
     let mut v: Vec<(f64, Reading)> = Vec::new();
     for &(id, d) in found.iter() {
         let meant = r.candidates.word(id);
@@ -386,19 +459,12 @@ fn real_words(
             continue;
         }
         let stats = r.candidate_stats[id as usize];
-        // The pair must be seen: in the general list or the corpus.
         // The gain the neighbours give, from the counts as they are (the decoder's floor on rare
         // words would hide it); the reading's cost makes up the difference, so the decoder
         // weighs the two words as the counts do.
-        let gain_with = |f: &dyn Fn(&str, &WordStats, &str, &WordStats) -> f64| {
-            prev.map_or(0.0, |q| {
-                f(&q.lower, &q.stats, meant, &stats) - f(&q.lower, &q.stats, &w.lower, &w.stats)
-            }) + next.map_or(0.0, |q| {
-                f(meant, &stats, &q.lower, &q.stats) - f(&w.lower, &w.stats, &q.lower, &q.stats)
-            })
-        };
-        let gain = gain_with(&|a, sa, b, sb| r.lm.ln_bigram_raw(a, sa, b, sb));
-        let floored = gain_with(&|a, sa, b, sb| r.lm.ln_bigram(a, sa, b, sb));
+        let (with_meant, with_meant_floored) = context_score(meant, &stats);
+        let gain = with_meant - with_typed;
+        let floored = with_meant_floored - with_typed_floored;
         if gain <= p.real_word_cost {
             continue;
         }
@@ -429,12 +495,22 @@ struct State {
     back: Option<(usize, usize, usize)>,
 }
 
+/// The language model's scores of one query's transitions, kept across the searches of that
+/// query (the best path, then the best path with each edit forced back to the typed words): a
+/// transition is the reading that ends at a boundary, (position, reading index), followed by
+/// the reading that starts there.
+#[derive(Default)]
+pub(crate) struct Transitions {
+    scores: std::collections::HashMap<(u32, u32, u32, u32), f64, foldhash::fast::FixedState>,
+}
+
 /// The best sequence of readings, as (position, reading index) pairs, and its score. `forced`
 /// positions may only be read as typed.
 pub(crate) fn best_path(
     r: &Repairer,
     readings: &[Vec<Reading>],
     forced: &[usize],
+    memo: &mut Transitions,
 ) -> (Vec<(usize, usize)>, f64) {
     let n = readings.len();
     let mut states: Vec<Vec<State>> = (0..=n).map(|_| Vec::new()).collect();
@@ -467,10 +543,12 @@ pub(crate) fn best_path(
             let (first, first_stats) = (&rd.words[0].0, &rd.words[0].1);
             let mut best: Option<(f64, usize)> = None;
             for (si, s) in states[b].iter().enumerate() {
-                let lm = if b == 0 {
-                    r.lm.ln_unigram(first_stats)
-                } else {
-                    r.lm.ln_bigram(&s.word, &s.stats, first, first_stats)
+                let lm = match s.back {
+                    None => r.lm.ln_unigram(first_stats),
+                    Some((pb, _, pri)) => *memo
+                        .scores
+                        .entry((pb as u32, pri as u32, b as u32, ri as u32))
+                        .or_insert_with(|| r.lm.ln_bigram(&s.word, &s.stats, first, first_stats)),
                 };
                 let score = s.score + lm + inner - rd.cost;
                 if best.is_none_or(|(bs, _)| score > bs) {

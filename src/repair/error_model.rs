@@ -21,6 +21,9 @@ pub const SUB_PHONETIC: f32 = 2.2;
 pub const SUB_OTHER: f32 = 3.6;
 /// One of a doubled letter dropped (`accomodate`, `ocurred`).
 pub const DEL_DOUBLE: f32 = 0.9;
+/// One of a doubled vowel dropped (`chose` for `choose`): rarer than a doubled consonant, as
+/// it changes how the word sounds.
+pub const DEL_DOUBLE_VOWEL: f32 = 1.6;
 /// A vowel dropped (`definitly`).
 pub const DEL_VOWEL: f32 = 1.8;
 /// A silent `h` dropped (`wich`, `rythm`).
@@ -29,6 +32,9 @@ pub const DEL_H: f32 = 2.0;
 pub const DEL_OTHER: f32 = 2.6;
 /// A letter doubled (`untill`).
 pub const INS_DOUBLE: f32 = 1.1;
+/// A vowel doubled (`meen` for `men`): rarer than a doubled consonant, as it changes how the
+/// word sounds.
+pub const INS_DOUBLE_VOWEL: f32 = 2.0;
 /// A letter added that is a key next to its neighbour (`heqrt`).
 pub const INS_NEIGHBOUR: f32 = 2.2;
 /// A vowel added (`arguement`).
@@ -66,6 +72,9 @@ const RULES: &[(&[u8], &[u8], f32)] = &[
     (b"w", b"wh", 1.8),
     (b"ei", b"ie", 1.2),
     (b"ie", b"ei", 1.2),
+    // The same vowel sound spelt the other way (`meen` for `mean`, `beleave`).
+    (b"ea", b"ee", 1.0),
+    (b"ee", b"ea", 1.2),
 ];
 
 fn is_vowel(c: u8) -> bool {
@@ -112,7 +121,25 @@ fn adjacent(a: u8, b: u8) -> bool {
         && neighbours()[(a - b'a') as usize][(b - b'a') as usize]
 }
 
+/// Cost of typing `typed` for `meant`: from a 26 × 26 table for lower-case letters.
 fn substitution(meant: u8, typed: u8) -> f32 {
+    static TABLE: OnceLock<[[f32; 26]; 26]> = OnceLock::new();
+    if meant.is_ascii_lowercase() && typed.is_ascii_lowercase() {
+        let t = TABLE.get_or_init(|| {
+            let mut t = [[0.0; 26]; 26];
+            for a in b'a'..=b'z' {
+                for b in b'a'..=b'z' {
+                    t[(a - b'a') as usize][(b - b'a') as usize] = substitution_of(a, b);
+                }
+            }
+            t
+        });
+        return t[(meant - b'a') as usize][(typed - b'a') as usize];
+    }
+    substitution_of(meant, typed)
+}
+
+fn substitution_of(meant: u8, typed: u8) -> f32 {
     if is_vowel(meant) && is_vowel(typed) {
         SUB_VOWEL
     } else if adjacent(meant, typed) {
@@ -128,7 +155,11 @@ fn substitution(meant: u8, typed: u8) -> f32 {
 fn deletion(meant: &[u8], i: usize) -> f32 {
     let c = meant[i];
     if (i > 0 && meant[i - 1] == c) || meant.get(i + 1) == Some(&c) {
-        DEL_DOUBLE
+        if is_vowel(c) {
+            DEL_DOUBLE_VOWEL
+        } else {
+            DEL_DOUBLE
+        }
     } else if is_vowel(c) {
         DEL_VOWEL
     } else if c == b'h' {
@@ -144,7 +175,11 @@ fn insertion(typed: &[u8], j: usize) -> f32 {
     let prev = j.checked_sub(1).map(|p| typed[p]);
     let next = typed.get(j + 1).copied();
     if prev == Some(c) || next == Some(c) {
-        INS_DOUBLE
+        if is_vowel(c) {
+            INS_DOUBLE_VOWEL
+        } else {
+            INS_DOUBLE
+        }
     } else if prev.is_some_and(|p| adjacent(p, c)) || next.is_some_and(|n| adjacent(n, c)) {
         INS_NEIGHBOUR
     } else if is_vowel(c) {
@@ -165,14 +200,25 @@ pub fn cost(typed: &[u8], meant: &[u8]) -> f32 {
     if typed == meant {
         return 0.0;
     }
-    let w = m + 1;
-    let mut d = [f32::INFINITY; (MAX + 1) * (MAX + 1)];
-    d[0] = 0.0;
+    // Rows of the matrix, kept by `i % ROWS`: a rule looks back as many rows as its meant side
+    // is long, so no other row is read.
+    const ROWS: usize = 5;
+    let mut d = [[f32::INFINITY; MAX + 1]; ROWS];
     let first = |i: usize| if i == 0 { FIRST_LETTER } else { 0.0 };
+    // What leaving out each meant letter and adding each typed letter costs, once.
+    let mut del = [0.0f32; MAX];
+    for (i, c) in del.iter_mut().enumerate().take(n) {
+        *c = deletion(meant, i) + first(i);
+    }
+    let mut ins = [0.0f32; MAX];
+    for (j, c) in ins.iter_mut().enumerate().take(m) {
+        *c = insertion(typed, j) + first(j);
+    }
     // Only the rules whose two sides occur in the words can apply.
     let mut rules: [(&[u8], &[u8], f32); 8] = [(b"", b"", 0.0); 8];
     let mut active = 0;
     for &(rm, rt, c) in RULES {
+        debug_assert!(rm.len() < ROWS);
         if active < rules.len() && contains(meant, rm) && (rt.is_empty() || contains(typed, rt)) {
             rules[active] = (rm, rt, c);
             active += 1;
@@ -180,8 +226,10 @@ pub fn cost(typed: &[u8], meant: &[u8]) -> f32 {
     }
     let rules = &rules[..active];
     for i in 0..=n {
+        let (row, up, up2) = (i % ROWS, (i + ROWS - 1) % ROWS, (i + ROWS - 2) % ROWS);
         for j in 0..=m {
             if i == 0 && j == 0 {
+                d[0][0] = 0.0;
                 continue;
             }
             let mut best = f32::INFINITY;
@@ -191,13 +239,13 @@ pub fn cost(typed: &[u8], meant: &[u8]) -> f32 {
                 } else {
                     substitution(meant[i - 1], typed[j - 1]) + first(i - 1)
                 };
-                best = best.min(d[(i - 1) * w + j - 1] + s);
+                best = best.min(d[up][j - 1] + s);
             }
             if i > 0 {
-                best = best.min(d[(i - 1) * w + j] + deletion(meant, i - 1) + first(i - 1));
+                best = best.min(d[up][j] + del[i - 1]);
             }
             if j > 0 {
-                best = best.min(d[i * w + j - 1] + insertion(typed, j - 1) + first(j - 1));
+                best = best.min(d[row][j - 1] + ins[j - 1]);
             }
             if i > 1
                 && j > 1
@@ -205,7 +253,7 @@ pub fn cost(typed: &[u8], meant: &[u8]) -> f32 {
                 && meant[i - 2] == typed[j - 1]
                 && meant[i - 1] != meant[i - 2]
             {
-                best = best.min(d[(i - 2) * w + j - 2] + TRANSPOSE + first(i - 2));
+                best = best.min(d[up2][j - 2] + TRANSPOSE + first(i - 2));
             }
             for &(rm, rt, c) in rules {
                 if i >= rm.len()
@@ -214,13 +262,13 @@ pub fn cost(typed: &[u8], meant: &[u8]) -> f32 {
                     && typed[..j].ends_with(rt)
                 {
                     let (pi, pj) = (i - rm.len(), j - rt.len());
-                    best = best.min(d[pi * w + pj] + c + first(pi));
+                    best = best.min(d[pi % ROWS][pj] + c + first(pi));
                 }
             }
-            d[i * w + j] = best;
+            d[row][j] = best;
         }
     }
-    d[n * w + m]
+    d[n % ROWS][m]
 }
 
 fn contains(hay: &[u8], needle: &[u8]) -> bool {
@@ -343,6 +391,11 @@ mod tests {
         assert!(c("teh", "the") <= TRANSPOSE + FIRST_LETTER);
         // Sound-alike spellings.
         assert!(c("fisics", "physics") < c("xisics", "physics"));
+        // A vowel sound spelt the other way is likelier than a doubled vowel, which changes the
+        // sound; a doubled consonant does not.
+        assert!(c("meen", "mean") < c("meen", "men"));
+        assert!(c("untill", "until") < c("meen", "men"));
+        assert!(c("chose", "choose") > c("ocured", "occured"));
         // The first letter is rarely wrong.
         assert!(c("bat", "cat") > c("cab", "cat"));
         // Keyboard neighbours are likelier than far keys.

@@ -44,6 +44,8 @@ pub struct LanguageModel {
     corpus_weight: f64,
     /// Probability of a word neither source knows (a name, an acronym, a typo left as is).
     unknown_word: f64,
+    /// Floor of the probability of a word general English knows.
+    known_floor: f64,
     /// ln of the share a known word keeps after a known word it is never seen with.
     ln_unseen_pair: f64,
 }
@@ -66,6 +68,7 @@ impl LanguageModel {
             corpus_total,
             corpus_weight,
             unknown_word,
+            known_floor: unknown_word,
             ln_unseen_pair: 0.0,
         }
     }
@@ -74,6 +77,13 @@ impl LanguageModel {
     /// source has seen it with.
     pub fn with_unseen_pair_cost(mut self, cost: f64) -> Self {
         self.ln_unseen_pair = -cost;
+        self
+    }
+
+    /// The same model with words of general English no less likely than `floor` (by default
+    /// the unknown-word probability); the lower it is, the better rare words are told apart.
+    pub fn with_known_floor(mut self, floor: f64) -> Self {
+        self.known_floor = floor;
         self
     }
 
@@ -90,11 +100,16 @@ impl LanguageModel {
         }
     }
 
-    /// P(word), from its stats; the unknown-word probability for a word neither source knows,
-    /// which is also the floor of a known word's (a word of the lists is at least as likely as
-    /// a string no list holds).
+    /// P(word), from its stats: the unknown-word probability for a word neither source knows;
+    /// no less than the known-word floor for a word of general English, and no less than the
+    /// unknown word's for a word only the corpus knows (its own names and jargon, or its typos:
+    /// never less likely than a string nobody has seen).
     pub fn unigram(&self, s: &WordStats) -> f64 {
-        self.raw_unigram(s).max(self.unknown_word)
+        if s.general > 0 {
+            self.raw_unigram(s).max(self.known_floor)
+        } else {
+            self.raw_unigram(s).max(self.unknown_word)
+        }
     }
 
     /// P(word) without the floor: what the counts say.
@@ -117,25 +132,40 @@ impl LanguageModel {
 
     /// ln P(b | a) for two words (lower case) with their stats.
     pub fn ln_bigram(&self, a: &str, sa: &WordStats, b: &str, sb: &WordStats) -> f64 {
-        self.ln_bigram_with(a, sa, b, sb, true)
+        let pair = self.pair_estimate(a, sa, b, sb);
+        self.mix(pair, self.unigram(sb))
     }
 
-    /// ln P(b | a) from the counts alone, without the floor on known words: how two known
-    /// words compare (real-word errors).
-    pub fn ln_bigram_raw(&self, a: &str, sa: &WordStats, b: &str, sb: &WordStats) -> f64 {
-        self.ln_bigram_with(a, sa, b, sb, false)
+    /// ln P(b | a) twice: from the counts alone, without the floor on known words (how two
+    /// known words compare: real-word errors), and as [`Self::ln_bigram`] gives it. One look-up
+    /// of the pair serves both.
+    pub fn ln_bigram_raw_and_floored(
+        &self,
+        a: &str,
+        sa: &WordStats,
+        b: &str,
+        sb: &WordStats,
+    ) -> (f64, f64) {
+        let pair = self.pair_estimate(a, sa, b, sb);
+        (
+            self.mix(pair, self.raw_unigram(sb)),
+            self.mix(pair, self.unigram(sb)),
+        )
     }
 
-    fn ln_bigram_with(&self, a: &str, sa: &WordStats, b: &str, sb: &WordStats, floor: bool) -> f64 {
-        let pb = if floor {
-            self.unigram(sb)
-        } else {
-            self.raw_unigram(sb)
-        };
+    /// The pair estimate of P(b | a) and the weight of the sources it comes from (the general
+    /// list where it knows both words, the corpus where it knows `a`: a word it never uses is in
+    /// none of its pairs). `None` when no source can speak of the pair.
+    fn pair_estimate(
+        &self,
+        a: &str,
+        sa: &WordStats,
+        b: &str,
+        sb: &WordStats,
+    ) -> Option<(f64, f64)> {
         if !sa.known() || !sb.known() {
-            return pb.ln();
+            return None;
         }
-        // Each source's pair estimate, where that source knows the first word.
         let mut pair = 0.0;
         let mut weight = 0.0;
         if let (Some(l), Some(ia), Some(ib)) = (&self.lexicon, sa.lexicon_id, sb.lexicon_id) {
@@ -147,18 +177,27 @@ impl LanguageModel {
         }
         if sa.corpus > 0 && self.vocab.has_bigrams() {
             let w = self.corpus_weight;
-            pair += w * self.vocab.bigram(a, b) as f64 / sa.corpus as f64;
+            // A word the corpus never uses is in none of its pairs: no look-up.
+            if sb.corpus > 0 {
+                pair += w * self.vocab.bigram(a, b) as f64 / sa.corpus as f64;
+            }
             weight += w;
         }
-        // An unseen pair is no evidence against: the general list keeps only frequent pairs, and
-        // a small corpus has seen few. It backs off to the word alone, as after an unknown word.
-        if weight == 0.0 {
-            return pb.ln();
+        (weight > 0.0).then_some((pair, weight))
+    }
+
+    /// ln of the pair estimate interpolated with `pb`, the second word's own probability.
+    /// An unseen pair is no evidence against: the general list keeps only frequent pairs, and a
+    /// small corpus has seen few. It backs off to the word alone (less the unseen-pair cost), as
+    /// after an unknown word (without it).
+    fn mix(&self, pair: Option<(f64, f64)>, pb: f64) -> f64 {
+        match pair {
+            None => pb.ln(),
+            Some((p, weight)) if p > 0.0 => {
+                (PAIR_WEIGHT * (p / weight).min(1.0) + (1.0 - PAIR_WEIGHT) * pb).ln()
+            }
+            Some(_) => pb.ln() + self.ln_unseen_pair,
         }
-        if pair == 0.0 {
-            return pb.ln() + self.ln_unseen_pair;
-        }
-        (PAIR_WEIGHT * (pair / weight).min(1.0) + (1.0 - PAIR_WEIGHT) * pb).ln()
     }
 
     /// ln P(word) for a word at the start of a query.

@@ -297,6 +297,8 @@ pub struct Params {
     /// ln of the probability of a word neither the lexicon nor the corpus knows: how strongly an
     /// unknown word is believed to be meant as typed (a name, an acronym).
     pub ln_unknown_word: f64,
+    /// ln of the least probability a known word gets, however rare in the counts.
+    pub ln_known_floor: f64,
     /// With a usage list: extra cost, in nats, of keeping an unknown word that the list does not
     /// hold (nobody writes it: a typo far more often than a name).
     pub unlisted_cost: f64,
@@ -316,6 +318,13 @@ pub struct Params {
     /// nats more often than it, after the edit's own cost (`seperate`, `definately`: the usage
     /// list counts the misspelling because so many people make it).
     pub typo_usage_margin: f64,
+    /// The same margin for words shorter than [`Params::long_word`], which are more often names
+    /// and brands beside a common word (`humana`, `perris`): higher.
+    pub short_word_typo_usage_margin: f64,
+    /// With a usage list: an unknown word that is a spelling variant or an inflection of a
+    /// candidate (`colour`/`color`, `symptom`/`symptoms`) is still that candidate's typo when the
+    /// candidate is written this many nats more often (`controled`, `develope`).
+    pub variant_usage_margin: f64,
     /// The same margin for a three-letter word read as a function word by any slip but a
     /// dropped letter (`teh`, `adn`); high, since most short strings are acronyms (`hsa`).
     pub short_typo_usage_margin: f64,
@@ -337,16 +346,19 @@ impl Default for Params {
             unknown_per_letter: 0.3,
             unknown_per_extra_letter: 0.3,
             corpus_word_cost: 3.0,
-            context_bonus: 1.0,
-            context_bonus_long: 3.0,
+            context_bonus: 0.5,
+            context_bonus_long: 2.0,
             long_word: 7,
             ln_unknown_word: -10.0,
+            ln_known_floor: -12.0,
             unlisted_cost: 1.0,
             unseen_pair_cost: 1.0,
             unlisted_per_letter: 0.3,
             usage_weight: 1.0,
             ln_usage_reference: -17.0,
             typo_usage_margin: 2.0,
+            short_word_typo_usage_margin: 6.0,
+            variant_usage_margin: 4.0,
             short_typo_usage_margin: 8.5,
         }
     }
@@ -406,7 +418,8 @@ impl Repairer {
         params: Params,
     ) -> Self {
         let lm = LanguageModel::new(vocab.clone(), lexicon.clone(), params.ln_unknown_word.exp())
-            .with_unseen_pair_cost(params.unseen_pair_cost);
+            .with_unseen_pair_cost(params.unseen_pair_cost)
+            .with_known_floor(params.ln_known_floor.exp());
         // Candidates: every lexicon word, then the corpus's own words that occur often enough.
         let mut words: Vec<String> = lexicon
             .as_ref()
@@ -545,15 +558,16 @@ impl Repairer {
     }
 
     /// One pass of the decoder over `text`.
-    fn repair_once(&self, text: &str) -> Repaired {
+    fn repair_once(&self, text: &str, lookups: &mut decoder::Lookups) -> Repaired {
         let Some(words) = query::scan(text, &self.lm) else {
             return Repaired::unchanged(text);
         };
-        let readings = decoder::readings(self, &words);
+        let readings = decoder::readings(self, &words, lookups);
         if readings.iter().all(|r| r.len() == 1) {
             return Repaired::unchanged(text);
         }
-        let (path, best) = decoder::best_path(self, &readings, &[]);
+        let mut memo = decoder::Transitions::default();
+        let (path, best) = decoder::best_path(self, &readings, &[], &mut memo);
         let mut edits = Vec::new();
         for &(pos, ri) in &path {
             let rd = &readings[pos][ri];
@@ -565,7 +579,7 @@ impl Repairer {
             let to = match_case(from, &meant.join(" "));
             // How much likelier than reading these words as typed.
             let forced: Vec<usize> = (pos..pos + rd.span).collect();
-            let (_, alt) = decoder::best_path(self, &readings, &forced);
+            let (_, alt) = decoder::best_path(self, &readings, &forced, &mut memo);
             let margin = (best - alt).max(0.0);
             edits.push(Edit {
                 kind,
@@ -583,12 +597,13 @@ impl Repairer {
     /// Repairs `text`. Never fails: a query it cannot or should not correct comes back as it is.
     /// Idempotent: the result, repaired again, comes back unchanged.
     pub fn repair(&self, text: &str) -> Repaired {
-        let mut current = self.repair_once(text);
+        let mut lookups = decoder::Lookups::default();
+        let mut current = self.repair_once(text, &mut lookups);
         for _ in 0..3 {
             if !current.changed() {
                 return current;
             }
-            let again = self.repair_once(&current.text);
+            let again = self.repair_once(&current.text, &mut lookups);
             if !again.changed() {
                 return current;
             }
@@ -614,10 +629,11 @@ impl Repairer {
                 skipped: Some("a letter outside ASCII or a word of another language".into()),
             };
         };
-        let readings = decoder::readings(self, &words);
-        let (path, best_score) = decoder::best_path(self, &readings, &[]);
+        let readings = decoder::readings(self, &words, &mut decoder::Lookups::default());
+        let mut memo = decoder::Transitions::default();
+        let (path, best_score) = decoder::best_path(self, &readings, &[], &mut memo);
         let all: Vec<usize> = (0..words.len()).collect();
-        let (_, typed_score) = decoder::best_path(self, &readings, &all);
+        let (_, typed_score) = decoder::best_path(self, &readings, &all, &mut memo);
         let explained = words
             .iter()
             .zip(&readings)

@@ -209,6 +209,51 @@ fn a_misspelling_people_write_is_still_read_as_the_word_they_mean() {
 }
 
 #[test]
+fn a_short_or_inflected_misspelling_people_write_is_read_as_the_word_they_mean() {
+    let vocab = Arc::new(Vocabulary::build(DOCS.iter().map(|t| ("", *t))));
+    let words = [
+        ("what", 1_100_000_000),
+        ("does", 310_000_000),
+        ("mean", 80_000_000),
+        ("men", 170_000_000),
+        ("quarrel", 600_000),
+        ("controlled", 23_000_000),
+        ("substances", 9_000_000),
+        ("travelled", 6_000_000),
+        ("abroad", 20_000_000),
+        ("human", 100_000_000),
+        ("insurance", 90_000_000),
+    ];
+    let lexicon = Lexicon::from_counts(words, []);
+    let usage = [
+        ("mean", 338_844),
+        ("men", 323_594),
+        ("meen", 105),
+        ("controlled", 38_905),
+        ("controled", 79),
+        ("travelled", 6_000),
+        ("traveled", 5_000),
+        ("human", 100_000),
+        ("humana", 5_000),
+    ];
+    let r = Repairer::new(vocab, Some(Arc::new(lexicon.with_usage(usage))));
+    // `meen` is written, but 3,000 times less than `mean`, which it sounds like; a doubled vowel
+    // (`men`) is a rarer slip than a vowel spelt the other way.
+    assert_eq!(
+        r.repair("what does quarrel meen").text,
+        "what does quarrel mean"
+    );
+    // An ending people write far less than the word they mean is a typo of it, not a form.
+    assert_eq!(
+        r.repair("controled substances").text,
+        "controlled substances"
+    );
+    // A spelling written nearly as often is a variant; a name written for itself is a name.
+    assert!(!r.repair("traveled abroad").changed());
+    assert!(!r.repair("humana insurance").changed());
+}
+
+#[test]
 fn an_explanation_shows_the_readings_weighed_and_the_one_taken() {
     let r = english();
     let e = r.explain("recieve email");
@@ -322,6 +367,8 @@ fn the_real_model_fixes_what_people_type_and_leaves_clean_and_foreign_queries_al
                 "what is the capital of france",
             ),
             ("daily life of thai peopl", "daily life of thai people"),
+            ("what does quarrel meen", "what does quarrel mean"),
+            ("is testosterone controled", "is testosterone controlled"),
         ] {
             assert_eq!(r.repair(typed).text, meant, "{typed}");
         }
