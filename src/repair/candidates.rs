@@ -51,12 +51,19 @@ fn hash(bytes: &[u8]) -> u32 {
     h ^ (h >> 16)
 }
 
+/// Marks an entry whose delete string is two letters shorter than the word's prefix: a look-up
+/// within one edit never needs it (two words one edit apart meet at one delete each).
+const TWO_DELETES: u32 = 1 << 31;
+
 /// Calls `f` with the hash of `word` (at most [`PREFIX`] bytes) and of every string made by
-/// deleting up to `edits` of its letters (duplicates possible). No allocation: it runs for every
-/// content word of every query.
-fn for_each_delete(word: &[u8], edits: u8, f: &mut impl FnMut(u32)) {
-    let word = &word[..word.len().min(PREFIX)];
-    f(hash(word));
+/// deleting up to `edits` of its letters (duplicates possible), each with how many letters were
+/// deleted. No allocation: it runs for every content word of every query.
+fn for_each_delete(word: &[u8], edits: u8, f: &mut impl FnMut(u32, u8)) {
+    deletes(&word[..word.len().min(PREFIX)], edits, 0, f);
+}
+
+fn deletes(word: &[u8], edits: u8, deleted: u8, f: &mut impl FnMut(u32, u8)) {
+    f(hash(word), deleted);
     if edits == 0 || word.is_empty() {
         return;
     }
@@ -69,7 +76,7 @@ fn for_each_delete(word: &[u8], edits: u8, f: &mut impl FnMut(u32)) {
         }
         shorter[..i].copy_from_slice(&word[..i]);
         shorter[i..n].copy_from_slice(&word[i + 1..]);
-        for_each_delete(&shorter[..n], edits - 1, f);
+        deletes(&shorter[..n], edits - 1, deleted + 1, f);
     }
 }
 
@@ -78,6 +85,11 @@ impl CandidateIndex {
     /// their ids, so ids are positions in the input).
     pub fn build<'a>(words: impl IntoIterator<Item = &'a str>) -> Self {
         let words: Vec<Box<str>> = words.into_iter().map(Box::from).collect();
+        // Ids share their word with the mark bit (at most 300,000 corpus words join the lexicon).
+        assert!(
+            words.len() < TWO_DELETES as usize,
+            "too many candidate words"
+        );
         let mut entries: Vec<(u32, u32)> = Vec::with_capacity(words.len() * 24);
         let mut hashes = Vec::with_capacity(64);
         for (id, w) in words.iter().enumerate() {
@@ -86,10 +98,14 @@ impl CandidateIndex {
                 continue;
             }
             hashes.clear();
-            for_each_delete(b, MAX_EDITS, &mut |h| hashes.push(h));
+            for_each_delete(b, MAX_EDITS, &mut |h, deleted| hashes.push((h, deleted)));
+            // One entry per string, marked when it is only ever two letters short.
             hashes.sort_unstable();
-            hashes.dedup();
-            entries.extend(hashes.iter().map(|&h| (h, id as u32)));
+            hashes.dedup_by_key(|&mut (h, _)| h);
+            entries.extend(hashes.iter().map(|&(h, deleted)| {
+                let mark = if deleted >= 2 { TWO_DELETES } else { 0 };
+                (h, id as u32 | mark)
+            }));
         }
         let bits = (entries.len() / 2)
             .max(2)
@@ -149,12 +165,14 @@ impl CandidateIndex {
             return;
         }
         let mut ids: Vec<u32> = Vec::with_capacity(64);
-        for_each_delete(t, max_edits, &mut |h| {
+        // Within one edit, entries two letters short cannot be needed.
+        let skip = if max_edits <= 1 { TWO_DELETES } else { 0 };
+        for_each_delete(t, max_edits, &mut |h, _| {
             let b = (h >> self.shift) as usize;
             let (lo, hi) = (self.buckets[b] as usize, self.buckets[b + 1] as usize);
             for &(eh, id) in &self.entries[lo..hi] {
-                if eh == h {
-                    ids.push(id);
+                if eh == h && id & skip == 0 {
+                    ids.push(id & !TWO_DELETES);
                 }
             }
         });
