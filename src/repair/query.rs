@@ -15,6 +15,29 @@ const FOREIGN_FUNCTION_WORDS: &[&str] = &[
     "qui", "sind", "sont", "sur", "und", "une", "van", "voor", "wie", "zu",
 ];
 
+/// Those of [`FOREIGN_FUNCTION_WORDS`] that English queries use too, in names and set phrases
+/// (`Las Vegas`, `Los Angeles`, `El Paso`, `Des Moines`, `Van Nuys`, `calories per gram`, `et
+/// al`, `pros and con`): alone they do not make a query foreign.
+const ALSO_ENGLISH: &[&str] = &[
+    "con", "del", "den", "des", "di", "du", "el", "et", "las", "los", "per", "van",
+];
+
+/// Whether a query is in another language: it holds a function word of another language that
+/// English does not use, or two that it may.
+fn is_foreign(words: &[QueryWord]) -> bool {
+    let mut ambiguous = 0;
+    for w in words {
+        let word = w.lower.as_str();
+        if FOREIGN_FUNCTION_WORDS.binary_search(&word).is_ok() {
+            if ALSO_ENGLISH.binary_search(&word).is_err() {
+                return true;
+            }
+            ambiguous += 1;
+        }
+    }
+    ambiguous >= 2
+}
+
 /// Characters that make a whole whitespace-separated token off limits: URLs, e-mail addresses,
 /// paths, identifiers, product codes.
 fn is_code_char(c: char) -> bool {
@@ -122,11 +145,7 @@ pub fn scan(text: &str, lm: &LanguageModel) -> Option<Vec<QueryWord>> {
         }
         prev_token_end = Some(te);
     }
-    if words.iter().any(|w| {
-        FOREIGN_FUNCTION_WORDS
-            .binary_search(&w.lower.as_str())
-            .is_ok()
-    }) {
+    if is_foreign(&words) {
         return None;
     }
     Some(words)
@@ -137,10 +156,28 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_function_word_english_uses_too_does_not_make_a_query_foreign() {
+        let vocab = std::sync::Arc::new(crate::index::vocab::Vocabulary::build(
+            [("", "calories per gram in las vegas")].into_iter(),
+        ));
+        let lm = LanguageModel::new(vocab, None, 1e-10);
+        assert!(scan("how many calories per gram", &lm).is_some());
+        assert!(scan("las vegas hotels", &lm).is_some());
+        assert!(scan("como hacer una tortilla", &lm).is_none());
+        assert!(scan("prix des maisons sur la cote", &lm).is_none());
+        // Two that English may use, together, are another language.
+        assert!(scan("el precio del pan", &lm).is_none());
+    }
+
+    #[test]
     fn foreign_function_words_are_sorted() {
         let mut s = FOREIGN_FUNCTION_WORDS.to_vec();
         s.sort_unstable();
         s.dedup();
         assert_eq!(s, FOREIGN_FUNCTION_WORDS);
+        let mut a = ALSO_ENGLISH.to_vec();
+        a.sort_unstable();
+        assert_eq!(a, ALSO_ENGLISH);
+        assert!(a.iter().all(|w| FOREIGN_FUNCTION_WORDS.contains(w)));
     }
 }

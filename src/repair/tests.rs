@@ -369,6 +369,8 @@ fn the_real_model_fixes_what_people_type_and_leaves_clean_and_foreign_queries_al
             ("daily life of thai peopl", "daily life of thai people"),
             ("what does quarrel meen", "what does quarrel mean"),
             ("is testosterone controled", "is testosterone controlled"),
+            ("how mony calories per gram", "how many calories per gram"),
+            ("cheap hotells in las vegas", "cheap hotels in las vegas"),
         ] {
             assert_eq!(r.repair(typed).text, meant, "{typed}");
         }
@@ -380,6 +382,8 @@ fn the_real_model_fixes_what_people_type_and_leaves_clean_and_foreign_queries_al
             "como hacer una tortilla de patatas",
             "le prix des maisons sur la côte",
             "der beste weg nach berlin",
+            "prix des maisons sur la cote",
+            "el precio del pan",
             "Paula Deen recipes",
             "NYU admissions",
             "iPhone 15 battery",
