@@ -435,17 +435,22 @@ fn real_words(
     lookups: &mut Lookups,
 ) -> Vec<Reading> {
     let p = &r.params;
-    let (prev, next) = (context_word(prev), context_word(next));
-    if prev.is_none() && next.is_none() {
+    if context_word(prev).is_none() && context_word(next).is_none() {
         return Vec::new();
     }
+    // At the start of a query the word's own probability speaks for it, as the word before it
+    // would elsewhere (`untied states`: `united` is a thousand times as common).
+    let at_start = p.real_word_at_start && prev.is_none();
+    let (prev, next) = (context_word(prev), context_word(next));
     let found = lookups.get(r, &w.lower, 1);
     // ln P of a word with its neighbours, from the counts as they are and floored (one look-up
     // of each pair serves both).
     let context_score = |word: &str, s: &WordStats| {
-        let before = prev.map_or((0.0, 0.0), |q| {
-            r.lm.ln_bigram_raw_and_floored(&q.lower, &q.stats, word, s)
-        });
+        let before = match prev {
+            Some(q) => r.lm.ln_bigram_raw_and_floored(&q.lower, &q.stats, word, s),
+            None if at_start => r.lm.ln_unigram_raw_and_floored(s),
+            None => (0.0, 0.0),
+        };
         let after = next.map_or((0.0, 0.0), |q| {
             r.lm.ln_bigram_raw_and_floored(word, s, &q.lower, &q.stats)
         });

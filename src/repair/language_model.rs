@@ -200,6 +200,12 @@ impl LanguageModel {
         }
     }
 
+    /// ln P(word) from the counts alone and as [`Self::ln_unigram`] gives it (see
+    /// [`Self::ln_bigram_raw_and_floored`]).
+    pub fn ln_unigram_raw_and_floored(&self, s: &WordStats) -> (f64, f64) {
+        (self.raw_unigram(s).ln(), self.unigram(s).ln())
+    }
+
     /// ln P(word) for a word at the start of a query.
     pub fn ln_unigram(&self, s: &WordStats) -> f64 {
         self.unigram(s).ln()

@@ -269,6 +269,9 @@ pub struct Params {
     /// Prior cost, in nats, of changing a word that is known: the threshold a real-word
     /// correction's context gain must pass; joining two known words pays it too.
     pub real_word_cost: f64,
+    /// Weigh a real-word candidate at the start of a query with its own probability against the
+    /// typed word's, as the word before it would be weighed elsewhere.
+    pub real_word_at_start: bool,
     /// Cost, in nats, of a space left out (`thecauses`); below zero it is a bonus, which makes up
     /// for the extra word a split adds to the language model's product.
     pub split_cost: f64,
@@ -340,6 +343,7 @@ impl Default for Params {
             min_corpus_count: 2,
             max_candidates: 8,
             real_word_cost: 9.0,
+            real_word_at_start: true,
             split_cost: -2.0,
             compound_split_cost: 3.0,
             join_known_cost: 12.0,

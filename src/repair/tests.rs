@@ -78,6 +78,9 @@ fn english() -> Repairer {
         ("email", 300_000_000),
         ("hand", 200_000_000),
         ("washing", 20_000_000),
+        ("united", 299_000_000),
+        ("untied", 272_000),
+        ("states", 100_000_000),
     ];
     let pairs: &[(&str, &str, u64)] = &[
         ("acid", "reflux", 14_000_000),
@@ -86,6 +89,7 @@ fn english() -> Repairer {
         ("what", "is", 2_100_000_000),
         ("causes", "of", 30_000_000),
         ("bicycle", "repair", 7_000_000),
+        ("united", "states", 75_000_000),
     ];
     let vocab = Vocabulary::build(DOCS.iter().map(|t| ("", *t)));
     Repairer::new(
@@ -108,6 +112,17 @@ fn real_word_errors_are_corrected_only_with_context() {
         ("reflex", "reflux")
     );
     assert_eq!(r.repair("flee market near").text, "flea market near");
+    // At the start of a query the word's own rarity speaks, as a word before it would.
+    assert_eq!(r.repair("untied states").text, "united states");
+    let without = Repairer::with_params(
+        r.vocab().clone(),
+        r.lexicon().cloned(),
+        Params {
+            real_word_at_start: false,
+            ..Params::default()
+        },
+    );
+    assert!(!without.repair("untied states").changed());
     // Without a neighbour that goes with another word, a real word stays.
     assert!(!r.repair("reflex symptoms").changed());
     assert!(!r.repair("reflex").changed());
@@ -371,6 +386,7 @@ fn the_real_model_fixes_what_people_type_and_leaves_clean_and_foreign_queries_al
             ("is testosterone controled", "is testosterone controlled"),
             ("how mony calories per gram", "how many calories per gram"),
             ("cheap hotells in las vegas", "cheap hotels in las vegas"),
+            ("untied states population", "united states population"),
         ] {
             assert_eq!(r.repair(typed).text, meant, "{typed}");
         }
