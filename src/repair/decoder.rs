@@ -131,7 +131,8 @@ pub(crate) fn readings(
                         let stats = r.candidate_stats[id as usize];
                         let cost =
                             f64::from(error_model::cost(w.lower.as_bytes(), meant.as_bytes()));
-                        let cost = cost + extra - r.context_bonus(meant, letters, words);
+                        let cost =
+                            cost + extra - r.context_bonus(meant, stats.corpus, letters, words);
                         let rank = cost - r.lm.ln_unigram(&stats);
                         rank.is_finite().then(|| {
                             (

@@ -295,6 +295,10 @@ pub struct Params {
     /// The same bonus for typed words of at least [`Params::long_word`] letters, which are
     /// seldom names or acronyms.
     pub context_bonus_long: f64,
+    /// The context bonus counts only for a candidate and a query word that would be near each
+    /// other fewer times than this by chance (their corpus counts, the pair window, the corpus's
+    /// length): on a large corpus, common words are near each other everywhere.
+    pub context_chance_limit: f64,
     /// Letters from which a word is long.
     pub long_word: usize,
     /// ln of the probability of a word neither the lexicon nor the corpus knows: how strongly an
@@ -352,6 +356,7 @@ impl Default for Params {
             corpus_word_cost: 3.0,
             context_bonus: 0.5,
             context_bonus_long: 2.0,
+            context_chance_limit: 1.0,
             long_word: 7,
             ln_unknown_word: -10.0,
             ln_known_floor: -12.0,
@@ -538,18 +543,28 @@ impl Repairer {
         lex.usage(word).map(ln_usage)
     }
 
-    /// [`Params::context_bonus`] when the corpus uses `candidate` near a content word of the
-    /// query, else 0.
+    /// [`Params::context_bonus`] when the corpus uses `candidate` (seen `candidate_count` times in
+    /// it) near a content word of the query, and the two are not so common that they would meet
+    /// by chance ([`Params::context_chance_limit`]), else 0.
     pub(crate) fn context_bonus(
         &self,
         candidate: &str,
+        candidate_count: u64,
         typed_letters: usize,
         words: &[query::QueryWord],
     ) -> f64 {
+        // Times the two would fall within the pair window of each other if words were scattered
+        // at random: on a large corpus common words meet everywhere, and meeting says nothing.
+        let tokens = self.vocab.info().tokens.max(1) as f64;
+        let by_chance = |count: u64| {
+            candidate_count as f64 * count as f64 * (2 * crate::index::vocab::PAIR_WINDOW) as f64
+                / tokens
+        };
         let near = words.iter().any(|w| {
             w.content
                 && w.stats.known()
                 && w.lower != candidate
+                && by_chance(w.stats.corpus) < self.params.context_chance_limit
                 && self.vocab.near(candidate, &w.lower)
         });
         if near && typed_letters >= self.params.long_word {

@@ -436,6 +436,40 @@ fn known_short_coded_and_capitalised_words_are_left_alone() {
 }
 
 #[test]
+fn the_context_bonus_needs_a_meeting_chance_would_not_explain() {
+    // "vitamin" and "deficiency" are near each other in the corpus; in a corpus of a few dozen
+    // words they would also meet by chance, so the bonus needs a limit above that chance.
+    let vocab = Arc::new(Vocabulary::build(DOCS.iter().map(|t| ("", *t))));
+    let words = query::scan(
+        "vitamin deficiency",
+        &language_model::LanguageModel::new(vocab.clone(), None, 1e-10),
+    )
+    .unwrap();
+    let with = |limit: f64| {
+        Repairer::with_params(
+            vocab.clone(),
+            None,
+            Params {
+                context_chance_limit: limit,
+                ..Params::default()
+            },
+        )
+    };
+    let count = vocab.count("deficiency");
+    let chance = count as f64 * vocab.count("vitamin") as f64 * 20.0 / vocab.info().tokens as f64;
+    assert!(chance > 0.5, "{chance}");
+    let (above, below) = (with(chance * 2.0), with(chance / 2.0));
+    assert_eq!(
+        above.context_bonus("deficiency", count, 10, &words[..1]),
+        above.params().context_bonus_long
+    );
+    assert_eq!(
+        below.context_bonus("deficiency", count, 10, &words[..1]),
+        0.0
+    );
+}
+
+#[test]
 fn a_rare_corpus_word_is_no_target() {
     // "seine" occurs once: below MIN_CANDIDATE_COUNT.
     let r = repairer(None);
