@@ -200,6 +200,14 @@ impl LanguageModel {
         }
     }
 
+    /// Whether general English's pair list holds `a b` (`las vegas`, `per day`).
+    pub fn general_pair_known(&self, sa: &WordStats, sb: &WordStats) -> bool {
+        match (&self.lexicon, sa.lexicon_id, sb.lexicon_id) {
+            (Some(l), Some(ia), Some(ib)) => l.bigram(ia, ib) > 0,
+            _ => false,
+        }
+    }
+
     /// ln P(word) from the counts alone and as [`Self::ln_unigram`] gives it (see
     /// [`Self::ln_bigram_raw_and_floored`]).
     pub fn ln_unigram_raw_and_floored(&self, s: &WordStats) -> (f64, f64) {

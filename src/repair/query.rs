@@ -23,16 +23,20 @@ const ALSO_ENGLISH: &[&str] = &[
 ];
 
 /// Whether a query is in another language: it holds a function word of another language that
-/// English does not use, or two that it may.
-fn is_foreign(words: &[QueryWord]) -> bool {
+/// English does not use, or two that it may where English's pair list does not know them with
+/// the word after (`el precio del pan`, but not `los angeles to las vegas`).
+fn is_foreign(words: &[QueryWord], lm: &LanguageModel) -> bool {
     let mut ambiguous = 0;
-    for w in words {
+    for (i, w) in words.iter().enumerate() {
         let word = w.lower.as_str();
         if FOREIGN_FUNCTION_WORDS.binary_search(&word).is_ok() {
             if ALSO_ENGLISH.binary_search(&word).is_err() {
                 return true;
             }
-            ambiguous += 1;
+            let english = words
+                .get(i + 1)
+                .is_some_and(|next| lm.general_pair_known(&w.stats, &next.stats));
+            ambiguous += usize::from(!english);
         }
     }
     ambiguous >= 2
@@ -145,7 +149,7 @@ pub fn scan(text: &str, lm: &LanguageModel) -> Option<Vec<QueryWord>> {
         }
         prev_token_end = Some(te);
     }
-    if is_foreign(&words) {
+    if is_foreign(&words, lm) {
         return None;
     }
     Some(words)
@@ -165,7 +169,24 @@ mod tests {
         assert!(scan("las vegas hotels", &lm).is_some());
         assert!(scan("como hacer una tortilla", &lm).is_none());
         assert!(scan("prix des maisons sur la cote", &lm).is_none());
-        // Two that English may use, together, are another language.
+        // Two that English may use, together, are another language, unless English's pair
+        // list knows them with the word after.
+        assert!(scan("el precio del pan", &lm).is_none());
+        let lex = std::sync::Arc::new(crate::repair::Lexicon::from_counts(
+            [
+                ("los", 60),
+                ("angeles", 50),
+                ("las", 50),
+                ("vegas", 50),
+                ("to", 900),
+            ],
+            [("los", "angeles", 40), ("las", "vegas", 40)],
+        ));
+        let vocab = std::sync::Arc::new(crate::index::vocab::Vocabulary::build(
+            [("", "los angeles to las vegas")].into_iter(),
+        ));
+        let lm = LanguageModel::new(vocab, Some(lex), 1e-10);
+        assert!(scan("los angeles to las vegas", &lm).is_some());
         assert!(scan("el precio del pan", &lm).is_none());
     }
 
