@@ -49,7 +49,12 @@ fn jobs_run_on_a_ray_cluster_and_are_cancelled_and_cleaned_up_through_it() {
     let id = submit(admin, &body);
     let events = follow_stream(admin, &id, Duration::from_secs(300));
     let kinds: Vec<&str> = events.iter().map(|(k, _)| k.as_str()).collect();
-    assert_eq!(kinds.last(), Some(&"succeeded"), "{kinds:?}");
+    assert_eq!(
+        kinds.last(),
+        Some(&"succeeded"),
+        "{events:?}\n{}",
+        admin.get(&format!("/admin/jobs/{id}"))
+    );
     assert!(kinds.contains(&"progress"), "{kinds:?}");
     let job = admin.get(&format!("/admin/jobs/{id}"));
     assert_eq!(job["runner"], "ray", "{job}");

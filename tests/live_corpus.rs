@@ -207,7 +207,15 @@ struct Ledger {
     acked_since_restart: std::collections::HashSet<String>,
 }
 
-fn writer(admin_addr: std::net::SocketAddr, token: String, seed: u64, ledger: Arc<Mutex<Ledger>>) {
+/// Writes batches until the server dies. `name` makes every batch's tag unique in the whole test
+/// (a tag that two writers could both write would make a batch look applied when it is not).
+fn writer(
+    admin_addr: std::net::SocketAddr,
+    token: String,
+    name: String,
+    seed: u64,
+    ledger: Arc<Mutex<Ledger>>,
+) {
     let mut conn = Conn::new(admin_addr);
     let auth = format!("Bearer {token}");
     let mut rng = seed;
@@ -224,7 +232,7 @@ fn writer(admin_addr: std::net::SocketAddr, token: String, seed: u64, ledger: Ar
             .collect::<std::collections::BTreeSet<_>>()
             .into_iter()
             .collect();
-        let tag = format!("w{seed}-r{round}");
+        let tag = format!("{name}-b{round}");
         let (path, body) = if upsert {
             let docs: Vec<Value> = ids
                 .iter()
@@ -311,8 +319,10 @@ fn a_kill_loop_loses_no_acknowledged_write_and_applies_no_batch_in_part() {
         let writers: Vec<_> = (0..2)
             .map(|w| {
                 let (token, ledger) = (admin.token.clone(), ledger.clone());
-                let s = seed.wrapping_add((round * 2 + w) as u64) | 1;
-                std::thread::spawn(move || writer(addr, token, s, ledger))
+                let s =
+                    (seed ^ ((round * 2 + w + 1) as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15)) | 1;
+                let name = format!("k{round}w{w}");
+                std::thread::spawn(move || writer(addr, token, name, s, ledger))
             })
             .collect();
         if crash.is_none() {
@@ -363,7 +373,7 @@ fn check(admin: &Admin, l: &Ledger, seed: u64, round: usize) {
         }
         let applied: Vec<bool> = ids
             .iter()
-            .map(|id| text_of(admin, id).is_some_and(|t| t.ends_with(tag.as_str())))
+            .map(|id| text_of(admin, id).is_some_and(|t| t.ends_with(&format!(" by {tag}"))))
             .collect();
         // Another writer may have written some of its ids since (acknowledged, or unanswered
         // too); all-or-none holds for the ids nobody else wrote before the kill.

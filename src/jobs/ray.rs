@@ -103,6 +103,46 @@ impl RayRunner {
     pub fn address(&self) -> &str {
         &self.api.base
     }
+
+    /// Submits a job and returns Ray's answer. A server error is tried again within the retry
+    /// window: a head that has just started answers 500 until its job agent is up ("No
+    /// available agent"), and so does one whose agent restarts. An address that refuses the
+    /// connection, or a job Ray refuses (4xx), fails at once.
+    fn submit(&self, body: &Value) -> Result<String, String> {
+        let deadline = Instant::now() + self.retry_window;
+        let mut tries = 0u32;
+        loop {
+            let reply = self
+                .api
+                .post("/api/jobs/", Some(body))
+                .map_err(|e| format!("cannot reach Ray at {}: {e}", self.api.base))?;
+            tries += 1;
+            if reply.status == 200 {
+                return Ok(reply.body);
+            }
+            // Our submission id is taken: by the try before this one, which reached the agent
+            // after all; on the first try, by someone else.
+            let taken = reply.body.contains("already exists");
+            if taken && tries > 1 {
+                return Ok(String::new());
+            }
+            let refused = format!(
+                "Ray refused the job (HTTP {}{}): {}",
+                reply.status,
+                if tries > 1 {
+                    format!(", {tries} tries")
+                } else {
+                    String::new()
+                },
+                summarize_error(&reply.body)
+            );
+            if reply.status < 500 || taken || Instant::now() >= deadline {
+                return Err(refused);
+            }
+            tracing::warn!(ray = %self.api.base, tries, error = %refused, "job submission failed; trying again");
+            std::thread::sleep(self.poll_interval);
+        }
+    }
 }
 
 impl Runner for RayRunner {
@@ -158,19 +198,9 @@ impl Runner for RayRunner {
         if let Some(gpus) = self.entrypoint_num_gpus {
             body["entrypoint_num_gpus"] = json!(gpus);
         }
-        let reply = self
-            .api
-            .post("/api/jobs/", Some(&body))
-            .map_err(|e| start_err(format!("cannot reach Ray at {}: {e}", self.api.base)))?;
-        if reply.status != 200 {
-            return Err(start_err(format!(
-                "Ray refused the job (HTTP {}): {}",
-                reply.status,
-                summarize_error(&reply.body)
-            )));
-        }
+        let reply = self.submit(&body).map_err(start_err)?;
         // Ray echoes the id; keep ours if the answer is odd (it is the one we asked for).
-        let id = serde_json::from_str::<Value>(&reply.body)
+        let id = serde_json::from_str::<Value>(&reply)
             .ok()
             .and_then(|v| v["submission_id"].as_str().map(str::to_string))
             .unwrap_or(submission_id);
@@ -1013,6 +1043,64 @@ mod tests {
             other => panic!("{other:?}"),
         }
         assert!(t.elapsed() < Duration::from_secs(10));
+    }
+
+    #[test]
+    fn a_submission_the_head_cannot_take_yet_is_tried_again() {
+        let posts = Arc::new(Mutex::new(0usize));
+        let p = posts.clone();
+        let fake = FakeRay::start(Arc::new(move |method, path, _| {
+            if method != "POST" {
+                return (404, String::new());
+            }
+            let mut n = p.lock().unwrap();
+            *n += 1;
+            match (path, *n) {
+                // A head whose job agent is not up yet.
+                ("/api/jobs/", 1 | 2) => (
+                    500,
+                    "No available agent to submit job, please try again later.".into(),
+                ),
+                ("/api/jobs/", 3) => (200, r#"{"submission_id":"capot-job1-align-2"}"#.into()),
+                // The answer to the first try was lost, but the job was taken.
+                ("/api/jobs/", 4) => (500, "Traceback\nRuntimeError: busy\n".into()),
+                ("/api/jobs/", _) => (
+                    500,
+                    "Traceback\nValueError: Job with submission_id y already exists.\n".into(),
+                ),
+                _ => (404, String::new()),
+            }
+        }));
+        let runner = fast(RayRunner::new(&fake.address, None).unwrap());
+        let (sink, _) = collecting_sink();
+        let handle = runner.start(work(&["capot"]), sink.clone()).unwrap();
+        assert_eq!(handle.reference(), "capot-job1-align-2");
+        assert_eq!(*posts.lock().unwrap(), 3);
+        let handle = runner.start(work(&["capot"]), sink.clone()).unwrap();
+        assert!(handle.reference().starts_with("capot-job1-align-"));
+        assert_eq!(*posts.lock().unwrap(), 5);
+        let requests = fake.requests.lock().unwrap();
+        let ids: Vec<Value> = requests[3..5]
+            .iter()
+            .map(|(_, _, b)| serde_json::from_str::<Value>(b).unwrap()["submission_id"].clone())
+            .collect();
+        assert_eq!(ids[0], ids[1], "a retry keeps the submission id");
+        assert_eq!(handle.reference(), ids[0].as_str().unwrap());
+        drop(requests);
+
+        // A head that never gets there: refused after the retry window, with the last reason.
+        let fake = FakeRay::start(Arc::new(|_, _, _| (503, "Service Unavailable".into())));
+        let runner = fast(RayRunner::new(&fake.address, None).unwrap());
+        match runner.start(work(&["capot"]), sink) {
+            Err(RunnerError::Start { message, .. }) => {
+                assert!(
+                    message.contains("HTTP 503") && message.contains("tries"),
+                    "{message}"
+                )
+            }
+            other => panic!("{:?}", other.map(|h| h.reference())),
+        }
+        assert!(fake.requests.lock().unwrap().len() > 2);
     }
 
     #[test]
