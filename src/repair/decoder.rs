@@ -61,9 +61,11 @@ pub(crate) fn readings(
     let n = words.len();
     let mut out: Vec<Vec<Reading>> = Vec::with_capacity(n);
     // A query whose editable words are mostly unknown is another language or not words at all.
+    // A word the usage list shows to be a common word's misspelling is no sign of either
+    // (`benifits of vitex agnus`).
     let mut unknown: Vec<&str> = words
         .iter()
-        .filter(|w| w.editable && !w.stats.known())
+        .filter(|w| w.editable && !w.stats.known() && !known_typo(r, w, lookups))
         .map(|w| w.lower.as_str())
         .collect();
     unknown.sort_unstable();
@@ -96,16 +98,10 @@ pub(crate) fn readings(
         // like an unknown word, but a change pays `corpus_word_cost` on top.
         let mut corpus_only = w.stats.general == 0 && w.stats.corpus > 0 && r.lm.has_general();
         if !w.stats.known() || corpus_only {
-            let mut found: &[(u32, u8)] = &[];
+            let mut found: Vec<(u32, u8)> = Vec::new();
             if letters >= p.min_letters {
-                let max_edits = if letters >= p.two_edits_from { 2 } else { 1 };
-                found = lookups.get(r, &w.lower, max_edits);
-                let margin = if letters >= p.long_word {
-                    p.typo_usage_margin
-                } else {
-                    p.short_word_typo_usage_margin
-                };
-                if typo_of_a_written_word(r, &w.lower, found, margin) {
+                found = candidates_of(r, &w.lower, lookups);
+                if typo_of_a_written_word(r, &w.lower, &found) {
                     // Neither its being written nor the corpus's use of it speaks for it, and
                     // as typed it is never seen beside its neighbours either: it pays for each
                     // known one what a correction pays for an unseen pair.
@@ -197,6 +193,44 @@ pub(crate) fn readings(
     out
 }
 
+/// The candidates of an unknown word of at least [`super::Params::min_letters`] letters.
+fn candidates_of(r: &Repairer, typed: &str, lookups: &mut Lookups) -> Vec<(u32, u8)> {
+    if typed.len() >= r.params.two_edits_from {
+        lookups.get(r, typed, 2).to_vec()
+    } else {
+        short_word_candidates(r, typed, lookups)
+    }
+}
+
+/// Whether `w` is an unknown word that the usage list shows to be a candidate's typo.
+fn known_typo(r: &Repairer, w: &QueryWord, lookups: &mut Lookups) -> bool {
+    w.lower.len() >= r.params.min_letters
+        && typo_of_a_written_word(r, &w.lower, &candidates_of(r, &w.lower, lookups))
+}
+
+/// Candidates of a word shorter than [`super::Params::two_edits_from`]: one edit away, or two
+/// that together cost at most [`super::Params::short_two_edit_cost`] — two letters that should
+/// be doubled (`adres` for `address`) — since short words have too many neighbours two edits
+/// away to try them all.
+fn short_word_candidates(r: &Repairer, typed: &str, lookups: &mut Lookups) -> Vec<(u32, u8)> {
+    let limit = r.params.short_two_edit_cost;
+    if !(limit > 0.0) {
+        return lookups.get(r, typed, 1).to_vec();
+    }
+    lookups
+        .get(r, typed, 2)
+        .iter()
+        .copied()
+        .filter(|&(id, d)| {
+            d < 2
+                || f64::from(error_model::cost(
+                    typed.as_bytes(),
+                    r.candidates.word(id).as_bytes(),
+                )) <= limit
+        })
+        .collect()
+}
+
 /// How much an unknown word's length adds to the cost of keeping it: short ones are mostly
 /// acronyms and names, long ones typos.
 fn letter_rate(p: &super::Params, letters: usize) -> f64 {
@@ -209,10 +243,17 @@ fn letter_rate(p: &super::Params, letters: usize) -> f64 {
 }
 
 /// Whether a word no list holds (or only the corpus) is written so much less than a word within
-/// its edits with the same first and last letters, after the edit's cost, that its own writings are that word's typos
-/// ([`super::Params::typo_usage_margin`]). A string nobody writes counts as written once in a
-/// billion words. False without a usage list.
-fn typo_of_a_written_word(r: &Repairer, typed: &str, found: &[(u32, u8)], margin: f64) -> bool {
+/// its edits with the same first and last letters, after the edit's cost, that its own writings
+/// are that word's typos ([`super::Params::typo_usage_margin`], or
+/// [`super::Params::short_word_typo_usage_margin`] for words shorter than
+/// [`super::Params::long_word`]). A string nobody writes counts as written once in a billion
+/// words. False without a usage list.
+fn typo_of_a_written_word(r: &Repairer, typed: &str, found: &[(u32, u8)]) -> bool {
+    let margin = if typed.len() >= r.params.long_word {
+        r.params.typo_usage_margin
+    } else {
+        r.params.short_word_typo_usage_margin
+    };
     if !r.has_usage() || !margin.is_finite() {
         return false;
     }

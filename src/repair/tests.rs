@@ -387,6 +387,11 @@ fn the_real_model_fixes_what_people_type_and_leaves_clean_and_foreign_queries_al
             ("how mony calories per gram", "how many calories per gram"),
             ("cheap hotells in las vegas", "cheap hotels in las vegas"),
             ("untied states population", "united states population"),
+            // Two doubled letters dropped from a short word.
+            ("what is my ip adres", "what is my ip address"),
+            // Three unknown words of four, but one of them is a typo people are known to make:
+            // no sign of another language.
+            ("benifits of vitex agnus", "benefits of vitex agnus"),
         ] {
             assert_eq!(r.repair(typed).text, meant, "{typed}");
         }
