@@ -4,7 +4,7 @@
 
 use super::error_model::{self, JOIN};
 use super::language_model::WordStats;
-use super::query::{QueryWord, MIN_CONTEXT_CHARS};
+use super::query::{defined_word, QueryWord, MIN_CONTEXT_CHARS};
 use super::{EditKind, Repairer};
 use crate::index::vocab::is_stopword;
 
@@ -73,6 +73,7 @@ pub(crate) fn readings(
     // Distinct words: a name said twice (`mahi mahi`) is one.
     let editable_unknown = unknown.len();
     let give_up = editable_unknown >= 3 && 2 * editable_unknown >= words.len();
+    let defined = defined_word(words);
     for (i, w) in words.iter().enumerate() {
         let letters = w.lower.len();
         // An unknown word kept as typed: the shorter, the likelier an acronym or a name.
@@ -97,6 +98,12 @@ pub(crate) fn readings(
         // A word only the corpus knows may be one of the corpus's own typos: it is looked up
         // like an unknown word, but a change pays `corpus_word_cost` on top.
         let mut corpus_only = w.stats.general == 0 && w.stats.corpus > 0 && r.lm.has_general();
+        // What a query asks the meaning of is believed as typed.
+        let defined_cost = if defined == Some(i) {
+            p.defined_word_cost
+        } else {
+            0.0
+        };
         if !w.stats.known() || corpus_only {
             let mut found: Vec<(u32, u8)> = Vec::new();
             if letters >= p.min_letters {
@@ -186,6 +193,12 @@ pub(crate) fn readings(
                         distance: 1,
                     });
                 }
+            }
+        }
+        // Words run together are no rarer there than elsewhere (`what is a studentsenate`).
+        for reading in rs.iter_mut().skip(1) {
+            if reading.kind != Some(EditKind::Split) {
+                reading.cost += defined_cost;
             }
         }
         out.push(rs);
@@ -455,6 +468,13 @@ fn inflection(a: &str, b: &str) -> bool {
     })
 }
 
+/// Whether one known word is the adjective in `-al` of the other, a noun in `-a`
+/// (`vaginal`/`vagina`): a choice of word, not a slip.
+fn adjective_in_al(a: &str, b: &str) -> bool {
+    let (short, long) = if a.len() < b.len() { (a, b) } else { (b, a) };
+    short.ends_with('a') && long.strip_prefix(short) == Some("l")
+}
+
 /// Whether an unknown `typed` word and `meant` differ by an inflection (`chatbots`/`chatbot`,
 /// `symptom`/`symptoms`): a form the lists lack, left as typed. A final `e` lost is no form of
 /// anything (`peopl`, `activ`, `suicid`), so that is still a typo.
@@ -477,12 +497,15 @@ fn real_words(
     lookups: &mut Lookups,
 ) -> Vec<Reading> {
     let p = &r.params;
-    if context_word(prev).is_none() && context_word(next).is_none() {
-        return Vec::new();
-    }
     // At the start of a query the word's own probability speaks for it, as the word before it
     // would elsewhere (`untied states`: `united` is a thousand times as common).
     let at_start = p.real_word_at_start && prev.is_none();
+    // A neighbour past punctuation is in another phrase (`improvement (lean six sigma)`).
+    let prev = prev.filter(|_| w.spaced_from_previous);
+    let next = next.filter(|q| q.spaced_from_previous);
+    if context_word(prev).is_none() && context_word(next).is_none() {
+        return Vec::new();
+    }
     let (prev, next) = (context_word(prev), context_word(next));
     let found = lookups.get(r, &w.lower, 1);
     // ln P of a word with its neighbours, from the counts as they are and floored (one look-up
@@ -502,7 +525,11 @@ fn real_words(
     let mut v: Vec<(f64, Reading)> = Vec::new();
     for &(id, d) in found.iter() {
         let meant = r.candidates.word(id);
-        if is_stopword(meant) || meant.len() < MIN_CONTEXT_CHARS || inflection(&w.lower, meant) {
+        if is_stopword(meant)
+            || meant.len() < MIN_CONTEXT_CHARS
+            || inflection(&w.lower, meant)
+            || adjective_in_al(&w.lower, meant)
+        {
             continue;
         }
         let stats = r.candidate_stats[id as usize];

@@ -48,6 +48,9 @@ pub struct LanguageModel {
     known_floor: f64,
     /// ln of the share a known word keeps after a known word it is never seen with.
     ln_unseen_pair: f64,
+    /// Occurrences added to the first word's count of a corpus pair (see
+    /// [`LanguageModel::with_pair_prior`]).
+    pair_prior: f64,
 }
 
 impl LanguageModel {
@@ -70,7 +73,16 @@ impl LanguageModel {
             unknown_word,
             known_floor: unknown_word,
             ln_unseen_pair: 0.0,
+            pair_prior: 0.0,
         }
+    }
+
+    /// The same model with the corpus's pair estimate c(a b) / (c(a) + `prior`): a word the
+    /// corpus uses three times, once before `b`, does not make `b` a third of what follows it
+    /// (a small corpus's pairs are few and chance ones weigh as much as set phrases).
+    pub fn with_pair_prior(mut self, prior: f64) -> Self {
+        self.pair_prior = prior.max(0.0);
+        self
     }
 
     /// The same model with `cost` nats taken from a known word after a known word that no
@@ -179,7 +191,7 @@ impl LanguageModel {
             let w = self.corpus_weight;
             // A word the corpus never uses is in none of its pairs: no look-up.
             if sb.corpus > 0 {
-                pair += w * self.vocab.bigram(a, b) as f64 / sa.corpus as f64;
+                pair += w * self.vocab.bigram(a, b) as f64 / (sa.corpus as f64 + self.pair_prior);
             }
             weight += w;
         }

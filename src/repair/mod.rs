@@ -315,6 +315,13 @@ pub struct Params {
     /// Cost, in nats, of a known word after a known word that neither the pair list nor the
     /// corpus has seen it with.
     pub unseen_pair_cost: f64,
+    /// Extra cost, in nats, of changing the word a query asks the meaning of (`what is X`, `X
+    /// meaning`): a term, a name or a brand rare to the asker, and rare in the lists too.
+    pub defined_word_cost: f64,
+    /// Occurrences added to a word's corpus count when the corpus's pairs estimate what follows
+    /// it: c(a b) / (c(a) + this). A pair seen once after a word seen three times is chance as
+    /// often as a phrase; 0 takes the counts as they are.
+    pub corpus_pair_prior: f64,
     /// With a usage list: extra cost per letter above five of keeping an unknown word that the
     /// list does not hold (a long string nobody writes is almost never meant).
     pub unlisted_per_letter: f64,
@@ -350,7 +357,7 @@ impl Default for Params {
             min_join_letters: 5,
             min_corpus_count: 2,
             max_candidates: 8,
-            real_word_cost: 9.0,
+            real_word_cost: 8.0,
             real_word_at_start: true,
             split_cost: -2.0,
             compound_split_cost: 3.0,
@@ -366,6 +373,8 @@ impl Default for Params {
             ln_known_floor: -12.0,
             unlisted_cost: 1.0,
             unseen_pair_cost: 1.0,
+            corpus_pair_prior: 10.0,
+            defined_word_cost: 3.0,
             unlisted_per_letter: 0.3,
             usage_weight: 1.0,
             ln_usage_reference: -17.0,
@@ -432,7 +441,8 @@ impl Repairer {
     ) -> Self {
         let lm = LanguageModel::new(vocab.clone(), lexicon.clone(), params.ln_unknown_word.exp())
             .with_unseen_pair_cost(params.unseen_pair_cost)
-            .with_known_floor(params.ln_known_floor.exp());
+            .with_known_floor(params.ln_known_floor.exp())
+            .with_pair_prior(params.corpus_pair_prior);
         // Candidates: every lexicon word, then the corpus's own words that occur often enough.
         let mut words: Vec<String> = lexicon
             .as_ref()

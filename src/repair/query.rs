@@ -42,6 +42,38 @@ fn is_foreign(words: &[QueryWord], lm: &LanguageModel) -> bool {
     ambiguous >= 2
 }
 
+/// The word a query asks the meaning or identity of, when it is one word: `what is X`, `what is
+/// a X`, `who is X`, `define X`, `meaning of X`, `X meaning`, `X definition`, `what does X mean`.
+/// People ask what a word is because it is rare to them — a term, a name, a brand — so such a
+/// word is more likely meant as typed than one elsewhere.
+pub fn defined_word(words: &[QueryWord]) -> Option<usize> {
+    const FRAMES: &[&[&str]] = &[
+        &["what", "is"],
+        &["what", "are"],
+        &["who", "is"],
+        &["who", "was"],
+        &["define"],
+        &["definition", "of"],
+        &["meaning", "of"],
+    ];
+    let w: Vec<&str> = words.iter().map(|q| q.lower.as_str()).collect();
+    let n = w.len();
+    // The frame starts the query and the word ends it, an article between them at most.
+    for frame in FRAMES {
+        if n > frame.len() && w[..frame.len()] == **frame {
+            let between = &w[frame.len()..n - 1];
+            if between.is_empty() || matches!(between, ["a" | "an" | "the"]) {
+                return Some(n - 1);
+            }
+        }
+    }
+    match w.as_slice() {
+        [_, "meaning" | "definition" | "define"] => Some(0),
+        ["what", "does", _, "mean"] | ["what", "does", _, "stand", "for"] => Some(2),
+        _ => None,
+    }
+}
+
 /// Characters that make a whole whitespace-separated token off limits: URLs, e-mail addresses,
 /// paths, identifiers, product codes.
 fn is_code_char(c: char) -> bool {
@@ -188,6 +220,39 @@ mod tests {
         let lm = LanguageModel::new(vocab, Some(lex), 1e-10);
         assert!(scan("los angeles to las vegas", &lm).is_some());
         assert!(scan("el precio del pan", &lm).is_none());
+    }
+
+    #[test]
+    fn the_word_a_query_asks_the_meaning_of_is_found() {
+        let vocab = std::sync::Arc::new(crate::index::vocab::Vocabulary::build(
+            [("", "what is")].into_iter(),
+        ));
+        let lm = LanguageModel::new(vocab, None, 1e-10);
+        let defined = |q: &str| {
+            let words = scan(q, &lm).expect("English");
+            defined_word(&words).map(|i| words[i].lower.clone())
+        };
+        for (q, word) in [
+            ("what is hirad", "hirad"),
+            ("What is a cirt?", "cirt"),
+            ("definition of an empath", "empath"),
+            ("who was luter", "luter"),
+            ("define gyne", "gyne"),
+            ("poct meaning", "poct"),
+            ("what does thhn mean", "thhn"),
+            ("what does cdl stand for", "cdl"),
+        ] {
+            assert_eq!(defined(q).as_deref(), Some(word), "{q}");
+        }
+        for q in [
+            "what is the capital of france",
+            "so what is hirad",
+            "what is a good diet",
+            "causes of anemia",
+            "meaning",
+        ] {
+            assert_eq!(defined(q), None, "{q}");
+        }
     }
 
     #[test]

@@ -81,6 +81,10 @@ fn english() -> Repairer {
         ("united", 299_000_000),
         ("untied", 272_000),
         ("states", 100_000_000),
+        ("vagina", 1_000_000),
+        ("vaginal", 300_000),
+        ("yeast", 1_000_000),
+        ("infection", 40_000_000),
     ];
     let pairs: &[(&str, &str, u64)] = &[
         ("acid", "reflux", 14_000_000),
@@ -90,6 +94,7 @@ fn english() -> Repairer {
         ("causes", "of", 30_000_000),
         ("bicycle", "repair", 7_000_000),
         ("united", "states", 75_000_000),
+        ("vagina", "yeast", 900_000),
     ];
     let vocab = Vocabulary::build(DOCS.iter().map(|t| ("", *t)));
     Repairer::new(
@@ -126,6 +131,11 @@ fn real_word_errors_are_corrected_only_with_context() {
     // Without a neighbour that goes with another word, a real word stays.
     assert!(!r.repair("reflex symptoms").changed());
     assert!(!r.repair("reflex").changed());
+    // A neighbour past punctuation is in another phrase.
+    assert!(!r.repair("acid (reflex) symptoms").changed());
+    assert!(!r.repair("acid, reflex symptoms").changed());
+    // A noun in -a and its adjective in -al are a choice of word, not a slip.
+    assert!(!r.repair("vaginal yeast infection").changed());
 }
 
 #[test]
@@ -392,6 +402,7 @@ fn the_real_model_fixes_what_people_type_and_leaves_clean_and_foreign_queries_al
             // Three unknown words of four, but one of them is a typo people are known to make:
             // no sign of another language.
             ("benifits of vitex agnus", "benefits of vitex agnus"),
+            ("cover latter example", "cover letter example"),
         ] {
             assert_eq!(r.repair(typed).text, meant, "{typed}");
         }
@@ -411,6 +422,12 @@ fn the_real_model_fixes_what_people_type_and_leaves_clean_and_foreign_queries_al
             "covid-19 vaccine",
             "mail me at vitamn@example.org",
             "🙂 vitamin",
+            // What a query asks the meaning of is a term, a name, a brand.
+            "what is hirad",
+            "poct meaning",
+            "what is a cirt",
+            // One passage with `terrestrial plants` is no evidence against `planets`.
+            "which feature do gas giants have that terrestrial planets do not",
         ] {
             let out = r.repair(q);
             assert!(!out.changed(), "{q:?} became {:?}", out.text);
