@@ -133,6 +133,22 @@ impl CandidateIndex {
         }
     }
 
+    /// The id of `word` itself, if it is one of the words.
+    pub fn find(&self, word: &str) -> Option<u32> {
+        let w = word.as_bytes();
+        if w.is_empty() || self.entries.is_empty() {
+            return None;
+        }
+        let h = hash(&w[..w.len().min(PREFIX)]);
+        let b = (h >> self.shift) as usize;
+        let (lo, hi) = (self.buckets[b] as usize, self.buckets[b + 1] as usize);
+        self.entries[lo..hi]
+            .iter()
+            .filter(|&&(eh, id)| eh == h && id & TWO_DELETES == 0)
+            .map(|&(_, id)| id)
+            .find(|&id| *self.words[id as usize] == *word)
+    }
+
     /// The word of an id.
     pub fn word(&self, id: u32) -> &str {
         &self.words[id as usize]
@@ -195,6 +211,21 @@ impl CandidateIndex {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn find_gives_a_words_own_id_and_nothing_else() {
+        let words = ["address", "addresses", "adres", "a", "Caps", "spelling"];
+        let index = CandidateIndex::build(words.iter().copied());
+        for (id, w) in words.iter().enumerate() {
+            let want = (id != 4).then_some(id as u32);
+            assert_eq!(index.find(w), want, "{w}");
+        }
+        // Same first seven letters, or a delete of another word: not a word of the index.
+        assert_eq!(index.find("addressed"), None);
+        assert_eq!(index.find("adress"), None);
+        assert_eq!(index.find("spellin"), None);
+        assert_eq!(index.find(""), None);
+    }
 
     fn naive(words: &[&str], typed: &str, max: u8) -> Vec<String> {
         let mut v: Vec<String> = words

@@ -222,26 +222,30 @@ fn known_typo(r: &Repairer, w: &QueryWord, lookups: &mut Lookups) -> bool {
 }
 
 /// Candidates of a word shorter than [`super::Params::two_edits_from`]: one edit away, or two
-/// that together cost at most [`super::Params::short_two_edit_cost`] — two letters that should
-/// be doubled (`adres` for `address`) — since short words have too many neighbours two edits
-/// away to try them all.
+/// doubled letters short of a word (`adres` for `address`,
+/// [`super::Params::two_doubled_letters`]); short words have too many neighbours two edits away
+/// to try them all.
 fn short_word_candidates(r: &Repairer, typed: &str, lookups: &mut Lookups) -> Vec<(u32, u8)> {
-    let limit = r.params.short_two_edit_cost;
-    if !(limit > 0.0) {
-        return lookups.get(r, typed, 1).to_vec();
+    let mut found = lookups.get(r, typed, 1).to_vec();
+    if !r.params.two_doubled_letters {
+        return found;
     }
-    lookups
-        .get(r, typed, 2)
-        .iter()
-        .copied()
-        .filter(|&(id, d)| {
-            d < 2
-                || f64::from(error_model::cost(
-                    typed.as_bytes(),
-                    r.candidates.word(id).as_bytes(),
-                )) <= limit
-        })
-        .collect()
+    let t = typed.as_bytes();
+    // A letter already doubled is not doubled again.
+    let single = |i: usize| (i == 0 || t[i - 1] != t[i]) && t.get(i + 1) != Some(&t[i]);
+    let mut doubled = String::with_capacity(t.len() + 2);
+    for i in (0..t.len()).filter(|&i| single(i)) {
+        for j in (i + 1..t.len()).filter(|&j| single(j)) {
+            doubled.clear();
+            doubled.push_str(&typed[..=i]);
+            doubled.push_str(&typed[i..=j]);
+            doubled.push_str(&typed[j..]);
+            if let Some(id) = r.candidates.find(&doubled) {
+                found.push((id, 2));
+            }
+        }
+    }
+    found
 }
 
 /// How much an unknown word's length adds to the cost of keeping it: short ones are mostly

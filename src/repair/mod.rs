@@ -258,9 +258,9 @@ pub struct Params {
     pub min_letters: usize,
     /// Words of at least this many letters may be corrected by two edits, shorter ones by one.
     pub two_edits_from: usize,
-    /// Shorter words may be corrected by two edits too when the two together cost at most this,
-    /// in nats (two letters that should be doubled: `adres` for `address`); 0 turns it off.
-    pub short_two_edit_cost: f64,
+    /// Shorter words may also be two doubled letters short of a word (`adres` for `address`):
+    /// people often miss which letters are doubled.
+    pub two_doubled_letters: bool,
     /// Unknown words of at least this many letters may be split.
     pub min_split_letters: usize,
     /// Two words are joined only into a word of at least this many letters.
@@ -352,7 +352,7 @@ impl Default for Params {
         Params {
             min_letters: 4,
             two_edits_from: 6,
-            short_two_edit_cost: 2.2,
+            two_doubled_letters: true,
             min_split_letters: 5,
             min_join_letters: 5,
             min_corpus_count: 2,
