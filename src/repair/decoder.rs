@@ -60,13 +60,31 @@ pub(crate) fn readings(
     let p = &r.params;
     let n = words.len();
     let mut out: Vec<Vec<Reading>> = Vec::with_capacity(n);
+    // A word only the corpus knows may be one of the corpus's own typos: it is looked up like an
+    // unknown word, but a change pays `corpus_word_cost` on top.
+    let corpus_only =
+        |w: &QueryWord| w.stats.general == 0 && w.stats.corpus > 0 && r.lm.has_general();
+    // The candidates of each editable word looked up as unknown, and whether the usage list
+    // reads it as one of their typos.
+    let mut looked_up: Vec<Option<(Vec<(u32, u8)>, bool)>> = words
+        .iter()
+        .map(|w| {
+            (w.editable && (!w.stats.known() || corpus_only(w)) && w.lower.len() >= p.min_letters)
+                .then(|| {
+                    let found = candidates_of(r, &w.lower, lookups);
+                    let typo = typo_of_a_written_word(r, &w.lower, &found);
+                    (found, typo)
+                })
+        })
+        .collect();
     // A query whose editable words are mostly unknown is another language or not words at all.
     // A word the usage list shows to be a common word's misspelling is no sign of either
     // (`benifits of vitex agnus`).
     let mut unknown: Vec<&str> = words
         .iter()
-        .filter(|w| w.editable && !w.stats.known() && !known_typo(r, w, lookups))
-        .map(|w| w.lower.as_str())
+        .zip(&looked_up)
+        .filter(|(w, l)| w.editable && !w.stats.known() && !l.as_ref().is_some_and(|l| l.1))
+        .map(|(w, _)| w.lower.as_str())
         .collect();
     unknown.sort_unstable();
     unknown.dedup();
@@ -95,9 +113,7 @@ pub(crate) fn readings(
         }
         let prev = i.checked_sub(1).map(|j| &words[j]);
         let next = words.get(i + 1);
-        // A word only the corpus knows may be one of the corpus's own typos: it is looked up
-        // like an unknown word, but a change pays `corpus_word_cost` on top.
-        let mut corpus_only = w.stats.general == 0 && w.stats.corpus > 0 && r.lm.has_general();
+        let mut corpus_only = corpus_only(w);
         // What a query asks the meaning of is believed as typed.
         let defined_cost = if defined == Some(i) {
             p.defined_word_cost
@@ -105,22 +121,20 @@ pub(crate) fn readings(
             0.0
         };
         if !w.stats.known() || corpus_only {
-            let mut found: Vec<(u32, u8)> = Vec::new();
-            if letters >= p.min_letters {
-                found = candidates_of(r, &w.lower, lookups);
-                if typo_of_a_written_word(r, &w.lower, &found) {
-                    // Neither its being written nor the corpus's use of it speaks for it, and
-                    // as typed it is never seen beside its neighbours either: it pays for each
-                    // known one what a correction pays for an unseen pair.
-                    corpus_only = false;
-                    let unseen = [prev, next]
-                        .iter()
-                        .filter(|q| q.is_some_and(|q| q.stats.known()))
-                        .count();
-                    rs[0].cost = letter_rate(p, letters)
-                        + r.unlisted_cost(&w.lower)
-                        + p.unseen_pair_cost * unseen as f64;
-                }
+            // Looked up from `min_letters` letters on.
+            let (found, typo) = looked_up[i].take().unwrap_or_default();
+            if typo {
+                // Neither its being written nor the corpus's use of it speaks for it, and as
+                // typed it is never seen beside its neighbours either: it pays for each known one
+                // what a correction pays for an unseen pair.
+                corpus_only = false;
+                let unseen = [prev, next]
+                    .iter()
+                    .filter(|q| q.is_some_and(|q| q.stats.known()))
+                    .count();
+                rs[0].cost = letter_rate(p, letters)
+                    + r.unlisted_cost(&w.lower)
+                    + p.unseen_pair_cost * unseen as f64;
             }
             let extra = if corpus_only { p.corpus_word_cost } else { 0.0 };
             if letters >= p.min_letters {
@@ -213,12 +227,6 @@ fn candidates_of(r: &Repairer, typed: &str, lookups: &mut Lookups) -> Vec<(u32, 
     } else {
         short_word_candidates(r, typed, lookups)
     }
-}
-
-/// Whether `w` is an unknown word that the usage list shows to be a candidate's typo.
-fn known_typo(r: &Repairer, w: &QueryWord, lookups: &mut Lookups) -> bool {
-    w.lower.len() >= r.params.min_letters
-        && typo_of_a_written_word(r, &w.lower, &candidates_of(r, &w.lower, lookups))
 }
 
 /// Candidates of a word shorter than [`super::Params::two_edits_from`]: one edit away, or two
@@ -408,27 +416,29 @@ pub(crate) fn spelling_variant(a: &str, b: &str) -> bool {
     let (short, long) = if a.len() <= b.len() { (a, b) } else { (b, a) };
     if short.len() == long.len() {
         // -er/-re, -ize/-ise, -yze/-yse (theater/theatre, organize/organise).
-        let diff: Vec<usize> = (0..a.len())
-            .filter(|&i| a.as_bytes()[i] != b.as_bytes()[i])
-            .collect();
+        let (x, y) = (a.as_bytes(), b.as_bytes());
+        let diff: Vec<usize> = (0..a.len()).filter(|&i| x[i] != y[i]).collect();
+        let vowel = |c: u8| b"aeiou".contains(&c);
         return match diff.as_slice() {
-            // Only at the end, or before a plural or past ending (`theatres`); inside a word it
-            // is two letters swapped (`hypretrophy`).
+            // Only at the end, or before a plural or past ending (`theatres`), and after a
+            // consonant; inside a word it is two letters swapped (`hypretrophy`), after a vowel
+            // too (`proceduer`).
             [i, j]
                 if j == &(i + 1)
+                    && *i > 0
+                    && !vowel(x[i - 1])
                     && (j + 1 == a.len() || (j + 2 == a.len() && a.ends_with(['s', 'd']))) =>
             {
-                a.as_bytes()[*i] == b.as_bytes()[*j]
-                    && a.as_bytes()[*j] == b.as_bytes()[*i]
-                    && matches!(
-                        (a.as_bytes()[*i], a.as_bytes()[*j]),
-                        (b'e', b'r') | (b'r', b'e')
-                    )
+                x[*i] == y[*j]
+                    && x[*j] == y[*i]
+                    && matches!((x[*i], x[*j]), (b'e', b'r') | (b'r', b'e'))
             }
-            [i] => matches!(
-                (a.as_bytes()[*i], b.as_bytes()[*i]),
-                (b'z', b's') | (b's', b'z')
-            ),
+            // After `i` or `y` (`organise`, `analyse`); elsewhere it is a slip (`buzy`).
+            [i] => {
+                *i > 0
+                    && matches!(x[i - 1], b'i' | b'y')
+                    && matches!((x[*i], y[*i]), (b'z', b's') | (b's', b'z'))
+            }
             _ => false,
         };
     }
@@ -681,6 +691,8 @@ mod tests {
             ("theater", "theatre"),
             ("theaters", "theatres"),
             ("organize", "organise"),
+            ("analyzed", "analysed"),
+            ("organization", "organisation"),
             ("traveled", "travelled"),
             ("hemorrhage", "haemorrhage"),
             ("glycerin", "glycerine"),
@@ -690,6 +702,8 @@ mod tests {
         }
         for (typed, meant) in [
             ("hypretrophy", "hypertrophy"),
+            ("proceduer", "procedure"),
+            ("buzy", "busy"),
             ("peopl", "people"),
             ("activ", "active"),
             ("untill", "until"),
