@@ -51,6 +51,14 @@ impl Lookups {
     }
 }
 
+/// An editable word looked up as unknown (or known only to the corpus): its candidates, and
+/// whether the usage list reads it as one of their typos.
+#[derive(Default)]
+struct LookedUp {
+    found: Vec<(u32, u8)>,
+    typo: bool,
+}
+
 /// The readings of every position: `readings[i]` start at word `i`.
 pub(crate) fn readings(
     r: &Repairer,
@@ -64,16 +72,14 @@ pub(crate) fn readings(
     // unknown word, but a change pays `corpus_word_cost` on top.
     let corpus_only =
         |w: &QueryWord| w.stats.general == 0 && w.stats.corpus > 0 && r.lm.has_general();
-    // The candidates of each editable word looked up as unknown, and whether the usage list
-    // reads it as one of their typos.
-    let mut looked_up: Vec<Option<(Vec<(u32, u8)>, bool)>> = words
+    let mut looked_up: Vec<Option<LookedUp>> = words
         .iter()
         .map(|w| {
             (w.editable && (!w.stats.known() || corpus_only(w)) && w.lower.len() >= p.min_letters)
                 .then(|| {
                     let found = candidates_of(r, &w.lower, lookups);
                     let typo = typo_of_a_written_word(r, &w.lower, &found);
-                    (found, typo)
+                    LookedUp { found, typo }
                 })
         })
         .collect();
@@ -83,7 +89,7 @@ pub(crate) fn readings(
     let mut unknown: Vec<&str> = words
         .iter()
         .zip(&looked_up)
-        .filter(|(w, l)| w.editable && !w.stats.known() && !l.as_ref().is_some_and(|l| l.1))
+        .filter(|(w, l)| w.editable && !w.stats.known() && !l.as_ref().is_some_and(|l| l.typo))
         .map(|(w, _)| w.lower.as_str())
         .collect();
     unknown.sort_unstable();
@@ -122,7 +128,7 @@ pub(crate) fn readings(
         };
         if !w.stats.known() || corpus_only {
             // Looked up from `min_letters` letters on.
-            let (found, typo) = looked_up[i].take().unwrap_or_default();
+            let LookedUp { found, typo } = looked_up[i].take().unwrap_or_default();
             if typo {
                 // Neither its being written nor the corpus's use of it speaks for it, and as
                 // typed it is never seen beside its neighbours either: it pays for each known one
