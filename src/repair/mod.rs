@@ -859,8 +859,13 @@ fn compose(original: &str, first: &Repaired, second: &Repaired) -> Option<Repair
     Some(apply(original, merged))
 }
 
-/// `to` written like `from`: capitalised when `from` starts with a capital.
+/// `to` written like `from`: in capitals when `from` is (a query typed with caps lock on),
+/// capitalised when `from` starts with a capital.
 fn match_case(from: &str, to: &str) -> String {
+    let letters = from.chars().filter(|c| c.is_alphabetic()).count();
+    if letters >= 2 && from.chars().all(|c| !c.is_alphabetic() || c.is_uppercase()) {
+        return to.to_uppercase();
+    }
     if from.chars().next().is_some_and(char::is_uppercase) {
         let mut c = to.chars();
         c.next()

@@ -42,6 +42,25 @@ fn is_foreign(words: &[QueryWord], lm: &LanguageModel) -> bool {
     ambiguous >= 2
 }
 
+/// Whether a query was typed with caps lock on: every letter a capital, two words or more, and a
+/// function word among them (`HOW TO LOOSE WEIGHT`). A run of acronyms has no function word
+/// (`NASA ESA JAXA`), and stays as typed.
+fn typed_in_capitals(text: &str) -> bool {
+    let mut words = 0;
+    let mut function_word = false;
+    for token in text.split(|c: char| !c.is_ascii_alphabetic()) {
+        if token.is_empty() {
+            continue;
+        }
+        if token.bytes().any(|b| b.is_ascii_lowercase()) {
+            return false;
+        }
+        words += 1;
+        function_word |= token.len() >= 2 && is_stopword(&token.to_ascii_lowercase());
+    }
+    words >= 2 && function_word
+}
+
 /// The word a query asks the meaning or identity of, when it is one word: `what is X`, `what is
 /// a X`, `who is X`, `define X`, `meaning of X`, `X meaning`, `X definition`, `what does X mean`.
 /// People ask what a word is because it is rare to them — a term, a name, a brand — so such a
@@ -125,6 +144,7 @@ pub fn scan(text: &str, lm: &LanguageModel) -> Option<Vec<QueryWord>> {
     if let Some(s) = token_start {
         tokens.push((s, text.len()));
     }
+    let caps_lock = typed_in_capitals(text);
     let mut words: Vec<QueryWord> = Vec::new();
     let mut prev_token_end: Option<usize> = None;
     for (ts, te) in tokens {
@@ -151,9 +171,11 @@ pub fn scan(text: &str, lm: &LanguageModel) -> Option<Vec<QueryWord>> {
             let raw = &text[s..e];
             let lower = raw.to_ascii_lowercase();
             let letters = raw.len();
-            let capitals = letters >= 2 && raw.bytes().all(|b| b.is_ascii_uppercase());
-            let mixed = raw.bytes().skip(1).any(|b| b.is_ascii_uppercase());
-            let capitalised = raw.as_bytes()[0].is_ascii_uppercase();
+            // With caps lock on, capitals say nothing about a word: it is read as lower case.
+            let capitals =
+                !caps_lock && letters >= 2 && raw.bytes().all(|b| b.is_ascii_uppercase());
+            let mixed = !caps_lock && raw.bytes().skip(1).any(|b| b.is_ascii_uppercase());
+            let capitalised = !caps_lock && raw.as_bytes()[0].is_ascii_uppercase();
             let first = words.is_empty();
             let whole_token = n_runs == 1 && s == ts && e == te;
             // The space before: the previous word ended its own token, and this one starts one.

@@ -43,6 +43,20 @@ fn a_typo_of_a_corpus_word_in_context_is_corrected() {
 }
 
 #[test]
+fn a_query_typed_with_caps_lock_on_is_repaired_in_capitals() {
+    let r = repairer(Some(&["tablet"]));
+    let out = r.repair("SYMPOTMS OF VITAMIN DEFICIENCY");
+    assert_eq!(out.text, "SYMPTOMS OF VITAMIN DEFICIENCY");
+    assert_eq!(out.edits[0].to, "SYMPTOMS");
+    // Its output is a fixed point too.
+    assert!(!r.repair(&out.text).changed());
+    // Capitals without a function word are acronyms and names.
+    assert!(!r.repair("SYMPOTMS VITAMIN").changed());
+    // One word in capitals in a lower-case query is an acronym.
+    assert!(!r.repair("SYMPOTMS of vitamin deficiency").changed());
+}
+
+#[test]
 fn a_name_far_from_every_word_is_left_alone() {
     let r = repairer(None);
     // Unknown, but two costly edits from anything: more likely a name than a typo.
