@@ -178,7 +178,29 @@ pub(crate) fn readings(
                 scored.sort_by(|a, b| a.0.total_cmp(&b.0));
                 rs.extend(scored.into_iter().take(p.max_candidates).map(|s| s.1));
             } else if letters + 1 == p.min_letters {
-                rs.extend(function_word_slips(r, w, extra, lookups));
+                let slips = function_word_slips(r, w, extra, lookups);
+                // A string written far less than the function word it slips from is that word's
+                // typo, as the usage rule reads longer ones: as typed it pays for each known
+                // neighbour what a correction pays for an unseen pair (`swelling whn riding`).
+                let ln_typed = r.ln_usage(&w.lower).unwrap_or(-(1e9f64).ln());
+                let typo = slips.iter().any(|s| {
+                    let channel = f64::from(error_model::cost(
+                        w.lower.as_bytes(),
+                        s.words[0].0.as_bytes(),
+                    ));
+                    r.ln_usage(&s.words[0].0)
+                        .is_some_and(|m| m - channel - ln_typed > p.short_typo_usage_margin)
+                });
+                if typo {
+                    let unseen = [prev, next]
+                        .iter()
+                        .filter(|q| q.is_some_and(|q| q.stats.known()))
+                        .count();
+                    rs[0].cost = letter_rate(p, letters)
+                        + r.unlisted_cost(&w.lower)
+                        + p.unseen_pair_cost * unseen as f64;
+                }
+                rs.extend(slips);
             }
             if !corpus_only && w.whole_token && letters >= p.min_split_letters {
                 rs.extend(splits(r, &w.lower));
@@ -376,11 +398,13 @@ fn splits(r: &Repairer, word: &str) -> Vec<Reading> {
             continue;
         }
         let score = r.lm.ln_unigram(&sa) + r.lm.ln_bigram(a, &sa, b, &sb);
-        // Two content words may be a compound the lists lack (`handwashing`): they pay more.
-        let compound = if is_stopword(a) || is_stopword(b) {
-            0.0
-        } else {
-            r.params.compound_split_cost
+        // Two content words may be a compound the lists lack (`handwashing`): they pay more. So
+        // do two function words, which the language model finds likely anywhere (`befor` is
+        // `before` with its `e` lost far more often than `be for`).
+        let compound = match (is_stopword(a), is_stopword(b)) {
+            (false, false) => r.params.compound_split_cost,
+            (true, true) => r.params.function_split_cost,
+            _ => 0.0,
         };
         v.push((
             -score,

@@ -26,6 +26,9 @@ pub const DEL_DOUBLE: f32 = 0.9;
 pub const DEL_DOUBLE_VOWEL: f32 = 1.6;
 /// A vowel dropped (`definitly`).
 pub const DEL_VOWEL: f32 = 1.8;
+/// A silent final `e` dropped after a consonant (`befor`, `peopl`): it changes nothing in how
+/// the word sounds, like a doubled consonant.
+pub const DEL_SILENT_E: f32 = 1.1;
 /// A silent `h` dropped (`wich`, `rythm`).
 pub const DEL_H: f32 = 2.0;
 /// Any other letter dropped (`goverment`).
@@ -160,6 +163,8 @@ fn deletion(meant: &[u8], i: usize) -> f32 {
         } else {
             DEL_DOUBLE
         }
+    } else if c == b'e' && i + 1 == meant.len() && i >= 2 && !is_vowel(meant[i - 1]) {
+        DEL_SILENT_E
     } else if is_vowel(c) {
         DEL_VOWEL
     } else if c == b'h' {
@@ -396,6 +401,10 @@ mod tests {
         assert!(c("meen", "mean") < c("meen", "men"));
         assert!(c("untill", "until") < c("meen", "men"));
         assert!(c("chose", "choose") > c("ocured", "occured"));
+        // A silent final `e` dropped is as cheap as a doubled consonant; a sounded vowel is not.
+        assert_eq!(c("befor", "before"), DEL_SILENT_E);
+        assert!(c("befor", "before") < c("definitly", "definitely"));
+        assert!(c("fre", "free") > DEL_SILENT_E);
         // The first letter is rarely wrong.
         assert!(c("bat", "cat") > c("cab", "cat"));
         // Keyboard neighbours are likelier than far keys.

@@ -281,6 +281,11 @@ pub struct Params {
     /// Extra cost, in nats, of a split into two content words, which is as often a compound
     /// missing from the lists (`handwashing`, `hotspot`) as two words run together.
     pub compound_split_cost: f64,
+    /// Extra cost, in nats, of a split into two function words, which the language model finds
+    /// likely anywhere (`befor` → `be for` rather than `before`): at 2 it takes back the split's
+    /// bonus ([`Params::split_cost`]), which makes up for the extra word of the product, a
+    /// small factor when both are function words.
+    pub function_split_cost: f64,
     /// Prior cost, in nats, of joining two words that are both known (`door knocker`).
     pub join_known_cost: f64,
     /// How much more an unknown word is believed as typed per letter below six, in nats: short
@@ -361,6 +366,7 @@ impl Default for Params {
             real_word_at_start: true,
             split_cost: -2.0,
             compound_split_cost: 3.0,
+            function_split_cost: 2.0,
             join_known_cost: 12.0,
             unknown_per_letter: 0.3,
             unknown_per_extra_letter: 0.3,
