@@ -195,6 +195,41 @@ fn written_documents_are_found_replaced_and_deleted_and_survive_kill_9() {
     );
 }
 
+/// Words of documents written live are no typos to query repair: a new name is searched as
+/// typed while a document holds it, and corrected again once that document is gone.
+#[test]
+fn query_repair_leaves_the_words_of_live_documents_as_typed() {
+    let data = tempfile::tempdir().unwrap();
+    let (server, admin) = start(data.path(), &[]);
+    let repaired = |q: &str| -> Option<String> {
+        let body = json!({"query": q, "k": 3, "repair": "on"}).to_string();
+        let (code, answer) = Conn::new(server.addr)
+            .request("POST", "/search", &[], &body)
+            .expect("search");
+        assert_eq!(code, 200, "{answer}");
+        let v: Value = serde_json::from_str(&answer).expect("JSON");
+        v["repair"]["text"].as_str().map(str::to_string)
+    };
+    let query = "vitamn supplement dosage";
+    assert_eq!(
+        repaired(query).as_deref(),
+        Some("vitamin supplement dosage")
+    );
+    let write =
+        json!({"documents": [{"id": "brand-1", "text": "Vitamn is a new supplement brand."}]});
+    let (code, v) = admin.call("POST", "/admin/documents", Some(&write.to_string()));
+    assert_eq!(code, 200, "{v}");
+    assert_eq!(repaired(query), None);
+    assert_eq!(search(&server, query)[0], "brand-1");
+    let delete = json!({"ids": ["brand-1"]});
+    let (code, v) = admin.call("POST", "/admin/documents/delete", Some(&delete.to_string()));
+    assert_eq!(code, 200, "{v}");
+    assert_eq!(
+        repaired(query).as_deref(),
+        Some("vitamin supplement dosage")
+    );
+}
+
 /// What the writers were told, per id: the content acknowledged last (`None`: deleted), and
 /// batches sent but never answered (they may or may not be there, but whole).
 #[derive(Default)]

@@ -12,6 +12,8 @@ use crate::index::vectors::dot;
 
 /// Heap bytes a tombstone takes besides its id (map entry and operation id), roughly.
 const TOMBSTONE_OVERHEAD: usize = 40;
+/// Heap bytes a word of [`Segment::has_word`] takes besides its letters, roughly.
+const WORD_OVERHEAD: usize = 40;
 
 /// Keeps the `k` highest-scored entries of `v` (in no order).
 fn top(v: &mut Vec<(f32, usize)>, k: usize) {
@@ -61,6 +63,22 @@ pub struct Segment {
     text_bytes: usize,
     /// Bytes of the tombstones' ids, kept as they change (reported after every write).
     tombstone_bytes: usize,
+    /// The words of the live documents (lower-case ASCII letter runs, as query repair reads a
+    /// query) and in how many documents each is: query repair leaves them as typed, since the
+    /// frozen index's vocabulary does not know them.
+    words: HashMap<Box<str>, u32>,
+    word_bytes: usize,
+}
+
+/// The distinct words of a document as query repair reads words: runs of ASCII letters, in
+/// lower case.
+fn words_of(d: &StoredDocument) -> HashSet<String> {
+    [d.title.as_str(), d.text.as_str()]
+        .iter()
+        .flat_map(|t| t.split(|c: char| !c.is_ascii_alphabetic()))
+        .filter(|w| !w.is_empty())
+        .map(|w| w.to_ascii_lowercase())
+        .collect()
 }
 
 impl Segment {
@@ -78,6 +96,37 @@ impl Segment {
             hidden: HashSet::new(),
             text_bytes: 0,
             tombstone_bytes: 0,
+            words: HashMap::new(),
+            word_bytes: 0,
+        }
+    }
+
+    /// Whether a live document holds `word` (lower case).
+    pub fn has_word(&self, word: &str) -> bool {
+        self.words.contains_key(word)
+    }
+
+    fn count_words(&mut self, d: &StoredDocument) {
+        for w in words_of(d) {
+            match self.words.get_mut(w.as_str()) {
+                Some(n) => *n += 1,
+                None => {
+                    self.word_bytes += w.len() + WORD_OVERHEAD;
+                    self.words.insert(w.into_boxed_str(), 1);
+                }
+            }
+        }
+    }
+
+    fn uncount_words(&mut self, d: &StoredDocument) {
+        for w in words_of(d) {
+            if let Some(n) = self.words.get_mut(w.as_str()) {
+                *n -= 1;
+                if *n == 0 {
+                    self.words.remove(w.as_str());
+                    self.word_bytes -= w.len() + WORD_OVERHEAD;
+                }
+            }
         }
     }
 
@@ -121,6 +170,7 @@ impl Segment {
             seq,
         };
         self.text_bytes += stored.id.len() + stored.title.len() + stored.text.len();
+        self.count_words(&stored);
         let scale = int8_scale(&d.vector);
         let inv = if scale > 0.0 { 1.0 / scale } else { 0.0 };
         let codes = d
@@ -171,6 +221,7 @@ impl Segment {
     fn remove_slot(&mut self, slot: usize) {
         if let Some(old) = self.slots[slot].take() {
             self.text_bytes -= old.id.len() + old.title.len() + old.text.len();
+            self.uncount_words(&old);
             self.by_id.remove(&old.id);
             self.free.push(slot);
         }
@@ -257,6 +308,7 @@ impl Segment {
             + self.by_id.len() * 48
             + self.tombstone_bytes
             + self.hidden.len() * 16
+            + self.word_bytes
     }
 }
 
@@ -276,6 +328,36 @@ mod tests {
 
     fn frozen(id: &str) -> Option<usize> {
         id.strip_prefix('f').and_then(|n| n.parse().ok())
+    }
+
+    #[test]
+    fn the_words_of_live_documents_are_known_while_a_document_holds_them() {
+        let mut s = Segment::new(2);
+        let with = |id: &str, text: &str| LiveDocument {
+            text: text.into(),
+            ..doc(id, [1.0, 0.0])
+        };
+        let before = s.heap_bytes();
+        s.apply(
+            1,
+            &Operation::Upsert(vec![with("a", "Vitamn-X, a new brand")]),
+            &frozen,
+        );
+        s.apply(
+            2,
+            &Operation::Upsert(vec![with("b", "vitamn gummies")]),
+            &frozen,
+        );
+        assert!(s.has_word("vitamn") && s.has_word("gummies") && s.has_word("x"));
+        assert!(!s.has_word("Vitamn") && !s.has_word("vitamin"));
+        assert!(s.heap_bytes() > before);
+        // Replaced: its old words go unless another document holds them.
+        s.apply(3, &Operation::Upsert(vec![with("a", "renamed")]), &frozen);
+        assert!(s.has_word("vitamn") && !s.has_word("brand") && s.has_word("renamed"));
+        s.apply(4, &Operation::Delete(vec!["b".into()]), &frozen);
+        assert!(!s.has_word("vitamn") && !s.has_word("gummies"));
+        s.apply(5, &Operation::Delete(vec!["a".into()]), &frozen);
+        assert!(s.words.is_empty() && s.word_bytes == 0);
     }
 
     #[test]

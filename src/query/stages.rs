@@ -297,20 +297,26 @@ struct Prepared {
 }
 
 /// Repairs and tokenizes on a blocking thread (one hop for both stages).
+/// Words of the live documents are left as typed (see [`Repairer::repair_knowing`]).
 async fn prepare(
     loaded: &Arc<LoadedEncoder>,
     texts: Vec<String>,
     repairer: Option<Arc<Repairer>>,
     fusion: RepairFusion,
+    live: Option<Arc<LiveCorpus>>,
 ) -> Result<Prepared, ApiError> {
     let encoder = loaded.encoder().clone();
     tokio::task::spawn_blocking(move || {
         let started = Instant::now();
         let repairs: Vec<Option<Repaired>> = match &repairer {
-            Some(r) => texts
-                .iter()
-                .map(|t| Some(r.repair(t)).filter(Repaired::changed))
-                .collect(),
+            Some(r) => {
+                let segment = live.as_ref().map(|l| l.read());
+                let known = |w: &str| segment.as_ref().is_some_and(|s| s.has_word(w));
+                texts
+                    .iter()
+                    .map(|t| Some(r.repair_knowing(t, &known)).filter(Repaired::changed))
+                    .collect()
+            }
             None => vec![None; texts.len()],
         };
         let repair_seconds = started.elapsed().as_secs_f64();
@@ -420,7 +426,7 @@ pub async fn search(state: &AppState, p: SearchParams) -> Result<SearchOutput, A
     let repair_ran = repairer.is_some();
     let live = state.live.get().cloned();
     let work = async {
-        let prepared = prepare(&loaded, p.texts, repairer, fusion).await?;
+        let prepared = prepare(&loaded, p.texts, repairer, fusion, live.clone()).await?;
         let (vectors, timings, _) = infer(&loaded, prepared.tokens).await?;
         let search_started = Instant::now();
         let idx = index.clone();

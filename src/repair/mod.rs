@@ -597,8 +597,13 @@ impl Repairer {
     }
 
     /// One pass of the decoder over `text`.
-    fn repair_once(&self, text: &str, lookups: &mut decoder::Lookups) -> Repaired {
-        let Some(words) = query::scan(text, &self.lm) else {
+    fn repair_once(
+        &self,
+        text: &str,
+        also_known: &dyn Fn(&str) -> bool,
+        lookups: &mut decoder::Lookups,
+    ) -> Repaired {
+        let Some(words) = query::scan(text, &self.lm, also_known) else {
             return Repaired::unchanged(text);
         };
         let readings = decoder::readings(self, &words, lookups);
@@ -636,13 +641,20 @@ impl Repairer {
     /// Repairs `text`. Never fails: a query it cannot or should not correct comes back as it is.
     /// Idempotent: the result, repaired again, comes back unchanged.
     pub fn repair(&self, text: &str) -> Repaired {
+        self.repair_knowing(text, &|_| false)
+    }
+
+    /// [`Repairer::repair`], with the words `also_known` says the corpus holds besides the
+    /// vocabulary's (the live segment's: documents written since the index was built) left as
+    /// typed when no list knows them — a new product name is no typo.
+    pub fn repair_knowing(&self, text: &str, also_known: &dyn Fn(&str) -> bool) -> Repaired {
         let mut lookups = decoder::Lookups::default();
-        let mut current = self.repair_once(text, &mut lookups);
+        let mut current = self.repair_once(text, also_known, &mut lookups);
         for _ in 0..3 {
             if !current.changed() {
                 return current;
             }
-            let again = self.repair_once(&current.text, &mut lookups);
+            let again = self.repair_once(&current.text, also_known, &mut lookups);
             if !again.changed() {
                 return current;
             }
@@ -660,7 +672,7 @@ impl Repairer {
     /// and which one it took; the log-probability of the best reading and of the text as typed.
     /// For tuning ([`Params`]) and for answering "why was this (not) corrected?".
     pub fn explain(&self, text: &str) -> Explanation {
-        let Some(words) = query::scan(text, &self.lm) else {
+        let Some(words) = query::scan(text, &self.lm, &|_| false) else {
             return Explanation {
                 words: Vec::new(),
                 best_score: 0.0,
@@ -721,7 +733,7 @@ impl Repairer {
     /// Whether the query looks noisy: it has a word repair could correct (an unknown plain
     /// word). The query router's signal when the index has a vocabulary.
     pub fn has_unknown_word(&self, text: &str) -> bool {
-        query::scan(text, &self.lm).is_some_and(|words| {
+        query::scan(text, &self.lm, &|_| false).is_some_and(|words| {
             words
                 .iter()
                 .any(|w| w.editable && !w.stats.known() && w.lower.len() >= self.params.min_letters)

@@ -121,8 +121,12 @@ pub struct QueryWord {
 }
 
 /// The words of `text`, or `None` when the query is not one to touch at all (another script or
-/// language).
-pub fn scan(text: &str, lm: &LanguageModel) -> Option<Vec<QueryWord>> {
+/// language). A word no list knows but `also_known` does (a live document's) is left as typed.
+pub fn scan(
+    text: &str,
+    lm: &LanguageModel,
+    also_known: &dyn Fn(&str) -> bool,
+) -> Option<Vec<QueryWord>> {
     if text
         .chars()
         .any(|c| c.is_alphabetic() && !c.is_ascii_alphabetic())
@@ -190,11 +194,16 @@ pub fn scan(text: &str, lm: &LanguageModel) -> Option<Vec<QueryWord>> {
                 && !stats.known()
                 && lm.has_usage()
                 && lm.usage(&lower).is_none();
+            let live_word = !stats.known() && also_known(&lower);
             words.push(QueryWord {
                 start: s,
                 end: e,
                 stats,
-                editable: !code && !capitals && !mixed && (!capitalised || first || misspelt_name),
+                editable: !code
+                    && !capitals
+                    && !mixed
+                    && !live_word
+                    && (!capitalised || first || misspelt_name),
                 content: !is_stopword(&lower) && letters >= MIN_CONTEXT_CHARS,
                 spaced_from_previous,
                 whole_token,
@@ -219,13 +228,13 @@ mod tests {
             [("", "calories per gram in las vegas")].into_iter(),
         ));
         let lm = LanguageModel::new(vocab, None, 1e-10);
-        assert!(scan("how many calories per gram", &lm).is_some());
-        assert!(scan("las vegas hotels", &lm).is_some());
-        assert!(scan("como hacer una tortilla", &lm).is_none());
-        assert!(scan("prix des maisons sur la cote", &lm).is_none());
+        assert!(scan("how many calories per gram", &lm, &|_| false).is_some());
+        assert!(scan("las vegas hotels", &lm, &|_| false).is_some());
+        assert!(scan("como hacer una tortilla", &lm, &|_| false).is_none());
+        assert!(scan("prix des maisons sur la cote", &lm, &|_| false).is_none());
         // Two that English may use, together, are another language, unless English's pair
         // list knows them with the word after.
-        assert!(scan("el precio del pan", &lm).is_none());
+        assert!(scan("el precio del pan", &lm, &|_| false).is_none());
         let lex = std::sync::Arc::new(crate::repair::Lexicon::from_counts(
             [
                 ("los", 60),
@@ -240,8 +249,8 @@ mod tests {
             [("", "los angeles to las vegas")].into_iter(),
         ));
         let lm = LanguageModel::new(vocab, Some(lex), 1e-10);
-        assert!(scan("los angeles to las vegas", &lm).is_some());
-        assert!(scan("el precio del pan", &lm).is_none());
+        assert!(scan("los angeles to las vegas", &lm, &|_| false).is_some());
+        assert!(scan("el precio del pan", &lm, &|_| false).is_none());
     }
 
     #[test]
@@ -251,7 +260,7 @@ mod tests {
         ));
         let lm = LanguageModel::new(vocab, None, 1e-10);
         let defined = |q: &str| {
-            let words = scan(q, &lm).expect("English");
+            let words = scan(q, &lm, &|_| false).expect("English");
             defined_word(&words).map(|i| words[i].lower.clone())
         };
         for (q, word) in [

@@ -57,6 +57,18 @@ fn a_query_typed_with_caps_lock_on_is_repaired_in_capitals() {
 }
 
 #[test]
+fn a_word_the_live_documents_hold_is_left_as_typed() {
+    let r = repairer(Some(&["tablet"]));
+    assert!(r.repair("sympotms of vitamin deficiency").changed());
+    let live = |w: &str| w == "sympotms";
+    let out = r.repair_knowing("sympotms of vitamin deficiency", &live);
+    assert!(!out.changed(), "{:?}", out.text);
+    // Only the words it knows: another typo beside it is still corrected.
+    let out = r.repair_knowing("sympotms of vitamin deficeincy", &live);
+    assert_eq!(out.text, "sympotms of vitamin deficiency");
+}
+
+#[test]
 fn a_name_far_from_every_word_is_left_alone() {
     let r = repairer(None);
     // Unknown, but two costly edits from anything: more likely a name than a typo.
@@ -479,6 +491,7 @@ fn the_context_bonus_needs_a_meeting_chance_would_not_explain() {
     let words = query::scan(
         "vitamin deficiency",
         &language_model::LanguageModel::new(vocab.clone(), None, 1e-10),
+        &|_| false,
     )
     .unwrap();
     let with = |limit: f64| {
