@@ -134,13 +134,7 @@ pub(crate) fn readings(
                 // typed it is never seen beside its neighbours either: it pays for each known one
                 // what a correction pays for an unseen pair.
                 corpus_only = false;
-                let unseen = [prev, next]
-                    .iter()
-                    .filter(|q| q.is_some_and(|q| q.stats.known()))
-                    .count();
-                rs[0].cost = letter_rate(p, letters)
-                    + r.unlisted_cost(&w.lower)
-                    + p.unseen_pair_cost * unseen as f64;
+                rs[0].cost = typo_keep_cost(r, w, prev, next);
             }
             let extra = if corpus_only { p.corpus_word_cost } else { 0.0 };
             if letters >= p.min_letters {
@@ -192,13 +186,7 @@ pub(crate) fn readings(
                         .is_some_and(|m| m - channel - ln_typed > p.short_typo_usage_margin)
                 });
                 if typo {
-                    let unseen = [prev, next]
-                        .iter()
-                        .filter(|q| q.is_some_and(|q| q.stats.known()))
-                        .count();
-                    rs[0].cost = letter_rate(p, letters)
-                        + r.unlisted_cost(&w.lower)
-                        + p.unseen_pair_cost * unseen as f64;
+                    rs[0].cost = typo_keep_cost(r, w, prev, next);
                 }
                 rs.extend(slips);
             }
@@ -246,6 +234,23 @@ pub(crate) fn readings(
         out.push(rs);
     }
     out
+}
+
+/// The cost of keeping as typed an unknown word read as a written word's typo: no belief for
+/// being written, and for each known neighbour what a correction pays for an unseen pair (as
+/// typed, it is never seen beside them either).
+fn typo_keep_cost(
+    r: &Repairer,
+    w: &QueryWord,
+    prev: Option<&QueryWord>,
+    next: Option<&QueryWord>,
+) -> f64 {
+    let p = &r.params;
+    let unseen = [prev, next]
+        .iter()
+        .filter(|q| q.is_some_and(|q| q.stats.known()))
+        .count();
+    letter_rate(p, w.lower.len()) + r.unlisted_cost(&w.lower) + p.unseen_pair_cost * unseen as f64
 }
 
 /// The candidates of an unknown word of at least [`super::Params::min_letters`] letters.
