@@ -161,10 +161,13 @@ async fn routed(state: &Arc<AppState>, req: SearchRequest) -> Result<SearchOutco
     let snapshot = state.registry.snapshot();
     let texts = p.texts.clone();
     let repairer = state.repairer.get().cloned().flatten();
+    let live = state.live.get().cloned();
     let aliases: Vec<String> = tokio::task::spawn_blocking(move || {
+        let segment = live.as_ref().map(|l| l.read());
+        let known = |w: &str| segment.as_ref().is_some_and(|s| s.has_word(w));
         texts
             .iter()
-            .map(|t| router.choose(&snapshot, t, repairer.as_deref()))
+            .map(|t| router.choose(&snapshot, t, repairer.as_deref(), &known))
             .collect()
     })
     .await

@@ -73,10 +73,16 @@ impl QueryRouter {
 
     /// The alias for `text` under `snapshot`: the noise alias when the text looks noisy and the
     /// alias exists, else `default`. `repairer` (the index's vocabulary) gives the signal when
-    /// there is one.
-    pub fn choose(&self, snapshot: &Snapshot, text: &str, repairer: Option<&Repairer>) -> String {
+    /// there is one; a word `also_known` knows (a live document's) is no sign of noise.
+    pub fn choose(
+        &self,
+        snapshot: &Snapshot,
+        text: &str,
+        repairer: Option<&Repairer>,
+        also_known: &dyn Fn(&str) -> bool,
+    ) -> String {
         let noisy = |default: &LoadedEncoder| match repairer {
-            Some(r) => r.has_unknown_word(text),
+            Some(r) => r.has_unknown_word_knowing(text, also_known),
             None => {
                 noise_score(default.encoder().tokenizer().inner(), text) > self.config.threshold
             }

@@ -733,7 +733,13 @@ impl Repairer {
     /// Whether the query looks noisy: it has a word repair could correct (an unknown plain
     /// word). The query router's signal when the index has a vocabulary.
     pub fn has_unknown_word(&self, text: &str) -> bool {
-        query::scan(text, &self.lm, &|_| false).is_some_and(|words| {
+        self.has_unknown_word_knowing(text, &|_| false)
+    }
+
+    /// [`Repairer::has_unknown_word`], with the words `also_known` says the corpus holds besides
+    /// the vocabulary's (the live segment's) counted as known.
+    pub fn has_unknown_word_knowing(&self, text: &str, also_known: &dyn Fn(&str) -> bool) -> bool {
+        query::scan(text, &self.lm, also_known).is_some_and(|words| {
             words
                 .iter()
                 .any(|w| w.editable && !w.stats.known() && w.lower.len() >= self.params.min_letters)
