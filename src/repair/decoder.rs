@@ -172,19 +172,10 @@ pub(crate) fn readings(
                 scored.sort_by(|a, b| a.0.total_cmp(&b.0));
                 rs.extend(scored.into_iter().take(p.max_candidates).map(|s| s.1));
             } else if letters + 1 == p.min_letters {
-                let slips = function_word_slips(r, w, extra, lookups);
+                let (slips, typo) = function_word_slips(r, w, extra, lookups);
                 // A string written far less than the function word it slips from is that word's
                 // typo, as the usage rule reads longer ones: as typed it pays for each known
                 // neighbour what a correction pays for an unseen pair (`swelling whn riding`).
-                let ln_typed = r.ln_usage(&w.lower).unwrap_or(-(1e9f64).ln());
-                let typo = slips.iter().any(|s| {
-                    let channel = f64::from(error_model::cost(
-                        w.lower.as_bytes(),
-                        s.words[0].0.as_bytes(),
-                    ));
-                    r.ln_usage(&s.words[0].0)
-                        .is_some_and(|m| m - channel - ln_typed > p.short_typo_usage_margin)
-                });
                 if typo {
                     rs[0].cost = typo_keep_cost(r, w, prev, next);
                 }
@@ -338,17 +329,20 @@ fn typo_of_a_written_word(r: &Repairer, typed: &str, found: &[(u32, u8)]) -> boo
 /// A short unknown word read as a function word with a letter dropped (`whn`, `wer`, `wil`), or
 /// with another slip when the usage list says the string is that word's typo (`teh`, `adn`).
 /// Other short unknown words are mostly acronyms (`irs`, `tsa`, and `hsa`, which is `has` with two
-/// letters swapped), so nothing else is tried.
+/// letters swapped), so nothing else is tried. Also says whether the usage list reads the string
+/// as the typo of one of the words returned (written e^[`super::Params::short_typo_usage_margin`]
+/// times less, after the slip's cost).
 fn function_word_slips(
     r: &Repairer,
     w: &QueryWord,
     extra: f64,
     lookups: &mut Lookups,
-) -> Vec<Reading> {
+) -> (Vec<Reading>, bool) {
     let found = lookups.get(r, &w.lower, 1);
     let typed = w.lower.as_bytes();
     let ln_typed = r.ln_usage(&w.lower).unwrap_or(-(1e9f64).ln());
-    found
+    let mut typo = false;
+    let slips = found
         .iter()
         .filter_map(|&(id, d)| {
             let meant = r.candidates.word(id);
@@ -356,29 +350,32 @@ fn function_word_slips(
             if !is_stopword(meant) {
                 return None;
             }
+            let dropped = m.len() == typed.len() + 1;
             // A letter for another or two swapped after the first (`teh`, `adn`) only when the
             // function word is written so much more that the string's own writings are its
             // typos; `hsa` is written as an acronym. A stray letter is mostly one (`inu`, `tpo`).
-            let explained = || {
-                if m.len() != typed.len() || m.first() != typed.first() {
-                    return false;
-                }
-                let channel = f64::from(error_model::cost(typed, m));
-                r.ln_usage(meant)
-                    .is_some_and(|ln| ln - channel - ln_typed > r.params.short_typo_usage_margin)
-            };
-            if m.len() != typed.len() + 1 && !explained() {
+            let same_shape = m.len() == typed.len() && m.first() == typed.first();
+            if !dropped && !same_shape {
                 return None;
             }
+            let channel = f64::from(error_model::cost(typed, m));
+            let written_as_typo = r
+                .ln_usage(meant)
+                .is_some_and(|ln| ln - channel - ln_typed > r.params.short_typo_usage_margin);
+            if !dropped && !written_as_typo {
+                return None;
+            }
+            typo |= written_as_typo;
             Some(Reading {
                 span: 1,
                 words: vec![(meant.to_string(), r.candidate_stats[id as usize])],
-                cost: f64::from(error_model::cost(typed, m)) + extra,
+                cost: channel + extra,
                 kind: Some(EditKind::NonWord),
                 distance: d,
             })
         })
-        .collect()
+        .collect();
+    (slips, typo)
 }
 
 /// Splits of an unknown word into two known ones, the likeliest first.
