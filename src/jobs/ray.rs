@@ -139,7 +139,12 @@ impl RayRunner {
             if reply.status < 500 || taken || Instant::now() >= deadline {
                 return Err(refused);
             }
-            tracing::warn!(ray = %self.api.base, tries, error = %refused, "job submission failed; trying again");
+            tracing::warn!(
+                ray = %self.api.base,
+                tries,
+                error = %refused,
+                "job submission failed; trying again"
+            );
             std::thread::sleep(self.poll_interval);
         }
     }

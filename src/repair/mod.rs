@@ -11,11 +11,11 @@
 //! ASCII or with a function word of another language; tokens with digits or code characters
 //! (URLs, e-mail, product codes); words in capitals or mixed case (unless the whole query is in
 //! capitals with a function word: caps lock), and capitalised words after the first unless no
-//! list holds them and the usage list says nobody writes them (a misspelt name); words shorter than [`Params::min_letters`], except a function word with a letter
-//! dropped (`whn`). A known word (in the lexicon or the
-//! corpus) changes only as a real-word error, when its neighbours make another word more likely
-//! by more than [`Params::real_word_cost`]. Repair is idempotent: repairing its output changes
-//! nothing.
+//! list holds them and the usage list says nobody writes them (a misspelt name); words shorter
+//! than [`Params::min_letters`], except a function word with a letter dropped (`whn`). A known
+//! word (in the lexicon or the corpus) changes only as a real-word error, when its neighbours
+//! make another word more likely by more than [`Params::real_word_cost`]. Repair is idempotent:
+//! repairing its output changes nothing.
 
 pub mod candidates;
 mod decoder;
