@@ -84,6 +84,97 @@ fn dl19_clean_and_typo_files_reproduce_the_reference() {
     );
 }
 
+/// nDCG@10 of `condition` for the encoder reported as `name`.
+fn ndcg_of(report: &serde_json::Value, name: &str, condition: &str) -> f64 {
+    report["encoders"]
+        .as_array()
+        .expect("encoders")
+        .iter()
+        .find(|e| e["name"] == name)
+        .unwrap_or_else(|| panic!("no encoder {name}"))["conditions"]
+        .as_array()
+        .expect("conditions")
+        .iter()
+        .find(|c| c["condition"] == condition)
+        .unwrap_or_else(|| panic!("no condition {condition}"))["metrics"]["ndcg@10"]
+        .as_f64()
+        .expect("nDCG@10")
+}
+
+#[test]
+fn repair_settings_are_weighed_by_retrieval_quality() {
+    let data = shared().join("data/dl19-sample");
+    let index = cached_index(&data);
+    let typo = data.join("queries.typo1.tsv");
+    let eval = |params: Option<&str>| {
+        let out = tempfile::tempdir().unwrap();
+        let mut args = vec![
+            "eval".to_string(),
+            "--dataset".into(),
+            data.display().to_string(),
+            "--index".into(),
+            index.display().to_string(),
+            "--encoder".into(),
+            minilm_bundle().display().to_string(),
+            "--variants".into(),
+            typo.display().to_string(),
+            "--repair".into(),
+            "off,on".into(),
+            "--out".into(),
+            out.path().display().to_string(),
+        ];
+        if let Some(p) = params {
+            args.extend(["--repair-params".to_string(), p.to_string()]);
+        }
+        let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+        let o = run_capot(&refs, b"");
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let report: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(out.path().join("report.json")).unwrap())
+                .unwrap();
+        (
+            ndcg_of(&report, "minilm", "queries.typo1"),
+            ndcg_of(&report, "minilm+repair", "queries.typo1"),
+        )
+    };
+    // The default speller wins back part of the loss.
+    let (raw, repaired) = eval(None);
+    assert!(repaired > raw + 0.01, "repair {repaired} vs none {raw}");
+    // A speller that may change nothing (no word is long enough to edit, split or join) gives
+    // back exactly what the raw queries find.
+    let (raw_again, unchanged) = eval(Some(
+        r#"{"min_letters": 100, "min_split_letters": 100, "min_join_letters": 100}"#,
+    ));
+    assert_eq!(raw_again, raw);
+    assert_eq!(
+        unchanged, raw,
+        "a speller that edits nothing must not move nDCG"
+    );
+    // Settings that are no settings fail before any work, with the reason.
+    let o = run_capot(
+        &[
+            "eval",
+            "--dataset",
+            data.to_str().unwrap(),
+            "--index",
+            index.to_str().unwrap(),
+            "--encoder",
+            minilm_bundle().to_str().unwrap(),
+            "--repair",
+            "on",
+            "--repair-params",
+            r#"{"no_such_setting": 1}"#,
+        ],
+        b"",
+    );
+    assert_eq!(o.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("--repair-params") && err.contains("no_such_setting"),
+        "{err}"
+    );
+}
+
 #[test]
 fn dbpedia_clean_reproduces_the_reference_and_noise_runs_over_seeds() {
     let data = shared().join("data/dbpedia-sample");
@@ -208,6 +299,25 @@ fn bad_input_fails_before_any_work() {
     );
     assert_eq!(o.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&o.stderr).contains("127.0.0.1:9"));
+    // Speller settings are the server's own.
+    let o = run_capot(
+        &[
+            "eval",
+            "--dataset",
+            data.to_str().unwrap(),
+            "--server",
+            "http://127.0.0.1:9",
+            "--encoder",
+            "default",
+            "--repair",
+            "on",
+            "--repair-params",
+            "{}",
+        ],
+        b"",
+    );
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--repair-params"));
     // Neither --index nor --server.
     let o = run_capot(
         &[

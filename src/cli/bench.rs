@@ -166,7 +166,12 @@ fn repair(args: RepairBenchArgs) -> anyhow::Result<()> {
     } else {
         args.params
             .iter()
-            .map(|p| Ok((Some(p.as_str()), super::repair::parse_params(Some(p))?)))
+            .map(|p| {
+                Ok((
+                    Some(p.as_str()),
+                    super::repair::parse_params(Some(p), "--params")?,
+                ))
+            })
             .collect::<anyhow::Result<_>>()?
     };
     let read_started = Instant::now();

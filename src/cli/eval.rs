@@ -67,6 +67,10 @@ pub struct EvalArgs {
     /// What a repaired query searches with: repaired, max.
     #[arg(long, default_value_t = RepairFusion::Max)]
     pub repair_fusion: RepairFusion,
+    /// Speller settings other than the defaults, as JSON (as `capot repair --params`), for local
+    /// evaluation: weigh a setting by retrieval quality before serving it.
+    #[arg(long, value_name = "JSON")]
+    pub repair_params: Option<String>,
     /// Lists of real misspellings (`right: wrong1 wrong2 ...` lines) that `--noise misspell`
     /// draws from; repeat for several.
     #[arg(long, value_name = "FILE")]
@@ -295,6 +299,8 @@ pub fn run(args: EvalArgs, global: &GlobalArgs) -> anyhow::Result<()> {
     if args.repair.is_empty() {
         bail!("--repair needs at least one of off, on, auto");
     }
+    let repair_params =
+        super::repair::parse_params(args.repair_params.as_deref(), "--repair-params")?;
     for (i, m) in args.repair.iter().enumerate() {
         if args.repair[..i].contains(m) {
             bail!("--repair names {m} twice");
@@ -354,7 +360,11 @@ pub fn run(args: EvalArgs, global: &GlobalArgs) -> anyhow::Result<()> {
                     )
                 })?;
                 let lexicon = args.lexicon.load()?.map(Arc::new);
-                Some(Arc::new(Repairer::new(vocab, lexicon)))
+                Some(Arc::new(Repairer::with_params(
+                    vocab,
+                    lexicon,
+                    repair_params.clone(),
+                )))
             } else {
                 None
             };
@@ -382,6 +392,9 @@ pub fn run(args: EvalArgs, global: &GlobalArgs) -> anyhow::Result<()> {
         (None, Some(url)) => {
             if args.ef.is_some() {
                 bail!("--ef applies to local evaluation; the server uses its own ef");
+            }
+            if args.repair_params.is_some() {
+                bail!("--repair-params applies to local evaluation; the server repairs with its own settings");
             }
             let base = url.trim_end_matches('/').to_string();
             if !base.starts_with("http://") {

@@ -43,10 +43,11 @@ pub struct RepairArgs {
     pub lexicon: LexiconArgs,
 }
 
-/// Speller settings from `--params`, the defaults for any not named.
-pub(crate) fn parse_params(p: Option<&str>) -> anyhow::Result<Params> {
+/// Speller settings from `flag` (`--params`), the defaults for any not named.
+pub(crate) fn parse_params(p: Option<&str>, flag: &str) -> anyhow::Result<Params> {
     match p {
-        Some(p) => serde_json::from_str(p).context("--params is not a valid settings object"),
+        Some(p) => serde_json::from_str(p)
+            .with_context(|| format!("{flag} is not a valid settings object")),
         None => Ok(Params::default()),
     }
 }
@@ -128,7 +129,11 @@ pub fn run(args: RepairArgs) -> anyhow::Result<()> {
         !(args.explain && matches!(args.format, OutputFormat::Tsv)),
         "--explain adds to the JSON lines: use it with --format json"
     );
-    let repairer = load_repairer(&index, &args.lexicon, parse_params(args.params.as_deref())?)?;
+    let repairer = load_repairer(
+        &index,
+        &args.lexicon,
+        parse_params(args.params.as_deref(), "--params")?,
+    )?;
     let queries = super::read_queries_arg(args.queries.as_deref())?;
     let mut out = BufWriter::new(std::io::stdout().lock());
     let mut changed = 0usize;
@@ -169,7 +174,7 @@ pub fn run(args: RepairArgs) -> anyhow::Result<()> {
 }
 
 fn run_eval(args: RepairEvalArgs) -> anyhow::Result<()> {
-    let params = parse_params(args.params.as_deref())?;
+    let params = parse_params(args.params.as_deref(), "--params")?;
     anyhow::ensure!(
         !args.misspellings.is_empty() || args.realword || args.boundary,
         "nothing to inject: give --misspellings FILE, --realword or --boundary"
