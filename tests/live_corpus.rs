@@ -1,7 +1,8 @@
 //! The live corpus through the admin API, driven as an operator would (curl, a plain HTTP/1.1
 //! client): documents written are found at once, replaced and deleted ones are gone, bad batches
 //! are refused whole, and what was acknowledged survives SIGKILL — in a loop of kills at random
-//! moments and at named points around the log's fsync, and with the log's tail torn.
+//! moments and at named points around the log's fsync and through compactions, and with the
+//! log's tail torn; compaction folds writes into a new frozen version under search load.
 
 mod common;
 mod jobs_common;
@@ -321,18 +322,23 @@ fn a_kill_loop_loses_no_acknowledged_write_and_applies_no_batch_in_part() {
     let data = tempfile::tempdir().unwrap();
     let ledger = Arc::new(Mutex::new(Ledger::default()));
     let mut rng = seed;
-    let points = ["wal.before_sync", "wal.after_sync"];
+    // Around the log's fsync, and through a compaction: the new version written, `CURRENT`
+    // naming it, the log cut to what came after it.
+    let points = [
+        ("wal.before_sync", 6),
+        ("wal.after_sync", 6),
+        ("compact.version_written", 2),
+        ("compact.current_written", 2),
+        ("compact.log_cut", 2),
+    ];
     for round in 0..rounds {
         rng = rng
             .wrapping_mul(6364136223846793005)
             .wrapping_add(1442695040888963407);
         // Every third round dies at a named point, the others at a random moment.
         let crash = (round % 3 == 2).then(|| {
-            format!(
-                "{}:{}",
-                points[(rng >> 40) as usize % 2],
-                1 + (rng >> 20) % 6
-            )
+            let (point, times) = points[(rng >> 40) as usize % points.len()];
+            format!("{point}:{}", 1 + (rng >> 20) % times)
         });
         let env: Vec<(&str, &str)> = crash
             .as_deref()
@@ -360,6 +366,28 @@ fn a_kill_loop_loses_no_acknowledged_write_and_applies_no_batch_in_part() {
                 std::thread::spawn(move || writer(addr, token, name, s, ledger))
             })
             .collect();
+        // Compactions while the writers write, until the server dies.
+        let compactor = {
+            let token = admin.token.clone();
+            let pause = 20 + (rng >> 28) % 80;
+            std::thread::spawn(move || {
+                let mut conn = Conn::new(addr);
+                let auth = format!("Bearer {token}");
+                loop {
+                    std::thread::sleep(Duration::from_millis(pause));
+                    match conn.request(
+                        "POST",
+                        "/admin/index/compact",
+                        &[("Authorization", &auth)],
+                        "",
+                    ) {
+                        Ok((202 | 409, _)) => {}
+                        Ok((code, answer)) => panic!("compact: {code} {answer}"),
+                        Err(_) => return,
+                    }
+                }
+            })
+        };
         if crash.is_none() {
             std::thread::sleep(Duration::from_millis(30 + (rng >> 33) % 300));
             kill(&mut server);
@@ -377,10 +405,14 @@ fn a_kill_loop_loses_no_acknowledged_write_and_applies_no_batch_in_part() {
         for w in writers {
             w.join().expect("writer");
         }
+        compactor.join().expect("compactor");
     }
     let (_server, admin) = start(data.path(), &[]);
     let l = ledger.lock().unwrap();
     check(&admin, &l, seed, rounds);
+    // The loop compacted too: what it checked was served from compacted versions.
+    let v = admin.get("/admin/index");
+    assert!(v["version"].as_u64().unwrap_or(0) >= 1, "no compaction finished: {v}");
     assert!(
         l.acked.len() > 5,
         "too few writes acknowledged to test anything"
@@ -585,4 +617,164 @@ fn under_search_load_writes_are_found_at_once_and_no_search_fails() {
         served += ok;
     }
     assert!(served > 0, "the load threads searched nothing");
+}
+
+/// Waits (bounded) until the compaction started last has ended; its status.
+fn compaction_ended(admin: &Admin) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let v = admin.get("/admin/index");
+        if v["compaction"]["state"] != "running" {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "compaction never ended: {v}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn compaction_folds_writes_into_a_new_version_under_search_load_and_a_restart_serves_it() {
+    let data = tempfile::tempdir().unwrap();
+    let (mut server, admin) = start(data.path(), &[]);
+    let (frozen_id, frozen_text) = frozen_document();
+    // Nothing written: nothing to fold, and the index as built stays served.
+    let (code, v) = admin.call("POST", "/admin/index/compact", None);
+    assert_eq!(code, 202, "{v}");
+    let v = compaction_ended(&admin);
+    assert_eq!(v["compaction"]["state"], "nothing_to_do", "{v}");
+    assert_eq!(v["version"], 0);
+    let served_before = v["documents"].as_u64().expect("documents");
+    // Writes: new documents (one with metadata), a frozen one replaced, one deleted.
+    let texts: Vec<String> = (0..12)
+        .map(|i| format!("Note {i}: the axolotl named Pixel {i} regrows limb {i} in Xochimilco."))
+        .collect();
+    let docs: Vec<Value> = texts
+        .iter()
+        .enumerate()
+        .map(|(i, t)| json!({"id": format!("ax-{i}"), "text": t, "metadata": {"n": i}}))
+        .collect();
+    let (code, v) = admin.call(
+        "POST",
+        "/admin/documents",
+        Some(&json!({ "documents": docs }).to_string()),
+    );
+    assert_eq!(code, 200, "{v}");
+    let (code, v) = admin.call("DELETE", &format!("/admin/documents/{frozen_id}"), None);
+    assert_eq!(code, 200, "{v}");
+    let (code, v) = admin.call("DELETE", "/admin/documents/ax-11", None);
+    assert_eq!(code, 200, "{v}");
+    // Searches without pause while it compacts: every answer a 200.
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let load: Vec<_> = (0..2)
+        .map(|t| {
+            let (stop, addr, text) = (stop.clone(), server.addr, texts[t].clone());
+            std::thread::spawn(move || {
+                let mut conn = Conn::new(addr);
+                let (mut ok, mut failed) = (0u64, Vec::new());
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    let body = json!({"query": text, "k": 10}).to_string();
+                    match conn.request("POST", "/search", &[], &body) {
+                        Ok((200, answer)) if answer.contains(&format!("\"ax-{t}\"")) => ok += 1,
+                        other => failed.push(format!("{other:?}")),
+                    }
+                }
+                (ok, failed)
+            })
+        })
+        .collect();
+    let (code, v) = admin.call("POST", "/admin/index/compact", None);
+    assert_eq!(code, 202, "{v}");
+    assert_eq!(v["state"], "running", "{v}");
+    // A write while it runs lands in this version or in the next live segment: found either way.
+    let late = "The late pangolin Quill curls up beside the axolotl tank.";
+    let (code, v) = admin.call(
+        "POST",
+        "/admin/documents",
+        Some(&json!({"documents": [{"id": "late", "text": late}]}).to_string()),
+    );
+    assert_eq!(code, 200, "{v}");
+    let v = compaction_ended(&admin);
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    for l in load {
+        let (ok, failed) = l.join().expect("load thread");
+        assert!(
+            failed.is_empty(),
+            "failed searches while compacting: {failed:?}"
+        );
+        assert!(ok > 0);
+    }
+    let c = &v["compaction"];
+    assert_eq!(c["state"], "succeeded", "{v}");
+    assert_eq!(v["version"], 1, "{v}");
+    assert_eq!(c["to_version"], 1);
+    assert!(c["folded"].as_u64().unwrap() >= 11, "{c}");
+    let kinds: Vec<&str> = c["events"]
+        .as_array()
+        .expect("events")
+        .iter()
+        .map(|e| e["kind"].as_str().unwrap_or(""))
+        .collect();
+    assert_eq!(kinds.first(), Some(&"started"), "{kinds:?}");
+    assert!(
+        kinds.contains(&"built") && kinds.last() == Some(&"succeeded"),
+        "{kinds:?}"
+    );
+    // 200 + 12 written − 1 frozen deleted − 1 written deleted + the late one.
+    assert_eq!(v["documents"].as_u64().unwrap(), served_before + 11, "{v}");
+    let check = |admin: &Admin, server: &Server| {
+        for (i, t) in texts.iter().enumerate().take(11) {
+            assert_eq!(search(server, t)[0], format!("ax-{i}"));
+        }
+        assert!(!search(server, &texts[11]).contains(&"ax-11".to_string()));
+        assert!(!search(server, &frozen_text).contains(&frozen_id));
+        assert_eq!(search(server, late)[0], "late");
+        assert_eq!(text_of(admin, "ax-11"), None);
+        assert_eq!(text_of(admin, &frozen_id), None);
+        let (code, d) = admin.call("GET", "/admin/documents/ax-3", None);
+        assert_eq!(code, 200, "{d}");
+        assert_eq!(
+            d["metadata"],
+            json!({"n": 3}),
+            "metadata survives compaction: {d}"
+        );
+    };
+    check(&admin, &server);
+    let (_, metrics) = common::http_get(server.addr, "/metrics").expect("metrics");
+    assert!(
+        metrics.contains("capot_corpus_compactions_total{outcome=\"ok\"} 1"),
+        "{metrics}"
+    );
+    assert!(metrics.contains("capot_corpus_version 1"));
+    // kill -9 and a restart: version 1 is served, the log replays only what came after it.
+    kill(&mut server);
+    let (mut server, admin) = start(data.path(), &[]);
+    let v = admin.get("/admin/index");
+    assert_eq!(v["version"], 1, "{v}");
+    check(&admin, &server);
+    // A second compaction replaces version 1, whose files go once no request holds them.
+    let (code, v) = admin.call(
+        "POST",
+        "/admin/documents",
+        Some(
+            &json!({"documents": [{"id": "v2", "text": "A second version's okapi."}]}).to_string(),
+        ),
+    );
+    assert_eq!(code, 200, "{v}");
+    let (code, _) = admin.call("POST", "/admin/index/compact", None);
+    assert_eq!(code, 202);
+    let v = compaction_ended(&admin);
+    assert_eq!(
+        (v["version"].as_u64(), v["delta_documents"].as_u64()),
+        (Some(2), Some(0)),
+        "{v}"
+    );
+    let versions = data.path().join("corpus/versions");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while versions.join("v000001").exists() {
+        assert!(Instant::now() < deadline, "version 1 never removed");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(versions.join("v000002").is_dir());
+    check(&admin, &server);
+    kill(&mut server);
 }

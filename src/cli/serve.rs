@@ -73,6 +73,14 @@ pub struct ServeArgs {
     /// answer 503 [default: 100000].
     #[arg(long, env = "CAPOT_MAX_LIVE_DOCUMENTS")]
     pub max_live_documents: Option<usize>,
+    /// A compaction starts by itself once the live segment holds this many documents; 0 never
+    /// [default: 50000].
+    #[arg(long, env = "CAPOT_COMPACT_LIVE_DOCUMENTS")]
+    pub compact_live_documents: Option<usize>,
+    /// A compaction starts by itself once the write-ahead log holds this many bytes; 0 never
+    /// [default: 1073741824].
+    #[arg(long, env = "CAPOT_COMPACT_LOG_BYTES")]
+    pub compact_log_bytes: Option<u64>,
     /// Serve searches only: document writes answer 409 (replicas beside the one writer).
     #[arg(long, env = "CAPOT_READ_ONLY")]
     pub read_only: bool,
@@ -119,6 +127,8 @@ struct ServeFile {
     queue_capacity: Option<usize>,
     max_in_flight: Option<usize>,
     max_live_documents: Option<usize>,
+    compact_live_documents: Option<usize>,
+    compact_log_bytes: Option<u64>,
     read_only: Option<bool>,
     request_timeout_ms: Option<u64>,
     max_body_bytes: Option<usize>,
@@ -300,6 +310,14 @@ pub fn options(args: ServeArgs, global: &GlobalArgs) -> anyhow::Result<ServeOpti
                 .or(file.max_live_documents)
                 .unwrap_or(defaults.max_live_documents),
         )?,
+        compact_live_documents: args
+            .compact_live_documents
+            .or(file.compact_live_documents)
+            .unwrap_or(defaults.compact_live_documents),
+        compact_log_bytes: args
+            .compact_log_bytes
+            .or(file.compact_log_bytes)
+            .unwrap_or(defaults.compact_log_bytes),
         read_only: args.read_only || file.read_only.unwrap_or(false),
         request_timeout_ms: args
             .request_timeout_ms

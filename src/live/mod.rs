@@ -7,10 +7,11 @@
 //! and query encoders aligned to it keep fitting both.
 
 pub mod segment;
+pub mod version;
 pub mod wal;
 
 use std::path::{Path, PathBuf};
-use std::sync::RwLock;
+use std::sync::{Arc, RwLock};
 
 use crate::index::{Index, IndexManifest};
 use segment::{LiveHit, Segment, StoredDocument};
@@ -129,13 +130,16 @@ fn frozen_index(index: &Index, id: &str) -> Option<usize> {
     })
 }
 
-/// The log and the segment of one frozen index.
+/// The log and the segment of one frozen version.
 pub struct LiveCorpus {
-    wal: Wal,
+    wal: Arc<Wal>,
     segment: RwLock<Segment>,
     frozen_documents: usize,
     max_live_documents: usize,
     path: PathBuf,
+    /// The last operation id the frozen version holds (0 for the index as built): the segment
+    /// holds the batches after it.
+    covers: u64,
 }
 
 /// What identifies a frozen index to its log: its document encoder and its vectors' hash, so a
@@ -149,37 +153,88 @@ pub fn index_identity(m: &IndexManifest) -> String {
 }
 
 impl LiveCorpus {
-    /// Opens the log in `data_dir` for `index` and replays it into a new live segment.
+    /// Opens the log in `data_dir` of the index named `identity` (the index as built, whose
+    /// log it is through every compacted version) and replays into a new live segment over
+    /// `index`, the version served, the batches after `covers`, the last one it holds.
     pub fn open(
         data_dir: &Path,
+        identity: &str,
         index: &Index,
+        covers: u64,
         max_live_documents: usize,
     ) -> Result<LiveCorpus, LiveError> {
         std::fs::create_dir_all(data_dir)
             .map_err(|e| LiveError::Io(format!("{}: {e}", data_dir.display())))?;
         let path = data_dir.join(WAL_FILE);
-        let (wal, recovery) = Wal::open(&path, &index_identity(index.manifest()))?;
-        let mut segment = Segment::new(index.dimension());
-        let frozen = |id: &str| frozen_index(index, id);
-        for r in &recovery.records {
-            segment.apply(r.seq, &r.operation, &frozen);
-        }
-        if !recovery.records.is_empty() {
+        let (wal, recovery) = Wal::open(&path, identity, covers)?;
+        let records: Vec<_> = recovery
+            .records
+            .into_iter()
+            .filter(|r| r.seq > covers)
+            .collect();
+        let live = LiveCorpus::over(Arc::new(wal), index, covers, &records, max_live_documents);
+        if !records.is_empty() {
+            let s = live.read();
             tracing::info!(
                 log = %path.display(),
-                batches = recovery.records.len(),
-                live = segment.len(),
-                deleted = segment.hidden(),
+                batches = records.len(),
+                live = s.len(),
+                deleted = s.hidden(),
                 "write-ahead log replayed"
             );
         }
-        Ok(LiveCorpus {
+        Ok(live)
+    }
+
+    /// A segment over `index` holding `records`, on `wal`.
+    fn over(
+        wal: Arc<Wal>,
+        index: &Index,
+        covers: u64,
+        records: &[wal::Record],
+        max_live_documents: usize,
+    ) -> LiveCorpus {
+        let mut segment = Segment::new(index.dimension());
+        let frozen = |id: &str| frozen_index(index, id);
+        for r in records {
+            segment.apply(r.seq, &r.operation, &frozen);
+        }
+        LiveCorpus {
+            path: wal.path().to_path_buf(),
             wal,
             segment: RwLock::new(segment),
             frozen_documents: index.len(),
             max_live_documents,
-            path,
-        })
+            covers,
+        }
+    }
+
+    /// The live corpus over `index`, a new version that holds every batch up to `covers`: the
+    /// batches after it, replayed from the log into a new segment, and the log cut to them.
+    /// Writes must wait while this runs (the caller holds the write gate), or one applied to
+    /// this segment meanwhile would miss the new one.
+    pub fn successor(&self, index: &Index, covers: u64) -> Result<LiveCorpus, LiveError> {
+        let records = self.wal.records(covers + 1..)?;
+        let next = LiveCorpus::over(
+            self.wal.clone(),
+            index,
+            covers,
+            &records,
+            self.max_live_documents,
+        );
+        self.wal.retain_after(covers)?;
+        crash_point("compact.log_cut");
+        Ok(next)
+    }
+
+    /// The last operation id the frozen version holds.
+    pub fn covers(&self) -> u64 {
+        self.covers
+    }
+
+    /// The log.
+    pub fn wal(&self) -> &Wal {
+        &self.wal
     }
 
     /// Logs `op` durably and returns its operation id; [`LiveCorpus::apply`] makes it visible.
@@ -286,7 +341,7 @@ mod tests {
         })
         .build(docs, vectors.clone(), &mut |_| Ok(()))
         .unwrap();
-        let live = LiveCorpus::open(&dir.path().join("data"), &index, 1000).unwrap();
+        let live = LiveCorpus::open(&dir.path().join("data"), "test", &index, 0, 1000).unwrap();
         // New documents, replacements of frozen ones, deletes of frozen and live ones.
         let write = |op: Operation| {
             let seq = live.log(&op).unwrap();

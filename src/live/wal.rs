@@ -18,10 +18,10 @@
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Mutex, RwLock};
 
 use super::{LiveDocument, LiveError, Operation};
-use crate::sync::lock;
+use crate::sync::{lock, read, write};
 
 const MAGIC: &[u8; 8] = b"CAPOTWAL";
 const FORMAT: u32 = 1;
@@ -57,20 +57,51 @@ pub(crate) trait LogStorage: Send + Sync {
     fn truncate(&self, len: u64) -> std::io::Result<()>;
     /// Makes everything appended so far durable.
     fn sync(&self) -> std::io::Result<()>;
+    /// The log's bytes as they are now, synced or not.
+    fn read_all(&self) -> std::io::Result<Vec<u8>>;
+    /// Replaces the whole log with `bytes`, durably and at once: after a crash the log is the
+    /// old one or the new one, never a mix.
+    fn replace(&self, bytes: &[u8]) -> std::io::Result<()>;
 }
 
-/// The log file, opened for appending.
-struct FileStorage(File);
+/// The log file, opened for appending; swapped whole by [`LogStorage::replace`].
+struct FileStorage {
+    path: PathBuf,
+    file: RwLock<File>,
+}
 
 impl LogStorage for FileStorage {
     fn append(&self, bytes: &[u8]) -> std::io::Result<()> {
-        (&self.0).write_all(bytes)
+        (&*read(&self.file)).write_all(bytes)
     }
     fn truncate(&self, len: u64) -> std::io::Result<()> {
-        self.0.set_len(len)
+        read(&self.file).set_len(len)
     }
     fn sync(&self) -> std::io::Result<()> {
-        self.0.sync_data()
+        read(&self.file).sync_data()
+    }
+    fn read_all(&self) -> std::io::Result<Vec<u8>> {
+        std::fs::read(&self.path)
+    }
+    fn replace(&self, bytes: &[u8]) -> std::io::Result<()> {
+        let tmp = self.path.with_extension("log.tmp");
+        let mut file = OpenOptions::new()
+            .read(true)
+            .append(true)
+            .create(true)
+            .truncate(false)
+            .open(&tmp)?;
+        file.set_len(0)?;
+        file.write_all(bytes)?;
+        file.sync_all()?;
+        // The new file takes the old one's lock before it takes its name.
+        file.try_lock().map_err(std::io::Error::other)?;
+        std::fs::rename(&tmp, &self.path)?;
+        if let Some(dir) = self.path.parent() {
+            crate::atomic_file::sync_dir(dir)?;
+        }
+        *write(&self.file) = file;
+        Ok(())
     }
 }
 
@@ -87,6 +118,7 @@ struct Tail {
 /// An open log, shared by every writer.
 pub struct Wal {
     path: PathBuf,
+    identity: String,
     storage: std::sync::Arc<dyn LogStorage>,
     tail: Mutex<Tail>,
     /// The id of the last record known durable; also the lock one fsync holds at a time.
@@ -95,8 +127,9 @@ pub struct Wal {
 
 impl Wal {
     /// Opens (or creates) the log at `path` for the index named by `identity`, and returns
-    /// what it holds. A log written for another index is refused.
-    pub fn open(path: &Path, identity: &str) -> Result<(Wal, Recovery), LiveError> {
+    /// what it holds. A log written for another index is refused. Operation ids go on after
+    /// `floor` (the last one a compacted version holds) even when the log holds none.
+    pub fn open(path: &Path, identity: &str, floor: u64) -> Result<(Wal, Recovery), LiveError> {
         let io = |e: std::io::Error| LiveError::Io(format!("{}: {e}", path.display()));
         let mut file = OpenOptions::new()
             .read(true)
@@ -119,8 +152,11 @@ impl Wal {
         let mut bytes = Vec::new();
         file.read_to_end(&mut bytes).map_err(io)?;
         let fresh = bytes.len() < header(identity).len();
-        let storage = std::sync::Arc::new(FileStorage(file));
-        let (wal, mut recovery) = Wal::recover(path, &bytes, identity, storage)?;
+        let storage = std::sync::Arc::new(FileStorage {
+            path: path.to_path_buf(),
+            file: RwLock::new(file),
+        });
+        let (wal, mut recovery) = Wal::recover(path, &bytes, identity, floor, storage)?;
         if fresh {
             if let Some(dir) = path.parent() {
                 crate::atomic_file::sync_dir(dir).map_err(io)?;
@@ -148,6 +184,7 @@ impl Wal {
         path: &Path,
         bytes: &[u8],
         identity: &str,
+        floor: u64,
         storage: std::sync::Arc<dyn LogStorage>,
     ) -> Result<(Wal, Recovery), LiveError> {
         let io = |e: std::io::Error| LiveError::Io(format!("{}: {e}", path.display()));
@@ -175,10 +212,11 @@ impl Wal {
             }
             valid
         };
-        let last = recovery.records.last().map_or(0, |r| r.seq);
+        let last = recovery.records.last().map_or(0, |r| r.seq).max(floor);
         Ok((
             Wal {
                 path: path.to_path_buf(),
+                identity: identity.to_string(),
                 storage,
                 tail: Mutex::new(Tail {
                     bytes: valid as u64,
@@ -257,6 +295,70 @@ impl Wal {
     /// The id of the last record written.
     pub fn last_seq(&self) -> u64 {
         lock(&self.tail).written
+    }
+
+    /// The id of the last record known durable: every batch up to it is in the log for good.
+    pub fn durable_seq(&self) -> u64 {
+        *lock(&self.synced)
+    }
+
+    /// The log's records with ids in `range`, read back from it (a compaction's snapshot).
+    pub fn records(
+        &self,
+        range: impl std::ops::RangeBounds<u64>,
+    ) -> Result<Vec<Record>, LiveError> {
+        let bytes = self.storage.read_all().map_err(|e| self.io(e))?;
+        let body = bytes.get(self.header_len()..).unwrap_or_default();
+        let (records, _) = read_records(body);
+        Ok(records
+            .into_iter()
+            .filter(|r| range.contains(&r.seq))
+            .collect())
+    }
+
+    /// Drops the records up to `covers`, which a durable frozen version now holds, and keeps
+    /// the rest: the log is rewritten and swapped in at once, so a crash leaves the old log
+    /// or the new one, and both replay to the same corpus over that version.
+    pub fn retain_after(&self, covers: u64) -> Result<(), LiveError> {
+        let mut synced = lock(&self.synced);
+        let mut tail = lock(&self.tail);
+        if let Some(reason) = &tail.failed {
+            return Err(LiveError::LogFailed(reason.clone()));
+        }
+        let bytes = self.storage.read_all().map_err(|e| self.io(e))?;
+        let header = self.header_len().min(bytes.len());
+        let body = &bytes[header..tail.bytes.min(bytes.len() as u64) as usize];
+        let (records, _) = read_records(body);
+        let mut kept = bytes[..header].to_vec();
+        let mut pos = 0;
+        for r in &records {
+            let len =
+                u32::from_le_bytes(body[pos..pos + 4].try_into().unwrap_or_default()) as usize;
+            if r.seq > covers {
+                kept.extend_from_slice(&body[pos..pos + 8 + len]);
+            }
+            pos += 8 + len;
+        }
+        self.storage
+            .replace(&kept)
+            .map_err(|e| LiveError::from_write(e, &self.path))?;
+        tail.bytes = kept.len() as u64;
+        // The new log was synced whole.
+        *synced = tail.written;
+        Ok(())
+    }
+
+    /// Where the log is.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn header_len(&self) -> usize {
+        header(&self.identity).len()
+    }
+
+    fn io(&self, e: std::io::Error) -> LiveError {
+        LiveError::Io(format!("{}: {e}", self.path.display()))
     }
 }
 
@@ -444,7 +546,7 @@ mod tests {
     }
 
     fn three(path: &Path) -> Vec<Operation> {
-        let (wal, rec) = Wal::open(path, "index-a").unwrap();
+        let (wal, rec) = Wal::open(path, "index-a", 0).unwrap();
         assert!(rec.records.is_empty());
         let ops = vec![
             Operation::Upsert(vec![doc("a", "first"), doc("b", "second")]),
@@ -462,7 +564,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("wal.log");
         let ops = three(&path);
-        let (wal, rec) = Wal::open(&path, "index-a").unwrap();
+        let (wal, rec) = Wal::open(&path, "index-a", 0).unwrap();
         let got: Vec<_> = rec.records.iter().map(|r| r.operation.clone()).collect();
         assert_eq!(got, ops);
         assert_eq!(rec.cut_bytes, 0);
@@ -473,11 +575,11 @@ mod tests {
     fn a_log_in_use_is_refused_until_its_holder_closes_it() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("wal.log");
-        let (held, _) = Wal::open(&path, "index-a").unwrap();
-        let err = Wal::open(&path, "index-a").err().expect("refused");
+        let (held, _) = Wal::open(&path, "index-a", 0).unwrap();
+        let err = Wal::open(&path, "index-a", 0).err().expect("refused");
         assert!(err.to_string().contains("in use"), "{err}");
         drop(held);
-        assert!(Wal::open(&path, "index-a").is_ok());
+        assert!(Wal::open(&path, "index-a", 0).is_ok());
     }
 
     #[test]
@@ -485,7 +587,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("wal.log");
         three(&path);
-        let err = Wal::open(&path, "index-b").err().expect("refused");
+        let err = Wal::open(&path, "index-b", 0).err().expect("refused");
         assert!(err.to_string().contains("index-a"), "{err}");
     }
 
@@ -498,7 +600,7 @@ mod tests {
         // Where the last record starts: the length of a log of the first two.
         let two = dir.path().join("two.log");
         {
-            let (wal, _) = Wal::open(&two, "index-a").unwrap();
+            let (wal, _) = Wal::open(&two, "index-a", 0).unwrap();
             wal.append(&ops[0]).unwrap();
             wal.append(&ops[1]).unwrap();
         }
@@ -506,7 +608,7 @@ mod tests {
         assert!(start < full.len());
         let check = |bytes: &[u8], what: &str| {
             std::fs::write(&path, bytes).unwrap();
-            let (wal, rec) = Wal::open(&path, "index-a").unwrap();
+            let (wal, rec) = Wal::open(&path, "index-a", 0).unwrap();
             let got: Vec<_> = rec.records.iter().map(|r| r.operation.clone()).collect();
             assert_eq!(got, ops[..2], "{what}");
             assert_eq!(
@@ -537,7 +639,7 @@ mod tests {
     fn concurrent_writers_each_get_a_distinct_durable_id() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("wal.log");
-        let (wal, _) = Wal::open(&path, "index-a").unwrap();
+        let (wal, _) = Wal::open(&path, "index-a", 0).unwrap();
         let wal = std::sync::Arc::new(wal);
         let ids: Vec<u64> = std::thread::scope(|s| {
             let handles: Vec<_> = (0..8)
@@ -562,8 +664,52 @@ mod tests {
         sorted.sort_unstable();
         assert_eq!(sorted, (1..=160).collect::<Vec<_>>());
         drop(wal);
-        let (_, rec) = Wal::open(&path, "index-a").unwrap();
+        let (_, rec) = Wal::open(&path, "index-a", 0).unwrap();
         assert_eq!(rec.records.len(), 160);
+    }
+
+    #[test]
+    fn a_compacted_prefix_leaves_the_log_and_ids_go_on_after_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("wal.log");
+        let (wal, _) = Wal::open(&path, "index-a", 0).unwrap();
+        for i in 1..=5 {
+            let op = Operation::Upsert(vec![doc(&format!("d{i}"), "x")]);
+            assert_eq!(wal.append(&op).unwrap(), i);
+        }
+        assert_eq!(wal.records(..=3).unwrap().len(), 3);
+        let before = wal.bytes();
+        wal.retain_after(3).unwrap();
+        assert!(wal.bytes() < before);
+        let seqs = |w: &Wal| {
+            w.records(..)
+                .unwrap()
+                .iter()
+                .map(|r| r.seq)
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(seqs(&wal), vec![4, 5]);
+        // Appends go on in the new file, and a restart replays what is left.
+        assert_eq!(
+            wal.append(&Operation::Delete(vec!["d4".into()])).unwrap(),
+            6
+        );
+        drop(wal);
+        let (wal, rec) = Wal::open(&path, "index-a", 3).unwrap();
+        assert_eq!(
+            rec.records.iter().map(|r| r.seq).collect::<Vec<_>>(),
+            vec![4, 5, 6]
+        );
+        // Everything compacted: the log is a header, and ids still go on from the version's.
+        wal.retain_after(6).unwrap();
+        drop(wal);
+        let (wal, rec) = Wal::open(&path, "index-a", 6).unwrap();
+        assert!(rec.records.is_empty());
+        assert_eq!(
+            wal.append(&Operation::Delete(vec!["d1".into()])).unwrap(),
+            7
+        );
+        assert!(!dir.path().join("wal.log.tmp").exists());
     }
 
     /// A disk that, at a power cut, keeps what was synced and a torn piece of the rest.
@@ -585,6 +731,14 @@ mod tests {
         fn sync(&self) -> std::io::Result<()> {
             let written = lock(&self.written);
             *lock(&self.durable) = written.clone();
+            Ok(())
+        }
+        fn read_all(&self) -> std::io::Result<Vec<u8>> {
+            Ok(lock(&self.written).clone())
+        }
+        fn replace(&self, bytes: &[u8]) -> std::io::Result<()> {
+            *lock(&self.written) = bytes.to_vec();
+            *lock(&self.durable) = bytes.to_vec();
             Ok(())
         }
     }
@@ -625,7 +779,7 @@ mod tests {
             let disk = Arc::new(Disk::default());
             *lock(&disk.written) = bytes.clone();
             *lock(&disk.durable) = bytes.clone();
-            let (wal, rec) = Wal::recover(path, &bytes, "index-a", disk.clone()).unwrap();
+            let (wal, rec) = Wal::recover(path, &bytes, "index-a", 0, disk.clone()).unwrap();
             let found: std::collections::BTreeMap<u64, Operation> = rec
                 .records
                 .into_iter()

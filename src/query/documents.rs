@@ -12,9 +12,9 @@ use serde_json::{json, Value};
 
 use super::error::ApiError;
 use super::stages;
-use super::state::AppState;
+use super::state::{AppState, Corpus};
 use crate::index::Index;
-use crate::live::{LiveCorpus, LiveDocument, LiveError, Operation};
+use crate::live::{LiveDocument, LiveError, Operation};
 use crate::registry::LoadedEncoder;
 
 /// Longest document id, in bytes.
@@ -80,11 +80,10 @@ fn writable(state: &AppState) -> Result<(), ApiError> {
     Ok(())
 }
 
-fn corpus(state: &AppState) -> Result<(Arc<LiveCorpus>, Arc<Index>), ApiError> {
-    match (state.live.get(), state.index.get()) {
-        (Some(l), Some(i)) => Ok((l.clone(), i.clone())),
-        _ => Err(ApiError::not_ready("the index is not loaded yet")),
-    }
+fn corpus(state: &AppState) -> Result<Arc<Corpus>, ApiError> {
+    state
+        .corpus()
+        .ok_or_else(|| ApiError::not_ready("the index is not loaded yet"))
 }
 
 /// The loaded encoder whose vectors the index holds: the only one documents may be encoded
@@ -211,7 +210,7 @@ async fn upsert_inner(
     if !reasons.is_empty() {
         return Err(refuse(reasons));
     }
-    let (live, index) = corpus(state)?;
+    let index = corpus(state)?.index.clone();
     let encoder = document_encoder(state, &index)?;
     let texts: Vec<String> = docs
         .iter()
@@ -229,7 +228,7 @@ async fn upsert_inner(
             vector,
         })
         .collect();
-    write(state, live, index, Operation::Upsert(documents), wait).await
+    write(state, Operation::Upsert(documents), wait).await
 }
 
 /// Deletes documents by id (ids that exist nowhere are no error).
@@ -260,8 +259,7 @@ async fn delete_inner(
     if !reasons.is_empty() {
         return Err(refuse(reasons));
     }
-    let (live, index) = corpus(state)?;
-    write(state, live, index, Operation::Delete(ids), wait).await
+    write(state, Operation::Delete(ids), wait).await
 }
 
 /// Runs a write and counts it by operation and outcome (`ok`, or the error code).
@@ -284,18 +282,18 @@ async fn counted(
 }
 
 /// Logs `op` durably (off the async runtime: it fsyncs) and applies it, before answering or
-/// after (`wait` false).
-async fn write(
-    state: &Arc<AppState>,
-    live: Arc<LiveCorpus>,
-    index: Arc<Index>,
-    op: Operation,
-    wait: bool,
-) -> Result<WriteResult, ApiError> {
+/// after (`wait` false). From logging to applying it holds the write gate shared: a
+/// compaction's switch waits for it, so the batch lands in the segment it replays into the
+/// next version's.
+async fn write(state: &Arc<AppState>, op: Operation, wait: bool) -> Result<WriteResult, ApiError> {
     let (name, items) = match &op {
         Operation::Upsert(d) => ("upsert", d.len()),
         Operation::Delete(i) => ("delete", i.len()),
     };
+    let gate = state.write_gate.clone().read_owned().await;
+    let corpus = corpus(state)?;
+    let (live, index) = (corpus.live.clone(), corpus.index.clone());
+    drop(corpus);
     let metrics = state.metrics.clone();
     let (seq, pending) = tokio::task::spawn_blocking(move || {
         let started = Instant::now();
@@ -306,9 +304,10 @@ async fn write(
         if wait {
             live.apply(seq, &op, &index);
             metrics.set_corpus(&live.stats());
+            drop(gate);
             Ok::<_, ApiError>((seq, None))
         } else {
-            Ok((seq, Some((live, index, op))))
+            Ok((seq, Some((live, index, op, gate))))
         }
     })
     .await
@@ -320,15 +319,17 @@ async fn write(
         .inc_by(items as u64);
     let status = match pending {
         None => WriteStatus::Completed,
-        Some((live, index, op)) => {
+        Some((live, index, op, gate)) => {
             let metrics = state.metrics.clone();
             tokio::task::spawn_blocking(move || {
                 live.apply(seq, &op, &index);
                 metrics.set_corpus(&live.stats());
+                drop(gate);
             });
             WriteStatus::Acknowledged
         }
     };
+    super::compaction::start_if_due(state);
     Ok(WriteResult {
         operation_id: seq,
         status,
@@ -359,7 +360,8 @@ fn write_error(e: LiveError) -> ApiError {
 
 /// The document `id` as searches see it: live, frozen, or absent (deleted or never written).
 pub fn get(state: &AppState, id: &str) -> Result<Option<DocumentView>, ApiError> {
-    let (live, index) = corpus(state)?;
+    let corpus = corpus(state)?;
+    let (live, index) = (&corpus.live, &corpus.index);
     if let Some(d) = live.get(id) {
         return Ok(Some(DocumentView {
             id: d.id,
@@ -385,10 +387,10 @@ pub fn get(state: &AppState, id: &str) -> Result<Option<DocumentView>, ApiError>
         .document(i)
         .map_err(|e| ApiError::internal(e.to_string()))?
         .map(|d| DocumentView {
+            metadata: corpus.frozen_metadata.get(&d.id).cloned(),
             id: d.id,
             title: d.title,
             text: d.text,
-            metadata: None,
             source: "frozen",
             operation_id: None,
         }))
@@ -396,11 +398,14 @@ pub fn get(state: &AppState, id: &str) -> Result<Option<DocumentView>, ApiError>
 
 /// The served corpus: the frozen version and what the live segment adds, as `/info` and
 /// `GET /admin/index` report it.
-pub fn corpus_view(index: &Index, live: &LiveCorpus) -> Value {
+pub fn corpus_view(corpus: &Corpus, compacting: bool) -> Value {
+    let (index, live) = (&corpus.index, &corpus.live);
     let m = index.manifest();
     let s = live.stats();
     json!({
-        "version": m.created_at,
+        "version": corpus.version,
+        "created_at": m.created_at,
+        "covers_operation_id": live.covers(),
         "path": index.dir(),
         "frozen_documents": index.len(),
         "documents": s.documents,
@@ -411,6 +416,6 @@ pub fn corpus_view(index: &Index, live: &LiveCorpus) -> Value {
         "last_operation_id": s.last_operation_id,
         "memory_bytes": s.memory_bytes,
         "max_live_documents": s.max_live_documents,
-        "compacting": false,
+        "compacting": compacting,
     })
 }

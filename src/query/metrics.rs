@@ -56,6 +56,14 @@ pub struct Metrics {
     pub corpus_memory_bytes: IntGauge,
     /// Live documents the segment takes before writes answer 503 (`--max-live-documents`).
     pub corpus_live_limit: IntGauge,
+    /// Compactions by outcome (`ok`, `nothing_to_do`, `failed`).
+    pub corpus_compactions: IntCounterVec,
+    /// Time a compaction takes, build and switch.
+    pub corpus_compaction_seconds: prometheus::Histogram,
+    /// 1 while a compaction runs.
+    pub corpus_compacting: IntGauge,
+    /// The frozen version served (0: the index as built).
+    pub corpus_version: IntGauge,
 }
 
 impl Metrics {
@@ -178,6 +186,34 @@ impl Metrics {
             "Live documents the segment takes before writes answer 503 (--max-live-documents).",
         )?;
         registry.register(Box::new(corpus_live_limit.clone()))?;
+        let corpus_compactions = IntCounterVec::new(
+            Opts::new(
+                "corpus_compactions_total",
+                "Compactions of the live corpus into a new frozen version, by outcome.",
+            ),
+            &["outcome"],
+        )?;
+        let corpus_compaction_seconds = prometheus::Histogram::with_opts(
+            HistogramOpts::new(
+                "corpus_compaction_duration_seconds",
+                "Time a compaction takes: the new version built, written and switched to.",
+            )
+            .buckets(vec![
+                0.1, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 3600.0,
+            ]),
+        )?;
+        let corpus_compacting = IntGauge::new(
+            "corpus_compacting",
+            "1 while a compaction of the live corpus runs.",
+        )?;
+        let corpus_version = IntGauge::new(
+            "corpus_version",
+            "The frozen version served: 0 for the index as built, one more per compaction.",
+        )?;
+        registry.register(Box::new(corpus_compactions.clone()))?;
+        registry.register(Box::new(corpus_compaction_seconds.clone()))?;
+        registry.register(Box::new(corpus_compacting.clone()))?;
+        registry.register(Box::new(corpus_version.clone()))?;
         let build_info = GaugeVec::new(
             Opts::new("build_info", "Version of the running capot (value 1)."),
             &["version"],
@@ -207,6 +243,10 @@ impl Metrics {
             corpus_log_bytes,
             corpus_memory_bytes,
             corpus_live_limit,
+            corpus_compactions,
+            corpus_compaction_seconds,
+            corpus_compacting,
+            corpus_version,
         })
     }
 

@@ -12,6 +12,7 @@ use std::time::Instant;
 
 use serde::Serialize;
 
+pub mod compaction;
 pub mod documents;
 pub mod error;
 pub mod metrics;
@@ -160,8 +161,9 @@ async fn routed(state: &Arc<AppState>, req: SearchRequest) -> Result<SearchOutco
     stages::precheck(state, &p.texts, p.field)?;
     let snapshot = state.registry.snapshot();
     let texts = p.texts.clone();
-    let repairer = state.repairer.get().cloned().flatten();
-    let live = state.live.get().cloned();
+    let corpus = state.corpus();
+    let repairer = corpus.as_ref().and_then(|c| c.repairer.clone());
+    let live = corpus.map(|c| c.live.clone());
     let aliases: Vec<String> = tokio::task::spawn_blocking(move || {
         let segment = live.as_ref().map(|l| l.read());
         let known = |w: &str| segment.as_ref().is_some_and(|s| s.has_word(w));

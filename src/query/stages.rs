@@ -11,7 +11,7 @@ use http::StatusCode;
 use serde::Serialize;
 
 use super::error::ApiError;
-use super::state::AppState;
+use super::state::{AppState, Corpus};
 use crate::index::{Index, IndexError};
 use crate::live::segment::StoredDocument;
 use crate::live::LiveCorpus;
@@ -138,8 +138,8 @@ fn resolve_with_pipeline(
 
 /// The repairer a search uses under `mode`: `None` to search the text as it is. `on` without a
 /// vocabulary is the client's error; `auto` without a vocabulary or a lexicon skips repair.
-fn repairer_for(state: &AppState, mode: RepairMode) -> Result<Option<Arc<Repairer>>, ApiError> {
-    mode.repairer(state.repairer.get().and_then(Option::as_ref))
+fn repairer_for(corpus: &Corpus, mode: RepairMode) -> Result<Option<Arc<Repairer>>, ApiError> {
+    mode.repairer(corpus.repairer.as_ref())
         .map_err(|e| ApiError::invalid(format!("repair: {e}")).with_param("repair"))
 }
 
@@ -412,19 +412,19 @@ pub async fn search(state: &AppState, p: SearchParams) -> Result<SearchOutput, A
     };
     let mode = pipeline.repair.unwrap_or_default();
     let fusion = pipeline.fusion.unwrap_or_default();
-    let repairer = repairer_for(state, mode)?;
-    let index = state
-        .index
-        .get()
-        .cloned()
+    // One corpus for the whole request, though a compaction may swap it meanwhile.
+    let corpus = state
+        .corpus()
         .ok_or_else(|| ApiError::not_ready("the index is not loaded"))?;
+    let repairer = repairer_for(&corpus, mode)?;
+    let index = corpus.index.clone();
     let k = p.k;
     let ef =
         p.ef.or(state.limits.default_ef)
             .unwrap_or_else(|| index.default_ef())
             .max(k);
     let repair_ran = repairer.is_some();
-    let live = state.live.get().cloned();
+    let live = Some(corpus.live.clone());
     let work = async {
         let prepared = prepare(&loaded, p.texts, repairer, fusion, live.clone()).await?;
         let (vectors, timings, _) = infer(&loaded, prepared.tokens).await?;

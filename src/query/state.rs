@@ -1,7 +1,9 @@
 //! Shared state of the running service.
 
+use std::collections::HashMap;
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::time::Duration;
 
 use tokio::sync::Semaphore;
@@ -19,6 +21,11 @@ pub struct RepairDefaults {
     pub mode: RepairMode,
     pub fusion: RepairFusion,
 }
+
+/// Live documents past which a compaction starts by itself (half the segment's default limit).
+pub const DEFAULT_COMPACT_LIVE_DOCUMENTS: usize = crate::live::DEFAULT_MAX_LIVE_DOCUMENTS / 2;
+/// Log bytes past which a compaction starts by itself.
+pub const DEFAULT_COMPACT_LOG_BYTES: u64 = 1 << 30;
 
 /// Request limits, reported by `/info`.
 #[derive(Debug, Clone, serde::Serialize)]
@@ -40,6 +47,10 @@ pub struct Limits {
     pub max_document_bytes: usize,
     /// Document writes refused (409): a replica that serves searches beside the one writer.
     pub read_only: bool,
+    /// A compaction starts by itself once the live segment holds this many documents (0: never).
+    pub compact_live_documents: usize,
+    /// ... or once the write-ahead log holds this many bytes (0: never).
+    pub compact_log_bytes: u64,
 }
 
 impl Default for Limits {
@@ -57,14 +68,83 @@ impl Default for Limits {
             max_write_documents: 256,
             max_document_bytes: 64 << 10,
             read_only: false,
+            compact_live_documents: DEFAULT_COMPACT_LIVE_DOCUMENTS,
+            compact_log_bytes: DEFAULT_COMPACT_LOG_BYTES,
         }
     }
 }
 
-/// Everything handlers need. The index is set once loading finishes; until then the service
+/// The corpus searches read: a frozen version, the live segment over it and the speller of its
+/// vocabulary. A compaction swaps it whole; a request takes it once and uses it to its end, so
+/// no request sees half of one version and half of the next.
+pub struct Corpus {
+    pub index: Arc<Index>,
+    pub live: Arc<LiveCorpus>,
+    /// Query repair over the version's vocabulary; `None` when it has none.
+    pub repairer: Option<Arc<Repairer>>,
+    /// The version served: 0 for the index as built, then one more per compaction.
+    pub version: u64,
+    /// Metadata of the frozen documents that had any (the index keeps none; compactions do).
+    pub frozen_metadata: HashMap<String, serde_json::Value>,
+    /// The live corpus's directory (`<data-dir>/corpus`) and the identity of the index as
+    /// built, whose log it is: what a compaction needs.
+    pub live_dir: PathBuf,
+    pub identity: String,
+    /// The version's directory once a newer one is served: removed when the last request that
+    /// holds this corpus lets it go.
+    retire: Mutex<Option<PathBuf>>,
+}
+
+impl Corpus {
+    pub fn new(
+        index: Arc<Index>,
+        live: Arc<LiveCorpus>,
+        repairer: Option<Arc<Repairer>>,
+        version: u64,
+        frozen_metadata: HashMap<String, serde_json::Value>,
+        live_dir: PathBuf,
+        identity: String,
+    ) -> Self {
+        Corpus {
+            index,
+            live,
+            repairer,
+            version,
+            frozen_metadata,
+            live_dir,
+            identity,
+            retire: Mutex::new(None),
+        }
+    }
+
+    /// Removes `dir` (this version's, now replaced) once no request holds this corpus.
+    pub fn retire(&self, dir: PathBuf) {
+        *crate::sync::lock(&self.retire) = Some(dir);
+    }
+}
+
+impl Drop for Corpus {
+    fn drop(&mut self) {
+        if let Some(dir) = crate::sync::lock(&self.retire).take() {
+            match std::fs::remove_dir_all(&dir) {
+                Ok(()) => tracing::info!(dir = %dir.display(), "replaced version removed"),
+                Err(e) => {
+                    tracing::warn!(dir = %dir.display(), error = %e, "cannot remove a replaced version")
+                }
+            }
+        }
+    }
+}
+
+/// Everything handlers need. The corpus is set once loading finishes; until then the service
 /// is live but not ready.
 pub struct AppState {
-    pub index: OnceLock<Arc<Index>>,
+    corpus: RwLock<Option<Arc<Corpus>>>,
+    /// Writes hold it shared from logging a batch to applying it; a compaction's switch holds
+    /// it alone, so no batch is applied to a segment that is being replaced.
+    pub write_gate: Arc<tokio::sync::RwLock<()>>,
+    /// The compaction running or last run.
+    pub compaction: Mutex<super::compaction::CompactionStatus>,
     pub registry: Registry,
     pub metrics: Arc<Metrics>,
     pub limits: Limits,
@@ -75,20 +155,16 @@ pub struct AppState {
     pub started: std::time::Instant,
     /// Picks an alias per query when a request names no encoder (`--router`).
     pub router: OnceLock<Arc<QueryRouter>>,
-    /// Query repair over the index's vocabulary, set with the index; `None` inside when the
-    /// index has no vocabulary.
-    pub repairer: OnceLock<Option<Arc<Repairer>>>,
     /// Repair mode and fusion when neither the request nor its alias sets them.
     pub repair_defaults: RepairDefaults,
-    /// Documents written since the index was built, and the log that keeps them; set with the
-    /// index.
-    pub live: OnceLock<Arc<LiveCorpus>>,
 }
 
 impl AppState {
     pub fn new(metrics: Arc<Metrics>, limits: Limits, api_key: Option<String>) -> Self {
         AppState {
-            index: OnceLock::new(),
+            corpus: RwLock::new(None),
+            write_gate: Arc::new(tokio::sync::RwLock::new(())),
+            compaction: Mutex::new(Default::default()),
             registry: Registry::new(),
             metrics,
             admission: Semaphore::new(limits.max_in_flight),
@@ -98,10 +174,18 @@ impl AppState {
             draining: AtomicBool::new(false),
             started: std::time::Instant::now(),
             router: OnceLock::new(),
-            repairer: OnceLock::new(),
             repair_defaults: RepairDefaults::default(),
-            live: OnceLock::new(),
         }
+    }
+
+    /// The corpus served now (`None` while loading).
+    pub fn corpus(&self) -> Option<Arc<Corpus>> {
+        crate::sync::read(&self.corpus).clone()
+    }
+
+    /// Serves `corpus` from now on; returns the one it replaces.
+    pub fn set_corpus(&self, corpus: Arc<Corpus>) -> Option<Arc<Corpus>> {
+        crate::sync::write(&self.corpus).replace(corpus)
     }
 
     /// Ready: index and default encoder loaded, and not shutting down.

@@ -439,6 +439,11 @@ impl Repairer {
         Self::with_params(vocab, lexicon, Params::default())
     }
 
+    /// The same speller (lexicon and settings) over another vocabulary: a compacted version's.
+    pub fn with_vocabulary(&self, vocab: Arc<Vocabulary>) -> Self {
+        Repairer::with_params(vocab, self.lexicon.clone(), self.params.clone())
+    }
+
     /// The same, with other settings.
     pub fn with_params(
         vocab: Arc<Vocabulary>,

@@ -147,8 +147,8 @@ async fn ready(State(state): State<Arc<AppState>>) -> Response {
 }
 
 async fn metrics(State(state): State<Arc<AppState>>) -> Response {
-    if let Some(index) = state.index.get() {
-        state.metrics.index_documents.set(index.len() as i64);
+    if let Some(corpus) = state.corpus() {
+        state.metrics.index_documents.set(corpus.index.len() as i64);
     }
     let snapshot = state.registry.snapshot();
     for (name, e) in &snapshot.encoders {
@@ -217,7 +217,9 @@ async fn info(State(state): State<Arc<AppState>>) -> Json<serde_json::Value> {
         .collect();
     providers.sort();
     providers.dedup();
-    let index = state.index.get().map(|i| {
+    let served = state.corpus();
+    let index = served.as_ref().map(|c| {
+        let i = &c.index;
         let m = i.manifest();
         json!({
             "documents": i.len(),
@@ -232,10 +234,9 @@ async fn info(State(state): State<Arc<AppState>>) -> Json<serde_json::Value> {
             "heap_bytes": i.heap_bytes(),
         })
     });
-    let corpus = match (state.index.get(), state.live.get()) {
-        (Some(i), Some(l)) => crate::query::documents::corpus_view(i, l),
-        _ => serde_json::Value::Null,
-    };
+    let corpus = served.as_ref().map_or(serde_json::Value::Null, |c| {
+        crate::query::documents::corpus_view(c, crate::query::compaction::running(&state))
+    });
     Json(json!({
         "version": env!("CARGO_PKG_VERSION"),
         "ready": state.is_ready(),
@@ -253,7 +254,8 @@ async fn info(State(state): State<Arc<AppState>>) -> Json<serde_json::Value> {
 
 /// `/info`'s `repair`: the defaults, the vocabulary and the lexicon, and whether `auto` runs.
 pub(crate) fn repair_info(state: &AppState) -> serde_json::Value {
-    let repairer = state.repairer.get().and_then(Option::as_ref);
+    let served = state.corpus();
+    let repairer = served.as_ref().and_then(|c| c.repairer.as_ref());
     let vocabulary = repairer.map(|r| {
         let v = r.vocab().info();
         json!({
@@ -267,7 +269,7 @@ pub(crate) fn repair_info(state: &AppState) -> serde_json::Value {
         .map(|l| json!({ "words": l.len(), "pairs": l.bigram_len(), "sources": l.sources() }));
     let model = repairer.map(|r| r.model_info());
     let status = match (repairer, repairer.and_then(|r| r.lexicon())) {
-        (None, _) if state.index.get().is_none() => "loading",
+        (None, _) if served.is_none() => "loading",
         (None, _) => "no_vocabulary",
         (Some(_), None) => "no_lexicon",
         (Some(_), Some(_)) => "ready",

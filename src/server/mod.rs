@@ -134,13 +134,14 @@ pub const LIVE_DIR: &str = "corpus";
 /// Loads the index and encoders into `state` (the caller marks it ready).
 fn load_all(state: &AppState, options: &ServeOptions) -> Result<(), String> {
     let started = Instant::now();
-    let index = Index::load(&options.index)
+    // The index as built, or the newest version a compaction made of it and the live corpus.
+    let live_dir = options.data_dir.join(LIVE_DIR);
+    let (served, identity) = crate::live::version::open_served(&options.index, &live_dir)
         .map_err(|e| format!("cannot load index {}: {e}", options.index.display()))?;
-    let index = Arc::new(index);
+    let index = Arc::new(served.index);
     state.metrics.index_documents.set(index.len() as i64);
-    let _ = state
-        .repairer
-        .set(load_repairer(&index, &options.lexicons)?);
+    state.metrics.corpus_version.set(served.version as i64);
+    let repairer = load_repairer(&index, &options.lexicons)?;
     let mut loaded = Vec::new();
     for path in &options.encoders {
         let e = load_encoder(path, &options.runtime, &options.batch, &state.metrics)?;
@@ -167,14 +168,23 @@ fn load_all(state: &AppState, options: &ServeOptions) -> Result<(), String> {
         Ok(())
     })?;
     let live = crate::live::LiveCorpus::open(
-        &options.data_dir.join(LIVE_DIR),
+        &live_dir,
+        &identity,
         &index,
+        served.covers,
         state.limits.max_live_documents,
     )
     .map_err(|e| format!("cannot open the live corpus: {e}"))?;
     state.metrics.set_corpus(&live.stats());
-    let _ = state.live.set(Arc::new(live));
-    let _ = state.index.set(index);
+    state.set_corpus(Arc::new(crate::query::state::Corpus::new(
+        index,
+        Arc::new(live),
+        repairer,
+        served.version,
+        served.metadata,
+        live_dir,
+        identity,
+    )));
     tracing::info!(
         seconds = started.elapsed().as_secs_f64(),
         "index and encoders loaded"

@@ -7,6 +7,7 @@ use std::time::Instant;
 use axum::extract::Query;
 
 use super::*;
+use crate::query::compaction::{self, CompactionState, StartError};
 use crate::query::documents::{self, DocumentInput, DocumentView, WriteResult};
 
 /// Request body limit of the document routes: a full batch of the largest documents.
@@ -50,6 +51,7 @@ pub(super) fn routes() -> Router<Arc<Admin>> {
         )
         .layer(DefaultBodyLimit::max(DOCUMENTS_BODY_LIMIT))
         .route("/admin/index", get(index_info))
+        .route("/admin/index/compact", axum::routing::post(compact))
 }
 
 fn answer(result: WriteResult, started: Instant) -> Json<Value> {
@@ -106,8 +108,31 @@ async fn get_document(
 }
 
 async fn index_info(State(admin): State<Arc<Admin>>) -> Result<Json<Value>, ApiError> {
-    let (Some(index), Some(live)) = (admin.state.index.get(), admin.state.live.get()) else {
+    let Some(corpus) = admin.state.corpus() else {
         return Err(ApiError::not_ready("the index is not loaded yet"));
     };
-    Ok(Json(documents::corpus_view(index, live)))
+    let status = crate::sync::lock(&admin.state.compaction).clone();
+    let mut view = documents::corpus_view(&corpus, status.state == CompactionState::Running);
+    view["compaction"] = serde_json::to_value(status).unwrap_or_default();
+    Ok(Json(view))
+}
+
+/// `POST /admin/index/compact`: folds the live segment into a new frozen version in the
+/// background; 202 with the compaction's status, 409 when one runs.
+async fn compact(State(admin): State<Arc<Admin>>) -> Result<(StatusCode, Json<Value>), ApiError> {
+    match compaction::start(&admin.state, "api") {
+        Ok(status) => Ok((
+            StatusCode::ACCEPTED,
+            Json(serde_json::to_value(status).unwrap_or_default()),
+        )),
+        Err(e @ StartError::NotReady) => Err(ApiError::not_ready(e.to_string())),
+        Err(e @ (StartError::Running(_) | StartError::ReadOnly)) => Err(ApiError::new(
+            StatusCode::CONFLICT,
+            match e {
+                StartError::ReadOnly => "read_only",
+                _ => "compaction_running",
+            },
+            e.to_string(),
+        )),
+    }
 }

@@ -112,9 +112,8 @@ impl Admin {
     ) -> Result<LoadedEncoder, AdminError> {
         let index = self
             .state
-            .index
-            .get()
-            .cloned()
+            .corpus()
+            .map(|c| c.index.clone())
             .ok_or_else(|| AdminError::NotReady("the index is still loading".into()))?;
         let id = self.next_load.fetch_add(1, Ordering::Relaxed);
         lock(&self.loading).insert(

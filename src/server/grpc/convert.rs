@@ -243,7 +243,9 @@ pub(super) fn info(state: &AppState) -> pb::InfoResponse {
         .collect();
     providers.sort();
     providers.dedup();
-    let index = state.index.get().map(|i| {
+    let served = state.corpus();
+    let index = served.as_ref().map(|c| {
+        let i = &c.index;
         let m = i.manifest();
         pb::IndexInfo {
             documents: i.len() as u64,
