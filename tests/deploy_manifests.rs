@@ -49,6 +49,9 @@ const METRICS: &[&str] = &[
     "capot_corpus_documents",
     "capot_corpus_live_documents_limit",
     "capot_corpus_writes_total",
+    "capot_corpus_compactions_total",
+    "capot_corpus_compacting",
+    "capot_corpus_version",
 ];
 
 /// Metrics the artefacts use that come with features developed elsewhere (admin API and
