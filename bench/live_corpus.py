@@ -8,7 +8,9 @@ rate, and search latency with and without a live segment.
    /search p50/p99 at concurrency 1 over QUERIES with no live documents;
 3. LIVE documents (CORPUS's passages again, under new ids) written with POST /admin/documents in
    batches of BATCH, one writer: documents acknowledged per second (each batch fsynced);
-4. the same searches again with the live segment full.
+4. the same searches again with the live segment full;
+5. POST /admin/index/compact: the compaction's time (build of frozen + live, switch) and /search
+   p50/p99 at concurrency 1 while it runs (every answer must be a 200), then after it.
 
 Prints a Markdown table and writes bench/out/live_corpus.json.
 
@@ -68,6 +70,34 @@ def search_latency(base, queries):
             "search_stage_p50_ms": statistics.median(stage)}
 
 
+def compact_under_load(base, admin, token, queries):
+    """Starts a compaction and searches at concurrency 1 until it has ended."""
+    started = time.perf_counter()
+    call(f"{admin}/admin/index/compact", {}, token)
+    times, failed, i = [], 0, 0
+    while True:
+        q = queries[i % len(queries)]
+        i += 1
+        t = time.perf_counter()
+        try:
+            call(f"{base}/search", {"query": q, "k": 10})
+            times.append(time.perf_counter() - t)
+        except Exception:
+            failed += 1
+        if i % 10 == 0:
+            status = call(f"{admin}/admin/index", token=token)
+            if status["compaction"]["state"] != "running":
+                break
+    wall = time.perf_counter() - started
+    times.sort()
+    c = status["compaction"]
+    return {"state": c["state"], "seconds": c.get("seconds"), "wall_seconds": wall,
+            "documents": c.get("documents"), "version": status["version"],
+            "searches": len(times), "failed_searches": failed,
+            "p50_ms": 1e3 * statistics.median(times),
+            "p99_ms": 1e3 * times[int(0.99 * (len(times) - 1))]}
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--capot", default=os.path.join(ROOT, "target/release/capot"))
@@ -100,7 +130,8 @@ def main():
         server = subprocess.Popen(
             [args.capot, "serve", "--index", args.index, "--encoder", args.encoder,
              "--data-dir", data, "--addr", f"127.0.0.1:{port}",
-             "--admin-addr", f"127.0.0.1:{admin_port}", "--grpc-addr", "off"],
+             "--admin-addr", f"127.0.0.1:{admin_port}", "--grpc-addr", "off",
+             "--compact-live-documents", "0", "--compact-log-bytes", "0"],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         base, admin = f"http://127.0.0.1:{port}", f"http://127.0.0.1:{admin_port}"
         try:
@@ -129,6 +160,8 @@ def main():
                              "docs_per_s": written / seconds}
             out["search_with_live"] = search_latency(base, queries)
             out["corpus"] = call(f"{admin}/admin/index", token=token)
+            out["compaction"] = compact_under_load(base, admin, token, queries)
+            out["search_after_compaction"] = search_latency(base, queries)
         finally:
             server.terminate()
             server.wait(timeout=60)
@@ -148,6 +181,13 @@ def main():
           f"search stage p50 {w['search_stage_p50_ms']:.3f} ms |")
     print(f"| /search c=1, {i['documents']} live documents | p50 {l['p50_ms']:.2f} ms, p99 {l['p99_ms']:.2f} ms "
           f"(p50 **{out['search_p50_with_vs_without']:.2f}×**); search stage p50 {l['search_stage_p50_ms']:.3f} ms |")
+    c, a = out["compaction"], out["search_after_compaction"]
+    print(f"| compaction ({c['state']}): frozen + {i['documents']} live into version {c['version']} "
+          f"({c['documents']} documents) | {c['seconds']:.1f} s |")
+    print(f"| /search c=1 while it runs ({c['searches']} searches, {c['failed_searches']} failed) | "
+          f"p50 {c['p50_ms']:.2f} ms, p99 {c['p99_ms']:.2f} ms |")
+    print(f"| /search c=1 after it | p50 {a['p50_ms']:.2f} ms, p99 {a['p99_ms']:.2f} ms; "
+          f"search stage p50 {a['search_stage_p50_ms']:.3f} ms |")
     print(f"| live segment memory | {out['corpus']['memory_bytes'] / 2**20:.1f} MiB; log {out['corpus']['log_bytes'] / 2**20:.1f} MiB |")
 
 

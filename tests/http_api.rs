@@ -2136,6 +2136,7 @@ fn openapi_documents_are_valid_and_describe_the_live_answers() {
         "/admin/documents/delete",
         "/admin/documents/{id}",
         "/admin/index",
+        "/admin/index/compact",
     ] {
         assert!(admin_paths.contains(&json!(path)), "{path} missing: {v}");
     }

@@ -412,7 +412,10 @@ fn a_kill_loop_loses_no_acknowledged_write_and_applies_no_batch_in_part() {
     check(&admin, &l, seed, rounds);
     // The loop compacted too: what it checked was served from compacted versions.
     let v = admin.get("/admin/index");
-    assert!(v["version"].as_u64().unwrap_or(0) >= 1, "no compaction finished: {v}");
+    assert!(
+        v["version"].as_u64().unwrap_or(0) >= 1,
+        "no compaction finished: {v}"
+    );
     assert!(
         l.acked.len() > 5,
         "too few writes acknowledged to test anything"

@@ -152,11 +152,22 @@ fn delete_document() {}
 #[allow(dead_code)]
 fn get_document() {}
 
-/// The served corpus: frozen version and documents, live documents, deletes, log bytes.
+/// The served corpus: its version and documents, live documents, deletes, log bytes, and the
+/// compaction running or last run.
 #[utoipa::path(get, path = "/admin/index", tag = "documents",
     responses((status = 200, body = Object), (status = 401, body = ErrorBody)))]
 #[allow(dead_code)]
 fn index_info() {}
+
+/// Folds the live segment into a new frozen version in the background; its status, and then
+/// `GET /admin/index`'s `compaction`.
+#[utoipa::path(post, path = "/admin/index/compact", tag = "documents",
+    responses((status = 202, description = "started: the compaction's status", body = Object),
+        (status = 401, body = ErrorBody),
+        (status = 409, description = "one is running, or this replica is read-only", body = ErrorBody),
+        (status = 503, description = "the index is not loaded yet", body = ErrorBody)))]
+#[allow(dead_code)]
+fn compact_index() {}
 
 /// This document (no token needed).
 #[utoipa::path(get, path = "/openapi.json", tag = "service", security(()),
@@ -175,7 +186,7 @@ const ADMIN_TOKEN: Bearer = Bearer {
     info(title = "capot admin", description = "Encoders, aliases, the state file, alignment jobs and the live corpus."),
     paths(list_encoders, post_encoder, delete_encoder, list_aliases, put_alias, delete_alias,
         get_state, list_jobs, create_job, show_job, job_events, cancel_job, upsert_documents,
-        delete_documents, delete_document, get_document, index_info, openapi),
+        delete_documents, delete_document, get_document, index_info, compact_index, openapi),
     components(schemas(LoadRequest, AliasRequest, RepairMode, RepairFusion, ErrorBody, ErrorDetail,
         UpsertRequest, DeleteRequest, DocumentInput, DocumentView, WriteResult, WriteStatus,
         WriteAnswer)),
