@@ -189,6 +189,17 @@ pub fn compact(
     from: From<'_>,
     progress: &mut dyn FnMut(&BuildProgress),
 ) -> Result<Option<Compacted>, LiveError> {
+    // A switch that failed after `CURRENT` named its version leaves the old one served: a
+    // version built from it now would take the number `CURRENT` names.
+    let named = read_current(live_dir)?.map_or(0, |c| c.version);
+    if named != from.version {
+        return Err(LiveError::Log(format!(
+            "{} names version {named} but version {} is served (a compaction's switch failed); \
+             restart capot to serve version {named}",
+            live_dir.join(CURRENT_FILE).display(),
+            from.version
+        )));
+    }
     let index = from.index;
     let start = from.live.covers();
     let covers = from.live.wal().durable_seq();
