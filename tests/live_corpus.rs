@@ -569,6 +569,30 @@ fn the_documents_command_writes_and_deletes_in_batches_and_stops_on_a_refusal() 
     assert!(String::from_utf8_lossy(&out.stderr).contains("line 1: not JSON"));
 }
 
+/// A client searching `text` without pause until `stop`; each answer must be a 200 (holding
+/// `must_hold` when given). Returns the searches served and the failures.
+fn search_load(
+    addr: std::net::SocketAddr,
+    text: String,
+    must_hold: Option<String>,
+    stop: Arc<std::sync::atomic::AtomicBool>,
+) -> std::thread::JoinHandle<(u64, Vec<String>)> {
+    std::thread::spawn(move || {
+        let mut conn = Conn::new(addr);
+        let (mut ok, mut failed) = (0u64, Vec::new());
+        while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+            let body = json!({"query": text, "k": 10}).to_string();
+            match conn.request("POST", "/search", &[], &body) {
+                Ok((200, answer)) if must_hold.as_ref().is_none_or(|m| answer.contains(m)) => {
+                    ok += 1
+                }
+                other => failed.push(format!("{other:?}")),
+            }
+        }
+        (ok, failed)
+    })
+}
+
 #[test]
 fn under_search_load_writes_are_found_at_once_and_no_search_fails() {
     let data = tempfile::tempdir().unwrap();
@@ -577,21 +601,7 @@ fn under_search_load_writes_are_found_at_once_and_no_search_fails() {
     let (frozen_id, frozen_text) = frozen_document();
     // Two clients searching without pause; every answer must be a 200.
     let load: Vec<_> = (0..2)
-        .map(|_| {
-            let (stop, addr, text) = (stop.clone(), server.addr, frozen_text.clone());
-            std::thread::spawn(move || {
-                let mut conn = Conn::new(addr);
-                let (mut ok, mut failed) = (0u64, Vec::new());
-                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                    let body = json!({"query": text, "k": 10}).to_string();
-                    match conn.request("POST", "/search", &[], &body) {
-                        Ok((200, _)) => ok += 1,
-                        other => failed.push(format!("{other:?}")),
-                    }
-                }
-                (ok, failed)
-            })
-        })
+        .map(|_| search_load(server.addr, frozen_text.clone(), None, stop.clone()))
         .collect();
     for i in 0..20 {
         let text = format!("Batch {i}: the quokka number {i} smiles at visitor {i} on Rottnest.");
@@ -670,19 +680,8 @@ fn compaction_folds_writes_into_a_new_version_under_search_load_and_a_restart_se
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let load: Vec<_> = (0..2)
         .map(|t| {
-            let (stop, addr, text) = (stop.clone(), server.addr, texts[t].clone());
-            std::thread::spawn(move || {
-                let mut conn = Conn::new(addr);
-                let (mut ok, mut failed) = (0u64, Vec::new());
-                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                    let body = json!({"query": text, "k": 10}).to_string();
-                    match conn.request("POST", "/search", &[], &body) {
-                        Ok((200, answer)) if answer.contains(&format!("\"ax-{t}\"")) => ok += 1,
-                        other => failed.push(format!("{other:?}")),
-                    }
-                }
-                (ok, failed)
-            })
+            let hit = Some(format!("\"ax-{t}\""));
+            search_load(server.addr, texts[t].clone(), hit, stop.clone())
         })
         .collect();
     let (code, v) = admin.call("POST", "/admin/index/compact", None);
