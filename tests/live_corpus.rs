@@ -780,3 +780,41 @@ fn compaction_folds_writes_into_a_new_version_under_search_load_and_a_restart_se
     check(&admin, &server);
     kill(&mut server);
 }
+
+#[test]
+fn a_full_live_segment_answers_503_and_a_compaction_makes_room() {
+    let data = tempfile::tempdir().unwrap();
+    let (_server, admin) = start(
+        data.path(),
+        &[
+            ("CAPOT_MAX_LIVE_DOCUMENTS", "3"),
+            ("CAPOT_COMPACT_LIVE_DOCUMENTS", "0"),
+        ],
+    );
+    let write = |ids: &[&str]| {
+        let docs: Vec<Value> = ids
+            .iter()
+            .map(|id| json!({"id": id, "text": format!("The {id} of the full segment.")}))
+            .collect();
+        admin.call(
+            "POST",
+            "/admin/documents",
+            Some(&json!({ "documents": docs }).to_string()),
+        )
+    };
+    let (code, v) = write(&["a", "b", "c"]);
+    assert_eq!(code, 200, "{v}");
+    let (code, v) = write(&["d"]);
+    assert_eq!(code, 503, "{v}");
+    assert_eq!(v["error"]["code"], "live_segment_full", "{v}");
+    // The refusal started a compaction; once it is done the write goes through.
+    let v = compaction_ended(&admin);
+    assert_eq!(v["compaction"]["state"], "succeeded", "{v}");
+    assert_eq!(v["compaction"]["trigger"], "live_segment_full", "{v}");
+    assert_eq!(v["delta_documents"], 0, "{v}");
+    let (code, v) = write(&["d"]);
+    assert_eq!(code, 200, "{v}");
+    for id in ["a", "b", "c", "d"] {
+        assert!(text_of(&admin, id).is_some(), "{id}");
+    }
+}

@@ -46,7 +46,7 @@ pub struct CompactionEvent {
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct CompactionStatus {
     pub state: CompactionState,
-    /// What started it: `api`, `live_documents` or `log_bytes`.
+    /// What started it: `api`, `live_documents`, `log_bytes` or `live_segment_full`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub trigger: Option<&'static str>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -194,6 +194,14 @@ pub fn start_if_due(state: &Arc<AppState>) {
     }
     // Lost a race with another writer's start: that one runs.
     let _ = start(state, trigger);
+}
+
+/// Starts a compaction, unless one runs, when a write found the live segment full: the
+/// writer's 503 tells it to try again, and this is what makes room.
+pub fn start_if_full(state: &Arc<AppState>) {
+    if !running(state) {
+        let _ = start(state, "live_segment_full");
+    }
 }
 
 fn stage_name(stage: BuildStage) -> &'static str {

@@ -295,7 +295,7 @@ async fn write(state: &Arc<AppState>, op: Operation, wait: bool) -> Result<Write
     let (live, index) = (corpus.live.clone(), corpus.index.clone());
     drop(corpus);
     let metrics = state.metrics.clone();
-    let (seq, pending) = tokio::task::spawn_blocking(move || {
+    let logged = tokio::task::spawn_blocking(move || {
         let started = Instant::now();
         let seq = live.log(&op).map_err(write_error)?;
         metrics
@@ -311,7 +311,17 @@ async fn write(state: &Arc<AppState>, op: Operation, wait: bool) -> Result<Write
         }
     })
     .await
-    .map_err(|e| ApiError::internal(format!("write task failed: {e}")))??;
+    .map_err(|e| ApiError::internal(format!("write task failed: {e}")))?;
+    let (seq, pending) = match logged {
+        Ok(l) => l,
+        Err(e) => {
+            if e.code == "live_segment_full" {
+                // The 503's Retry-After holds while a compaction folds the segment away.
+                super::compaction::start_if_full(state);
+            }
+            return Err(e);
+        }
+    };
     state
         .metrics
         .corpus_documents_written
