@@ -3,7 +3,9 @@
 # gRPC on, first saturated with wrk to find its single-query capacity, then driven by
 # deploy/k6/soak.js for DURATION at ~70% of it (mixed /search single and batch, /v1/embeddings,
 # gRPC Search and SearchStream) while the alias flips every 10 s, a third bundle is loaded and
-# unloaded every minute and an alignment job trains (nice 10, one thread). Every 10 s it samples
+# unloaded every minute, an alignment job trains (nice 10, one thread), a document is written
+# every 2 s and must be the next search's first hit (every third write deletes an earlier one,
+# which must be gone) and the live corpus is compacted every 2 minutes. Every 10 s it samples
 # the service's RSS, open file descriptors and threads. Prints and writes OUT/soak.json:
 # requests, failures, p99 of the first and last 5 minutes, RSS growth after warm-up, fd/thread
 # counts. docs/operations.md "Reliability" keeps the numbers.
@@ -12,7 +14,7 @@
 #
 # Environment: BENCH_WORK (default /tmp/bench), OUT (default /tmp/soak), RATE (requests/s; default
 # 70% of the measured saturation divided by the mix's 2.1 texts per request), SHARE (default 0.7),
-# WINDOW (the p99 windows, default 5m).
+# WINDOW (the p99 windows, default 5m), WRITE_EVERY (2s), COMPACT_EVERY (2m).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DURATION=${1:-30m}
@@ -78,6 +80,7 @@ start=$(date +%s)
   -e BASE_URL="http://127.0.0.1:$PORT" -e ADMIN_URL="$admin" -e ADMIN_TOKEN="$token" \
   -e GRPC_ADDR="127.0.0.1:$((PORT + 2))" -e PROTO_DIR="$(pwd)/proto" \
   -e ENCODERS=minilm-b,minilm -e EXTRA_BUNDLE="$models/minilm-c" -e JOB_BODY="$job" \
+  -e DOC_ENCODER=minilm -e WRITE_EVERY="${WRITE_EVERY:-2s}" -e COMPACT_EVERY="${COMPACT_EVERY:-2m}" \
   -e RATE="$rate" -e VUS="${VUS:-100}" -e DURATION="$DURATION" -e WINDOW="${WINDOW:-5m}" -e SUMMARY_FILE="$OUT/k6.json" \
   deploy/k6/soak.js > "$OUT/k6.log" 2>&1 &
 k6pid=$!

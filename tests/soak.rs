@@ -1,6 +1,8 @@
 //! A short soak in CI: deploy/k6/soak.js (the real k6 binary) drives mixed HTTP and gRPC
-//! traffic for 40 s while the alias flips every 2 s, an encoder is loaded and unloaded every 8 s
-//! and an alignment job trains; no request may fail, and the process's open file descriptors and
+//! traffic for 40 s while the alias flips every 2 s, an encoder is loaded and unloaded every 8 s,
+//! an alignment job trains, a document is written (and every third time one deleted) every second
+//! and found (or not) by the next search, and the live corpus is compacted every 10 s; no request
+//! may fail, and the process's open file descriptors and
 //! threads must not grow between the middle and the end. The 30-minute version is bench/soak.sh
 //! (figures in docs/operations.md "Reliability"). Tiny models keep it cheap.
 
@@ -83,6 +85,14 @@ fn a_short_soak_fails_no_request_and_leaks_no_descriptors_or_threads() {
         .args(["-e", &format!("JOB_BODY={job}")])
         .args(["-e", "RATE=20", "-e", "DURATION=40s", "-e", "WINDOW=10s"])
         .args(["-e", "FLIP_EVERY=2s", "-e", "RELOAD_EVERY=8s"])
+        .args([
+            "-e",
+            "DOC_ENCODER=tiny",
+            "-e",
+            "WRITE_EVERY=1s",
+            "-e",
+            "COMPACT_EVERY=10s",
+        ])
         .args(["-e", &format!("SUMMARY_FILE={}", summary.display())])
         .arg(root().join("deploy/k6/soak.js"))
         .stdout(std::process::Stdio::piped())
@@ -123,6 +133,15 @@ fn a_short_soak_fails_no_request_and_leaks_no_descriptors_or_threads() {
         "{v}"
     );
     assert_eq!(passes("job accepted"), 1, "{v}");
+    // Writes were found at once and deletes gone at once, through compactions.
+    assert!(passes("a write is found at once") >= 20, "{v}");
+    assert!(passes("a deleted document is gone at once") >= 6, "{v}");
+    assert!(passes("compaction accepted") >= 3, "{v}");
+    let index = s.admin.get("/admin/index");
+    assert!(
+        index["version"].as_u64().unwrap_or(0) >= 1,
+        "no compaction finished: {index}"
+    );
     // The job ran meanwhile.
     let jobs = s.admin.get("/admin/jobs");
     let soak = jobs["jobs"]

@@ -13,6 +13,12 @@
 //   reload   every RELOAD_EVERY (60s): EXTRA_BUNDLE is loaded as `soak-extra`, searched once and
 //            unloaded.
 //   job      once at the start: JOB_BODY (a JSON alignment job spec) is submitted.
+//   write    every WRITE_EVERY (2s) when DOC_ENCODER is set (the index's document encoder): a new
+//            document is written, and the next search for its text (on DOC_ENCODER, repair off)
+//            must find it first; every third write also deletes the one written two before, which
+//            the next search must not find.
+//   compact  every COMPACT_EVERY (60s) when DOC_ENCODER is set: POST /admin/index/compact (202,
+//            or 409 while one runs); searches and writes go on through it.
 // The summary (stdout, and SUMMARY_FILE when set) holds the p99 of the first and of the last
 // WINDOW (5m) of traffic and their ratio; the thresholds fail the run on any failed request or
 // check (k6 exits 99).
@@ -67,6 +73,18 @@ if (__ENV.EXTRA_BUNDLE) {
   scenarios.reload = {
     executor: 'constant-arrival-rate', exec: 'reload',
     rate: 1, timeUnit: __ENV.RELOAD_EVERY || '60s', duration: DURATION,
+    preAllocatedVUs: 1, maxVUs: 1,
+  };
+}
+if (__ENV.DOC_ENCODER) {
+  scenarios.write = {
+    executor: 'constant-arrival-rate', exec: 'write',
+    rate: 1, timeUnit: __ENV.WRITE_EVERY || '2s', duration: DURATION,
+    preAllocatedVUs: 1, maxVUs: 1,
+  };
+  scenarios.compact = {
+    executor: 'constant-arrival-rate', exec: 'compact',
+    rate: 1, timeUnit: __ENV.COMPACT_EVERY || '60s', duration: DURATION,
     preAllocatedVUs: 1, maxVUs: 1,
   };
 }
@@ -158,6 +176,37 @@ export function reload() {
   check(res, { 'search on the loaded encoder is 200': (r) => r.status === 200 });
   const unload = http.del(`${ADMIN}/admin/encoders/soak-extra`, null, p);
   check(unload, { 'encoder unload is 200': (r) => r.status === 200 });
+}
+
+/** The ids of the first hits of `text` on the document encoder, repair off. */
+function hitsOf(text) {
+  const body = JSON.stringify({ query: text, k: 5, encoder: __ENV.DOC_ENCODER, repair: 'off' });
+  const res = http.post(`${BASE}/search`, body, { headers: headers(), tags: { name: 'write-search' } });
+  check(res, { 'search after a write is 200': (r) => r.status === 200 });
+  return res.status === 200 ? res.json('results').map((h) => h.id) : [];
+}
+
+let writes = 0; // one VU runs this scenario
+export function write() {
+  writes += 1;
+  const id = `soak-${exec.vu.idInTest}-${writes}`;
+  const text = `soak note ${writes}: the ${id} heron counts ${writes * 7919 % 104729} pebbles`;
+  const p = adminParams();
+  const res = http.post(`${ADMIN}/admin/documents`, JSON.stringify({ documents: [{ id, text }] }), p);
+  check(res, { 'write is 200': (r) => r.status === 200 });
+  check(hitsOf(text), { 'a write is found at once': (ids) => ids[0] === id });
+  if (writes % 3 === 0) {
+    const gone = `soak-${exec.vu.idInTest}-${writes - 2}`;
+    const del = http.del(`${ADMIN}/admin/documents/${gone}`, null, p);
+    check(del, { 'delete is 200': (r) => r.status === 200 });
+    const goneText = `soak note ${writes - 2}: the ${gone} heron counts ${(writes - 2) * 7919 % 104729} pebbles`;
+    check(hitsOf(goneText), { 'a deleted document is gone at once': (ids) => !ids.includes(gone) });
+  }
+}
+
+export function compact() {
+  const res = http.post(`${ADMIN}/admin/index/compact`, null, adminParams());
+  check(res, { 'compaction accepted': (r) => r.status === 202 || r.status === 409 });
 }
 
 export function job() {
