@@ -818,3 +818,70 @@ fn a_full_live_segment_answers_503_and_a_compaction_makes_room() {
         assert!(text_of(&admin, id).is_some(), "{id}");
     }
 }
+
+#[test]
+fn a_document_encoder_loaded_for_writes_alone_encodes_them_and_is_never_searched() {
+    let data = tempfile::tempdir().unwrap();
+    let models = tempfile::tempdir().unwrap();
+    // The index's document encoder under another name (the same weights), for writes only.
+    let doc = common::import_tiny(models.path(), "tiny-doc", 11);
+    let s = serve_with(
+        data.path(),
+        &[
+            "--grpc-addr",
+            "off",
+            "--document-encoder",
+            doc.to_str().unwrap(),
+        ],
+        &[],
+    );
+    let text = "The okapi Juniper naps beside the document encoder's own shelf.";
+    let (code, v) = s.admin.call(
+        "POST",
+        "/admin/documents",
+        Some(&json!({"documents": [{"id": "okapi", "text": text}]}).to_string()),
+    );
+    assert_eq!(code, 200, "{v}");
+    assert_eq!(search(&s.server, text)[0], "okapi");
+    let (_, metrics) = common::http_get(s.server.addr, "/metrics").expect("metrics");
+    assert!(
+        metrics.contains("capot_encode_batch_size_count{encoder=\"tiny-doc\"} 1"),
+        "the write was encoded by --document-encoder: {metrics}"
+    );
+    let (_, info) = common::http_get(s.server.addr, "/info").expect("info");
+    let info: Value = serde_json::from_str(&info).unwrap();
+    assert!(
+        !info["encoders"].to_string().contains("tiny-doc"),
+        "searches never see it: {info}"
+    );
+    drop(s);
+    // A bundle that is not the index's document encoder stops the start, with the reason.
+    let other = common::import_tiny(models.path(), "other", 12);
+    let w = jobs_common::world();
+    let o = common::run_capot(
+        &[
+            "serve",
+            "--index",
+            w.index.to_str().unwrap(),
+            "--encoder",
+            w.base.to_str().unwrap(),
+            "--document-encoder",
+            other.to_str().unwrap(),
+            "--addr",
+            "127.0.0.1:0",
+            "--admin-addr",
+            "127.0.0.1:0",
+            "--grpc-addr",
+            "off",
+            "--data-dir",
+            data.path().to_str().unwrap(),
+        ],
+        b"",
+    );
+    assert_eq!(o.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("--document-encoder") && err.contains("not the index's document encoder"),
+        "{err}"
+    );
+}

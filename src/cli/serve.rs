@@ -32,6 +32,10 @@ pub struct ServeArgs {
         value_name = "DIR"
     )]
     pub encoders: Vec<PathBuf>,
+    /// The index's document encoder, for document writes only, when no `--encoder` is it (all
+    /// are aligned query encoders): never searched with, never an alias's target.
+    #[arg(long, env = "CAPOT_DOCUMENT_ENCODER", value_name = "DIR")]
+    pub document_encoder: Option<PathBuf>,
     /// HTTP listen address [default: 127.0.0.1:8080].
     #[arg(long, env = "CAPOT_ADDR")]
     pub addr: Option<SocketAddr>,
@@ -114,6 +118,7 @@ struct ServeFile {
     index: Option<PathBuf>,
     #[serde(default)]
     encoders: Vec<PathBuf>,
+    document_encoder: Option<PathBuf>,
     addr: Option<SocketAddr>,
     #[serde(default, deserialize_with = "grpc_addr_from_file")]
     grpc_addr: Option<GrpcAddr>,
@@ -223,6 +228,7 @@ pub fn options(args: ServeArgs, global: &GlobalArgs) -> anyhow::Result<ServeOpti
                     .into_iter()
                     .map(|p| relative_to(&base, p))
                     .collect(),
+                document_encoder: f.document_encoder.map(|p| relative_to(&base, p)),
                 data_dir: f.data_dir.map(|p| relative_to(&base, p)),
                 api_key_file: f.api_key_file.map(|p| relative_to(&base, p)),
                 admin_token_file: f.admin_token_file.map(|p| relative_to(&base, p)),
@@ -390,6 +396,7 @@ pub fn options(args: ServeArgs, global: &GlobalArgs) -> anyhow::Result<ServeOpti
     Ok(ServeOptions {
         index,
         encoders,
+        document_encoder: args.document_encoder.or(file.document_encoder),
         repair,
         lexicons: lexicon_args.files(),
         addr: args

@@ -89,6 +89,9 @@ fn corpus(state: &AppState) -> Result<Arc<Corpus>, ApiError> {
 /// The loaded encoder whose vectors the index holds: the only one documents may be encoded
 /// with (an aligned query encoder's vectors fit queries, not documents).
 pub fn document_encoder(state: &AppState, index: &Index) -> Result<Arc<LoadedEncoder>, ApiError> {
+    if let Some(e) = state.document_encoder.get() {
+        return Ok(e.clone());
+    }
     let fingerprint = &index.manifest().encoder_fingerprint;
     let snapshot = state.registry.snapshot();
     let found = snapshot
@@ -102,7 +105,8 @@ pub fn document_encoder(state: &AppState, index: &Index) -> Result<Arc<LoadedEnc
             "no_document_encoder",
             format!(
                 "no loaded encoder is the index's document encoder ({}, fingerprint {fingerprint}); \
-                 load it (capot serve --encoder, or POST /admin/encoders) to write documents",
+                 load it (capot serve --encoder or --document-encoder, or POST /admin/encoders) \
+                 to write documents",
                 index.manifest().encoder_name
             ),
         )

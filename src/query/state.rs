@@ -153,6 +153,8 @@ pub struct AppState {
     pub ready: AtomicBool,
     pub draining: AtomicBool,
     pub started: std::time::Instant,
+    /// The index's document encoder loaded for writes alone (`--document-encoder`).
+    pub document_encoder: OnceLock<Arc<crate::registry::LoadedEncoder>>,
     /// Picks an alias per query when a request names no encoder (`--router`).
     pub router: OnceLock<Arc<QueryRouter>>,
     /// Repair mode and fusion when neither the request nor its alias sets them.
@@ -173,6 +175,7 @@ impl AppState {
             ready: AtomicBool::new(false),
             draining: AtomicBool::new(false),
             started: std::time::Instant::now(),
+            document_encoder: OnceLock::new(),
             router: OnceLock::new(),
             repair_defaults: RepairDefaults::default(),
         }

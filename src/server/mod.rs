@@ -31,6 +31,8 @@ use crate::repair::{Lexicon, Repairer};
 pub struct ServeOptions {
     pub index: PathBuf,
     pub encoders: Vec<PathBuf>,
+    /// The index's document encoder for writes, when no search encoder is it.
+    pub document_encoder: Option<PathBuf>,
     pub addr: SocketAddr,
     /// gRPC listen address; `None` serves no gRPC.
     pub grpc_addr: Option<SocketAddr>,
@@ -148,6 +150,21 @@ fn load_all(state: &AppState, options: &ServeOptions) -> Result<(), String> {
         check_compatible(e.encoder().manifest(), index.manifest())
             .map_err(|reason| format!("{}: {reason}", path.display()))?;
         loaded.push(e);
+    }
+    if let Some(path) = &options.document_encoder {
+        let e = load_encoder(path, &options.runtime, &options.batch, &state.metrics)?;
+        let (got, want) = (
+            &e.encoder().manifest().fingerprint,
+            &index.manifest().encoder_fingerprint,
+        );
+        if got != want {
+            return Err(format!(
+                "--document-encoder {}: its fingerprint {got} is not the index's document encoder ({want}, {})",
+                path.display(),
+                index.manifest().encoder_name
+            ));
+        }
+        let _ = state.document_encoder.set(Arc::new(e));
     }
     let first = loaded
         .first()
