@@ -75,15 +75,21 @@ pub struct Encoder {
 /// glibc arena the loading thread had; after the session is freed those pages stay in that arena.
 /// An operator who loads and unloads encoders all day (hot swap) would see the process grow by
 /// tens of MB per cycle; trimming after each encoder is dropped keeps it flat. A no-op elsewhere.
-struct ReleaseFreedMemory;
+pub(crate) struct ReleaseFreedMemory;
 
 impl Drop for ReleaseFreedMemory {
     fn drop(&mut self) {
-        #[cfg(all(target_os = "linux", target_env = "gnu"))]
-        // SAFETY: malloc_trim only walks the allocator's own free lists; it is thread-safe.
-        unsafe {
-            libc::malloc_trim(0);
-        }
+        release_freed_memory();
+    }
+}
+
+/// Gives the C heap's free pages back to the OS now (glibc's `malloc_trim`; a no-op elsewhere):
+/// after a large structure is freed (an encoder's session, a replaced corpus version).
+pub(crate) fn release_freed_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only walks the allocator's own free lists; it is thread-safe.
+    unsafe {
+        libc::malloc_trim(0);
     }
 }
 

@@ -254,6 +254,8 @@ async fn run(state: &Arc<AppState>, corpus: Arc<Corpus>) -> Result<Option<u64>, 
     })
     .await
     .map_err(|e| format!("compaction task failed: {e}"))??;
+    // The build's documents and vectors are freed: give their pages back.
+    crate::encoder::release_freed_memory();
     let Some((compacted, repairer)) = built else {
         return Ok(None);
     };

@@ -93,6 +93,9 @@ pub struct Corpus {
     /// The version's directory once a newer one is served: removed when the last request that
     /// holds this corpus lets it go.
     retire: Mutex<Option<PathBuf>>,
+    /// Last, so it drops after the index and the speller: their pages go back to the OS (a
+    /// service that compacts all day would otherwise keep each replaced version's heap).
+    _release: crate::encoder::ReleaseFreedMemory,
 }
 
 impl Corpus {
@@ -114,6 +117,7 @@ impl Corpus {
             live_dir,
             identity,
             retire: Mutex::new(None),
+            _release: crate::encoder::ReleaseFreedMemory,
         }
     }
 
