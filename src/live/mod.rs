@@ -10,7 +10,7 @@ pub mod segment;
 pub mod version;
 pub mod wal;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::{Arc, RwLock};
 
 use crate::index::{Index, IndexManifest};
@@ -136,7 +136,6 @@ pub struct LiveCorpus {
     segment: RwLock<Segment>,
     frozen_documents: usize,
     max_live_documents: usize,
-    path: PathBuf,
     /// The last operation id the frozen version holds (0 for the index as built): the segment
     /// holds the batches after it.
     covers: u64,
@@ -200,7 +199,6 @@ impl LiveCorpus {
             segment.apply(r.seq, &r.operation, &frozen);
         }
         LiveCorpus {
-            path: wal.path().to_path_buf(),
             wal,
             segment: RwLock::new(segment),
             frozen_documents: index.len(),
@@ -287,7 +285,7 @@ impl LiveCorpus {
 
     /// Where the log is.
     pub fn log_path(&self) -> &Path {
-        &self.path
+        self.wal.path()
     }
 }
 

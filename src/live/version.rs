@@ -70,16 +70,20 @@ fn io(path: &Path, e: impl std::fmt::Display) -> LiveError {
     LiveError::Io(format!("{}: {e}", path.display()))
 }
 
-/// `CURRENT` in `live_dir`, if a compaction has written one.
-pub fn read_current(live_dir: &Path) -> Result<Option<Current>, LiveError> {
-    let path = live_dir.join(CURRENT_FILE);
-    match std::fs::read(&path) {
+/// The JSON at `path`, `None` when there is no such file.
+fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<Option<T>, LiveError> {
+    match std::fs::read(path) {
         Ok(bytes) => serde_json::from_slice(&bytes)
             .map(Some)
             .map_err(|e| LiveError::Log(format!("{}: {e}", path.display()))),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(io(&path, e)),
+        Err(e) => Err(io(path, e)),
     }
+}
+
+/// `CURRENT` in `live_dir`, if a compaction has written one.
+pub fn read_current(live_dir: &Path) -> Result<Option<Current>, LiveError> {
+    read_json(&live_dir.join(CURRENT_FILE))
 }
 
 /// Opens what a start serves for the index built at `base` with the live corpus in
@@ -149,12 +153,7 @@ fn remove_stale(live_dir: &Path, keep: Option<&Path>) {
 }
 
 fn read_metadata(dir: &Path) -> Result<HashMap<String, Value>, LiveError> {
-    let path = dir.join(METADATA_FILE);
-    match std::fs::read(&path) {
-        Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| io(&path, e)),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(HashMap::new()),
-        Err(e) => Err(io(&path, e)),
-    }
+    Ok(read_json(&dir.join(METADATA_FILE))?.unwrap_or_default())
 }
 
 /// What a compaction built.
@@ -343,6 +342,22 @@ mod tests {
         }
     }
 
+    /// An 8-dimensional index of `docs` at `dir`, as built by an encoder of `fingerprint`.
+    fn build(dir: &Path, fingerprint: &str, docs: Vec<Document>, vectors: Vec<f32>) {
+        IndexBuilder::new(
+            dir,
+            ManifestFields {
+                encoder_fingerprint: fingerprint.into(),
+                encoder_name: "test".into(),
+                dimension: 8,
+                capot_version: "0.0.0-test".into(),
+            },
+        )
+        .params(HnswParams::default())
+        .build(docs, vectors, &mut |_| Ok(()))
+        .unwrap();
+    }
+
     fn ids(index: &Index) -> Vec<String> {
         let mut v: Vec<String> = (0..index.len())
             .map(|i| index.document(i).unwrap().unwrap().id)
@@ -363,18 +378,7 @@ mod tests {
             })
             .collect();
         let vectors: Vec<f32> = (0..20).flat_map(|i| vector(1000 + i, 8)).collect();
-        IndexBuilder::new(
-            &base,
-            ManifestFields {
-                encoder_fingerprint: "sha256:test".into(),
-                encoder_name: "test".into(),
-                dimension: 8,
-                capot_version: "0.0.0-test".into(),
-            },
-        )
-        .params(HnswParams::default())
-        .build(docs, vectors, &mut |_| Ok(()))
-        .unwrap();
+        build(&base, "sha256:test", docs, vectors);
         let live_dir = dir.path().join("data/corpus");
         let (served, identity) = open_served(&base, &live_dir).unwrap();
         assert_eq!((served.version, served.covers), (0, 0));
@@ -457,25 +461,16 @@ mod tests {
         assert_eq!(live.log(&Operation::Delete(vec!["x".into()])).unwrap(), 5);
         // Another index's data directory is refused.
         let other = dir.path().join("other");
-        IndexBuilder::new(
+        build(
             &other,
-            ManifestFields {
-                encoder_fingerprint: "sha256:other".into(),
-                encoder_name: "test".into(),
-                dimension: 8,
-                capot_version: "0.0.0-test".into(),
-            },
-        )
-        .build(
+            "sha256:other",
             vec![Document {
                 id: "o".into(),
                 title: String::new(),
                 text: "o".into(),
             }],
             vector(7, 8),
-            &mut |_| Ok(()),
-        )
-        .unwrap();
+        );
         let err = open_served(&other, &live_dir).err().expect("refused");
         assert!(err.to_string().contains("compacted from"), "{err}");
     }

@@ -189,11 +189,10 @@ pub fn start_if_due(state: &Arc<AppState>) {
     } else {
         return;
     };
-    if lock(&state.compaction).state == CompactionState::Running {
-        return;
+    if !running(state) {
+        // Lost a race with another writer's start: that one runs.
+        let _ = start(state, trigger);
     }
-    // Lost a race with another writer's start: that one runs.
-    let _ = start(state, trigger);
 }
 
 /// Starts a compaction, unless one runs, when a write found the live segment full: the
