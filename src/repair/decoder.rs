@@ -522,11 +522,28 @@ fn adjective_in_al(a: &str, b: &str) -> bool {
 }
 
 /// Whether an unknown `typed` word and `meant` differ by an inflection (`chatbots`/`chatbot`,
-/// `symptom`/`symptoms`): a form the lists lack, left as typed. A final `e` lost is no form of
-/// anything (`peopl`, `activ`, `suicid`), so that is still a typo.
+/// `symptom`/`symptoms`, `larvae`/`larva`): a form the lists lack, left as typed. Only an ending
+/// English grammar would put there counts; a letter doubled or added at the end is a slip
+/// (`passs`, `typess`, `freee`, `cloude`, `lastr`: no word takes `-s` after `s`, nor `-e`, `-r`
+/// or `-d` but after `a` or `e`), a final `e` lost is no form of anything (`peopl`, `activ`,
+/// `suicid`), and a function word has no other ending (`doed` is no form of `does`).
 fn inflected_form(typed: &str, meant: &str) -> bool {
-    let lost_e = meant.strip_prefix(typed) == Some("e");
-    !lost_e && inflection(typed, meant)
+    if !inflection(typed, meant) {
+        return false;
+    }
+    let (stem, ending) = match (typed.strip_prefix(meant), meant.strip_prefix(typed)) {
+        (Some(rest), _) => (meant, rest),
+        (_, Some(rest)) => (typed, rest),
+        // The same length: `taxes`/`taxed`.
+        _ => return !is_stopword(meant),
+    };
+    match ending {
+        "s" => !stem.ends_with(['s', 'x', 'z']),
+        "e" => stem.ends_with('a'),
+        "r" | "d" => stem.ends_with('e'),
+        "y" => !stem.ends_with('y'),
+        _ => true,
+    }
 }
 
 /// `q` when it is a known content word, which gives context (stopwords go with everything).
@@ -749,5 +766,28 @@ mod tests {
         assert!(!inflected_form("peopl", "people"));
         assert!(inflected_form("symptom", "symptoms"));
         assert!(inflected_form("chatbots", "chatbot"));
+        assert!(inflected_form("larvae", "larva"));
+        assert!(inflected_form("safer", "safe"));
+        assert!(inflected_form("taxed", "taxes"));
+        // `ther` is `there` or `their` with a letter lost, not `the` with one added.
+        assert!(inflected_form("ther", "the"));
+    }
+
+    #[test]
+    fn a_letter_added_at_the_end_is_a_slip_not_a_form() {
+        for (typed, meant) in [
+            ("passs", "pass"),
+            ("typess", "types"),
+            ("clas", "class"),
+            ("freee", "free"),
+            ("cloude", "cloud"),
+            ("lastr", "last"),
+            ("doese", "does"),
+            ("doess", "does"),
+            ("doed", "does"),
+            ("weree", "were"),
+        ] {
+            assert!(!inflected_form(typed, meant), "{typed}/{meant}");
+        }
     }
 }
