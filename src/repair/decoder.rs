@@ -78,7 +78,8 @@ pub(crate) fn readings(
             (w.editable && (!w.stats.known() || corpus_only(w)) && w.lower.len() >= p.min_letters)
                 .then(|| {
                     let found = candidates_of(r, &w.lower, lookups);
-                    let typo = typo_of_a_written_word(r, &w.lower, &found);
+                    let typo = typo_of_a_written_word(r, &w.lower, &found)
+                        || (!found.is_empty() && r.unwritten_rare_start(&w.lower));
                     LookedUp { found, typo }
                 })
         })
@@ -138,6 +139,9 @@ pub(crate) fn readings(
             }
             let extra = if corpus_only { p.corpus_word_cost } else { 0.0 };
             if letters >= p.min_letters {
+                // A start no English word has says the first letter is the one slip; a candidate
+                // two edits away pays for a first-letter edit as usual.
+                let rare_start_first_letter = r.first_letter_cost(&w.lower);
                 let mut scored: Vec<(f64, Reading)> = found
                     .iter()
                     .filter_map(|&(id, d)| {
@@ -146,8 +150,15 @@ pub(crate) fn readings(
                             return None;
                         }
                         let stats = r.candidate_stats[id as usize];
-                        let cost =
-                            f64::from(error_model::cost(w.lower.as_bytes(), meant.as_bytes()));
+                        let cost = f64::from(error_model::cost_with_first_letter(
+                            w.lower.as_bytes(),
+                            meant.as_bytes(),
+                            if d == 1 {
+                                rare_start_first_letter
+                            } else {
+                                error_model::FIRST_LETTER
+                            },
+                        ));
                         let cost =
                             cost + extra - r.context_bonus(meant, stats.corpus, letters, words);
                         let rank = cost - r.lm.ln_unigram(&stats);

@@ -197,6 +197,13 @@ fn insertion(typed: &[u8], j: usize) -> f32 {
 /// −ln P(typed | meant) up to a constant, for lower-case ASCII words; `f32::INFINITY` when
 /// either is empty or longer than 40 letters. Equal words cost 0.
 pub fn cost(typed: &[u8], meant: &[u8]) -> f32 {
+    cost_with_first_letter(typed, meant, FIRST_LETTER)
+}
+
+/// [`cost`] with `first_letter` as the extra cost of a slip at the first letter — a letter for
+/// another, one left out, two swapped — where [`FIRST_LETTER`] is the rule. A letter typed before
+/// the whole word (`vcenter`, `xpress`) always pays [`FIRST_LETTER`]: that is how names are made.
+pub fn cost_with_first_letter(typed: &[u8], meant: &[u8], first_letter: f32) -> f32 {
     const MAX: usize = 40;
     let (n, m) = (meant.len(), typed.len());
     if n == 0 || m == 0 || n > MAX || m > MAX {
@@ -209,7 +216,7 @@ pub fn cost(typed: &[u8], meant: &[u8]) -> f32 {
     // is long, so no other row is read.
     const ROWS: usize = 5;
     let mut d = [[f32::INFINITY; MAX + 1]; ROWS];
-    let first = |i: usize| if i == 0 { FIRST_LETTER } else { 0.0 };
+    let first = |i: usize| if i == 0 { first_letter } else { 0.0 };
     // What leaving out each meant letter and adding each typed letter costs, once.
     let mut del = [0.0f32; MAX];
     for (i, c) in del.iter_mut().enumerate().take(n) {
@@ -217,7 +224,7 @@ pub fn cost(typed: &[u8], meant: &[u8]) -> f32 {
     }
     let mut ins = [0.0f32; MAX];
     for (j, c) in ins.iter_mut().enumerate().take(m) {
-        *c = insertion(typed, j) + first(j);
+        *c = insertion(typed, j) + if j == 0 { FIRST_LETTER } else { 0.0 };
     }
     // Only the rules whose two sides occur in the words can apply.
     let mut rules: [(&[u8], &[u8], f32); 8] = [(b"", b"", 0.0); 8];
@@ -394,6 +401,12 @@ mod tests {
         // Swapped letters are one cheap edit, not two.
         assert!(c("recieve", "receive") < 2.0 * SUB_VOWEL);
         assert!(c("teh", "the") <= TRANSPOSE + FIRST_LETTER);
+        // Without the first-letter cost a slip there costs what it does elsewhere, but a letter
+        // typed before the whole word still pays it.
+        let free = |t: &str, m: &str| cost_with_first_letter(t.as_bytes(), m.as_bytes(), 0.0);
+        assert_eq!(free("wxons", "exons") + FIRST_LETTER, c("wxons", "exons"));
+        assert_eq!(free("hsarks", "sharks"), TRANSPOSE);
+        assert_eq!(free("vcenter", "center"), c("vcenter", "center"));
         // Sound-alike spellings.
         assert!(c("fisics", "physics") < c("xisics", "physics"));
         // A vowel sound spelt the other way is likelier than a doubled vowel, which changes the

@@ -42,6 +42,19 @@ pub struct Lexicon {
     sources: Vec<PathBuf>,
     /// How often strings are written (per billion words), misspellings included: a usage list.
     usage: Option<fst::Map<Vec<u8>>>,
+    /// Words of two letters or more that begin with each pair of letters `a`–`z` (26 × 26),
+    /// empty until such a word is added.
+    starts: Vec<u32>,
+}
+
+/// The slot of a word's first two letters in [`Lexicon::starts`], when both are `a`–`z`.
+fn start_index(word: &[u8]) -> Option<usize> {
+    match word {
+        [a @ b'a'..=b'z', b @ b'a'..=b'z', ..] => {
+            Some(usize::from(a - b'a') * 26 + usize::from(b - b'a'))
+        }
+        _ => None,
+    }
 }
 
 /// First line of a usage list: how often strings are written, misspellings included (see
@@ -114,6 +127,10 @@ impl Lexicon {
             Some(&id) => self.counts[id as usize] = self.counts[id as usize].saturating_add(count),
             None => {
                 let id = self.words.len() as u32;
+                if let Some(i) = start_index(word.as_bytes()) {
+                    self.starts.resize(26 * 26, 0);
+                    self.starts[i] += 1;
+                }
                 self.ids.insert(word.clone().into_boxed_str(), id);
                 self.words.push(word.into_boxed_str());
                 self.counts.push(count);
@@ -166,6 +183,13 @@ impl Lexicon {
         usage.dedup_by(|b, a| a.0 == b.0);
         // Sorted and deduplicated keys cannot fail to build.
         self.usage = fst::Map::from_iter(usage).ok();
+    }
+
+    /// How many words of the lexicon begin with the first two letters of `word` (lower-case
+    /// ASCII); `None` when `word` does not begin with two such letters.
+    pub fn words_starting_like(&self, word: &str) -> Option<u32> {
+        let i = start_index(word.as_bytes())?;
+        Some(self.starts.get(i).copied().unwrap_or(0))
     }
 
     /// Whether `word` (lower case) is a word of the language.
@@ -287,6 +311,18 @@ pub fn default_path(assets: &Path) -> PathBuf {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn it_counts_the_words_that_begin_with_each_two_letters() {
+        let lex = Lexicon::from_words(["shark", "sharp", "shore", "exon", "Xylophone", "a", "é"]);
+        assert_eq!(lex.words_starting_like("shxyz"), Some(3));
+        assert_eq!(lex.words_starting_like("xy"), Some(1));
+        assert_eq!(lex.words_starting_like("wxons"), Some(0));
+        // Fewer than two letters a–z: no answer.
+        assert_eq!(lex.words_starting_like("a"), None);
+        assert_eq!(lex.words_starting_like("é1"), None);
+        assert_eq!(Lexicon::default().words_starting_like("sh"), Some(0));
+    }
 
     #[test]
     fn reads_plain_frequency_and_pair_lists() {

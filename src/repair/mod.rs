@@ -350,7 +350,19 @@ pub struct Params {
     /// The same margin for a three-letter word read as a function word by any slip but a
     /// dropped letter (`teh`, `adn`); high, since most short strings are acronyms (`hsa`).
     pub short_typo_usage_margin: f64,
+    /// A typed word whose first two letters begin fewer than this many words of the lexicon
+    /// begins as no English word does (`wxons`, `hsarks`, `fmavir`): its first letter is as likely
+    /// a slip as any other, so an edit there pays no extra cost — but for a letter typed before
+    /// a whole word (`vcenter`, `xpress`), which is how names are made. 0 turns this off; so does
+    /// a lexicon of fewer than [`MIN_LEXICON_FOR_STARTS`] words, too few to say how words begin.
+    pub rare_start_words: u32,
+    /// Whether such a word that nobody writes is read as a typo
+    /// (see [`Repairer::unwritten_rare_start`]).
+    pub rare_start_typo: bool,
 }
+
+/// The fewest lexicon words from which [`Params::rare_start_words`] is believed.
+pub const MIN_LEXICON_FOR_STARTS: usize = 10_000;
 
 impl Default for Params {
     fn default() -> Self {
@@ -388,6 +400,8 @@ impl Default for Params {
             short_word_typo_usage_margin: 6.0,
             variant_usage_margin: 4.0,
             short_typo_usage_margin: 8.5,
+            rare_start_words: 3,
+            rare_start_typo: true,
         }
     }
 }
@@ -549,6 +563,34 @@ impl Repairer {
                 -self.params.usage_weight * (ln_usage(per_billion) - self.params.ln_usage_reference)
             }
         }
+    }
+
+    /// The extra cost of a slip at the first letter of `typed`: none when it begins as no
+    /// English word does ([`Params::rare_start_words`]), else [`error_model::FIRST_LETTER`].
+    pub(crate) fn first_letter_cost(&self, typed: &str) -> f32 {
+        if self.rare_start(typed) {
+            0.0
+        } else {
+            error_model::FIRST_LETTER
+        }
+    }
+
+    /// Whether `typed` begins as no English word does ([`Params::rare_start_words`]).
+    fn rare_start(&self, typed: &str) -> bool {
+        self.lexicon
+            .as_ref()
+            .filter(|l| l.len() >= MIN_LEXICON_FOR_STARTS)
+            .and_then(|l| l.words_starting_like(typed))
+            .is_some_and(|n| n < self.params.rare_start_words)
+    }
+
+    /// Whether `typed` begins as no English word does and nobody writes it (the usage list
+    /// lacks it): a slip, not a name (`hsarks`, `wjfi`; `xfinity` and `vcenter` are written).
+    pub(crate) fn unwritten_rare_start(&self, typed: &str) -> bool {
+        self.params.rare_start_typo
+            && self.has_usage()
+            && self.rare_start(typed)
+            && self.ln_usage(typed).is_none()
     }
 
     /// Whether a usage list is loaded.

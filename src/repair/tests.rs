@@ -432,6 +432,22 @@ fn the_real_model_fixes_what_people_type_and_leaves_clean_and_foreign_queries_al
             // A letter added at the end is a slip, not an ending the lists lack.
             ("how doese it work", "how does it work"),
             ("is shipping freee", "is shipping free"),
+            // A start no English word has: the first letter is the slip.
+            ("wxons definition biology", "exons definition biology"),
+            (
+                "znthropological definition of environment",
+                "anthropological definition of environment",
+            ),
+            (
+                "what is fmavir prescribed for",
+                "what is famvir prescribed for",
+            ),
+            // ... but a letter before a whole word is how names are made, and names are written.
+            ("how to configure vcenter", "how to configure vcenter"),
+            (
+                "xfinity customer service number",
+                "xfinity customer service number",
+            ),
         ] {
             assert_eq!(r.repair(typed).text, meant, "{typed}");
         }
