@@ -265,6 +265,60 @@ unsafe fn dot_f16_f16c(q: &[f32], row: &[u16]) -> f32 {
     s
 }
 
+/// `row` as int8 codes with its scale ([`int8_scale`]): `row[i] ≈ scale × codes[i]`.
+pub(crate) fn quantize_i8(row: &[f32]) -> (Vec<i8>, f32) {
+    let scale = int8_scale(row);
+    let inv = if scale > 0.0 { 1.0 / scale } else { 0.0 };
+    let codes = row
+        .iter()
+        .map(|&x| (x * inv).round().clamp(-127.0, 127.0) as i8)
+        .collect();
+    (codes, scale)
+}
+
+/// `a · b` for two int8 rows of codes in −127..=127, unscaled, exact (AVX2 when the CPU has it:
+/// 32 products a step, against 16 for [`dot_i8`], which widens to float32 first).
+pub(crate) fn dot_i8_i8(a: &[i8], b: &[i8]) -> i32 {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::arch::is_x86_feature_detected!("avx2") {
+            // SAFETY: the CPU has AVX2 (checked above).
+            return unsafe { dot_i8_i8_avx2(a, b) };
+        }
+    }
+    a.iter()
+        .zip(b)
+        .map(|(&x, &y)| i32::from(x) * i32::from(y))
+        .sum()
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn dot_i8_i8_avx2(a: &[i8], b: &[i8]) -> i32 {
+    use std::arch::x86_64::*;
+    let n = a.len().min(b.len());
+    let ones = _mm256_set1_epi16(1);
+    let mut acc = _mm256_setzero_si256();
+    let mut i = 0;
+    // SAFETY (loads): i + 32 ≤ n bounds both slices.
+    while i + 32 <= n {
+        let va = _mm256_loadu_si256(a.as_ptr().add(i).cast());
+        let vb = _mm256_loadu_si256(b.as_ptr().add(i).cast());
+        // |a| (unsigned) times b with a's sign: the products of a and b. With codes in
+        // −127..=127 a pair of products stays within i16 (2 × 127² < 2¹⁵), so nothing saturates.
+        let pairs = _mm256_maddubs_epi16(_mm256_sign_epi8(va, va), _mm256_sign_epi8(vb, va));
+        acc = _mm256_add_epi32(acc, _mm256_madd_epi16(pairs, ones));
+        i += 32;
+    }
+    let lanes: [i32; 8] = std::mem::transmute(acc);
+    let mut s = lanes.iter().sum::<i32>();
+    while i < n {
+        s += i32::from(a[i]) * i32::from(b[i]);
+        i += 1;
+    }
+    s
+}
+
 /// `q · row` for an int8 row, unscaled (AVX2 + FMA when the CPU has them).
 pub(crate) fn dot_i8(q: &[f32], row: &[i8]) -> f32 {
     #[cfg(target_arch = "x86_64")]
@@ -362,6 +416,31 @@ mod tests {
             assert!((dot_f16(&q, &halves) - dot(&q, &widened)).abs() < 1e-5);
             assert!((dot_f16_portable(&q, &halves) - dot(&q, &widened)).abs() < 1e-5);
         }
+    }
+
+    #[test]
+    fn the_int8_by_int8_dot_product_is_exact() {
+        for dim in [1, 31, 32, 33, 384, 1000] {
+            let a = unit(dim as u64, dim);
+            let b = unit(dim as u64 + 7, dim);
+            let (ca, sa) = quantize_i8(&a);
+            let (cb, _) = quantize_i8(&b);
+            let scalar: i32 = ca
+                .iter()
+                .zip(&cb)
+                .map(|(&x, &y)| i32::from(x) * i32::from(y))
+                .sum();
+            assert_eq!(dot_i8_i8(&ca, &cb), scalar, "dim {dim}");
+            // The codes are the row within half a step.
+            for (x, c) in a.iter().zip(&ca) {
+                assert!((x - sa * f32::from(*c)).abs() <= sa / 2.0 + 1e-6);
+            }
+        }
+        // The extremes: ±127 everywhere does not saturate.
+        let hi = vec![127i8; 64];
+        let lo = vec![-127i8; 64];
+        assert_eq!(dot_i8_i8(&hi, &lo), -127 * 127 * 64);
+        assert_eq!(dot_i8_i8(&lo, &lo), 127 * 127 * 64);
     }
 
     #[test]

@@ -7,7 +7,7 @@
 use std::collections::{HashMap, HashSet};
 
 use super::{LiveDocument, Operation};
-use crate::index::quantized::{dot_i8, int8_scale};
+use crate::index::quantized::{dot_i8_i8, quantize_i8};
 use crate::index::vectors::dot;
 
 /// Heap bytes a tombstone takes besides its id (map entry and operation id), roughly.
@@ -171,12 +171,7 @@ impl Segment {
         };
         self.text_bytes += stored.id.len() + stored.title.len() + stored.text.len();
         self.count_words(&stored);
-        let scale = int8_scale(&d.vector);
-        let inv = if scale > 0.0 { 1.0 / scale } else { 0.0 };
-        let codes = d
-            .vector
-            .iter()
-            .map(|&x| (x * inv).round().clamp(-127.0, 127.0) as i8);
+        let (codes, scale) = quantize_i8(&d.vector);
         let slot = match self.free.pop() {
             Some(slot) => {
                 let row = slot * self.dim..(slot + 1) * self.dim;
@@ -228,8 +223,9 @@ impl Segment {
     }
 
     /// The `k` live documents nearest `query`, best first, scored in float32. Above
-    /// [`EXACT_SCAN_UP_TO`] documents the int8 copy picks `4k + 32` candidates first (its error
-    /// is far below the gap that would push a true hit out of so many).
+    /// [`EXACT_SCAN_UP_TO`] documents the int8 copy, scored against the query in int8, picks
+    /// `4k + 32` candidates first (its error is far below the gap that would push a true hit out
+    /// of so many).
     pub fn search(&self, query: &[f32], k: usize) -> Vec<LiveHit> {
         let dim = self.dim;
         let live = self
@@ -242,10 +238,12 @@ impl Segment {
         let mut scored: Vec<(f32, usize)> = if self.by_id.len() <= EXACT_SCAN_UP_TO {
             live.map(|i| (exact(i), i)).collect()
         } else {
+            // The query in int8 too: integer products, twice as many a step.
+            let (q, q_scale) = quantize_i8(query);
             let mut rough: Vec<(f32, usize)> = live
                 .map(|i| {
                     let row = &self.codes[i * dim..(i + 1) * dim];
-                    (self.scales[i] * dot_i8(query, row), i)
+                    (self.scales[i] * q_scale * dot_i8_i8(&q, row) as f32, i)
                 })
                 .collect();
             top(&mut rough, k.saturating_mul(4).saturating_add(32));
