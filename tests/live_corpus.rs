@@ -687,6 +687,18 @@ fn compaction_folds_writes_into_a_new_version_under_search_load_and_a_restart_se
     let (code, v) = admin.call("POST", "/admin/index/compact", None);
     assert_eq!(code, 202, "{v}");
     assert_eq!(v["state"], "running", "{v}");
+    // Its events, followed live by a client as alignment jobs' are: the stream ends by itself
+    // after the final one.
+    let follower = {
+        let admin = admin.clone();
+        std::thread::spawn(move || {
+            jobs_common::follow_events(
+                &admin,
+                "/admin/index/compaction/events",
+                Duration::from_secs(120),
+            )
+        })
+    };
     // A write while it runs lands in this version or in the next live segment: found either way.
     let late = "The late pangolin Quill curls up beside the axolotl tank.";
     let (code, v) = admin.call(
@@ -708,6 +720,46 @@ fn compaction_folds_writes_into_a_new_version_under_search_load_and_a_restart_se
     let c = &v["compaction"];
     assert_eq!(c["state"], "succeeded", "{v}");
     assert_eq!(v["version"], 1, "{v}");
+    let streamed = follower.join().expect("event stream");
+    let names: Vec<&str> = streamed.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(names.first(), Some(&"started"), "{names:?}");
+    assert_eq!(names.last(), Some(&"succeeded"), "{names:?}");
+    assert!(names.contains(&"built"), "{names:?}");
+    let seqs: Vec<u64> = streamed
+        .iter()
+        .map(|(_, d)| d["seq"].as_u64().expect("seq"))
+        .collect();
+    assert!(seqs.windows(2).all(|w| w[0] < w[1]), "{seqs:?}");
+    // The same as JSON, from any event on; a bad `after` is a 422 naming it.
+    let (code, listed) = admin.call(
+        "GET",
+        &format!("/admin/index/compaction/events?after={}", seqs[0]),
+        None,
+    );
+    assert_eq!(code, 200, "{listed}");
+    let listed: Vec<u64> = listed["events"]
+        .as_array()
+        .expect("events")
+        .iter()
+        .map(|e| e["seq"].as_u64().expect("seq"))
+        .collect();
+    assert_eq!(listed, seqs[1..], "{listed:?}");
+    let (code, err) = admin.call("GET", "/admin/index/compaction/events?after=x", None);
+    assert_eq!(
+        (code, err["error"]["param"].as_str()),
+        (422, Some("after")),
+        "{err}"
+    );
+    // Nothing runs now: a stream replays what is left and ends at once.
+    let tail = jobs_common::follow_events(
+        &admin,
+        &format!(
+            "/admin/index/compaction/events?after={}",
+            seqs[seqs.len() - 1]
+        ),
+        Duration::from_secs(30),
+    );
+    assert!(tail.is_empty(), "{tail:?}");
     assert_eq!(c["to_version"], 1);
     assert!(c["folded"].as_u64().unwrap() >= 11, "{c}");
     let kinds: Vec<&str> = c["events"]

@@ -5,7 +5,8 @@
 //! One runs at a time, started by `POST /admin/index/compact` or by itself past
 //! [`super::state::Limits::compact_live_documents`] live documents or
 //! [`super::state::Limits::compact_log_bytes`] log bytes. Its state, progress and events are
-//! in `GET /admin/index` (`compaction`), like an alignment job's.
+//! in `GET /admin/index` (`compaction`), and its events in `GET /admin/index/compaction/events`
+//! (JSON, or a live server-sent event stream), like an alignment job's.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -36,10 +37,19 @@ pub enum CompactionState {
 /// One step of a compaction, as alignment jobs report theirs.
 #[derive(Debug, Clone, Serialize)]
 pub struct CompactionEvent {
+    /// Numbered from 1 across the compactions since the start: a stream's event id.
+    pub seq: u64,
     /// RFC 3339, UTC.
     pub at: String,
     pub kind: &'static str,
     pub message: String,
+}
+
+impl CompactionEvent {
+    /// Whether it ends its compaction (`succeeded`, `nothing_to_do` or `failed`).
+    pub fn is_final(&self) -> bool {
+        matches!(self.kind, "succeeded" | "nothing_to_do" | "failed")
+    }
 }
 
 /// The compaction running or last run, for `GET /admin/index`.
@@ -74,16 +84,39 @@ pub struct CompactionStatus {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
     pub events: Vec<CompactionEvent>,
+    /// The number of the newest event, this compaction's or an earlier one's.
+    #[serde(skip)]
+    last_seq: u64,
 }
 
 impl CompactionStatus {
     fn event(&mut self, kind: &'static str, message: String) {
+        self.last_seq += 1;
         self.events.push(CompactionEvent {
+            seq: self.last_seq,
             at: crate::clock::now_rfc3339(),
             kind,
             message,
         });
     }
+
+    /// The events after event `after`.
+    pub fn events_after(&self, after: u64) -> Vec<CompactionEvent> {
+        self.events
+            .iter()
+            .filter(|e| e.seq > after)
+            .cloned()
+            .collect()
+    }
+}
+
+/// Changes the compaction's status under its lock, then wakes the streams that follow its
+/// events.
+fn update<T>(state: &AppState, f: impl FnOnce(&mut CompactionStatus) -> T) -> T {
+    let mut st = lock(&state.compaction);
+    let out = f(&mut st);
+    state.compaction_news.send_replace(st.last_seq);
+    out
 }
 
 /// Why a compaction did not start.
@@ -103,8 +136,7 @@ pub fn start(state: &Arc<AppState>, trigger: &'static str) -> Result<CompactionS
         return Err(StartError::ReadOnly);
     }
     let corpus = state.corpus().ok_or(StartError::NotReady)?;
-    let status = {
-        let mut st = lock(&state.compaction);
+    let status = update(state, |st| {
         if st.state == CompactionState::Running {
             return Err(StartError::Running(st.from_version.unwrap_or_default()));
         }
@@ -112,6 +144,7 @@ pub fn start(state: &Arc<AppState>, trigger: &'static str) -> Result<CompactionS
             state: CompactionState::Running,
             trigger: Some(trigger),
             from_version: Some(corpus.version),
+            last_seq: st.last_seq,
             ..Default::default()
         };
         st.event(
@@ -121,41 +154,41 @@ pub fn start(state: &Arc<AppState>, trigger: &'static str) -> Result<CompactionS
                 corpus.version
             ),
         );
-        st.clone()
-    };
+        Ok(st.clone())
+    })?;
     state.metrics.corpus_compacting.set(1);
     let state = state.clone();
     tokio::spawn(async move {
         let started = Instant::now();
         let outcome = run(&state, corpus).await;
         let seconds = started.elapsed().as_secs_f64();
-        let mut st = lock(&state.compaction);
-        st.seconds = Some(seconds);
-        st.stage = None;
-        let label = match outcome {
-            Ok(Some(version)) => {
-                st.state = CompactionState::Succeeded;
-                st.event(
-                    "succeeded",
-                    format!("version {version} served ({seconds:.2} s)"),
-                );
-                tracing::info!(version, seconds, "compaction done");
-                "ok"
+        let label = update(&state, |st| {
+            st.seconds = Some(seconds);
+            st.stage = None;
+            match outcome {
+                Ok(Some(version)) => {
+                    st.state = CompactionState::Succeeded;
+                    st.event(
+                        "succeeded",
+                        format!("version {version} served ({seconds:.2} s)"),
+                    );
+                    tracing::info!(version, seconds, "compaction done");
+                    "ok"
+                }
+                Ok(None) => {
+                    st.state = CompactionState::NothingToDo;
+                    st.event("nothing_to_do", "the log holds no batch to fold".into());
+                    "nothing_to_do"
+                }
+                Err(e) => {
+                    st.state = CompactionState::Failed;
+                    st.event("failed", e.clone());
+                    tracing::error!(error = %e, "compaction failed; the served version and the log are unchanged");
+                    st.error = Some(e);
+                    "failed"
+                }
             }
-            Ok(None) => {
-                st.state = CompactionState::NothingToDo;
-                st.event("nothing_to_do", "the log holds no batch to fold".into());
-                "nothing_to_do"
-            }
-            Err(e) => {
-                st.state = CompactionState::Failed;
-                st.event("failed", e.clone());
-                tracing::error!(error = %e, "compaction failed; the served version and the log are unchanged");
-                st.error = Some(e);
-                "failed"
-            }
-        };
-        drop(st);
+        });
         state.metrics.corpus_compacting.set(0);
         state
             .metrics
@@ -220,15 +253,16 @@ async fn run(state: &Arc<AppState>, corpus: Arc<Corpus>) -> Result<Option<u64>, 
     let built = tokio::task::spawn_blocking(move || {
         let mut last_stage = None;
         let mut progress = |p: &BuildProgress| {
-            let mut s = lock(&st.compaction);
-            let name = stage_name(p.stage);
-            if last_stage != Some(name) {
-                last_stage = Some(name);
-                s.event("stage", format!("{name}: {} units", p.total));
-            }
-            s.stage = Some(name);
-            s.done = p.done;
-            s.total = p.total;
+            update(&st, |s| {
+                let name = stage_name(p.stage);
+                if last_stage != Some(name) {
+                    last_stage = Some(name);
+                    s.event("stage", format!("{name}: {} units", p.total));
+                }
+                s.stage = Some(name);
+                s.done = p.done;
+                s.total = p.total;
+            })
         };
         let compacted = version::compact(
             &from.live_dir,
@@ -258,8 +292,7 @@ async fn run(state: &Arc<AppState>, corpus: Arc<Corpus>) -> Result<Option<u64>, 
     let Some((compacted, repairer)) = built else {
         return Ok(None);
     };
-    {
-        let mut s = lock(&state.compaction);
+    update(state, |s| {
         s.stage = Some("switching");
         s.to_version = Some(compacted.current.version);
         s.covers = Some(compacted.current.covers);
@@ -278,7 +311,7 @@ async fn run(state: &Arc<AppState>, corpus: Arc<Corpus>) -> Result<Option<u64>, 
                 compacted.current.covers
             ),
         );
-    }
+    });
     // Writes wait from here to the switch: a batch applied meanwhile to the old segment would
     // miss the new one. Searches go on with the corpus they hold.
     let gate = state.write_gate.clone().write_owned().await;

@@ -149,6 +149,8 @@ pub struct AppState {
     pub write_gate: Arc<tokio::sync::RwLock<()>>,
     /// The compaction running or last run.
     pub compaction: Mutex<super::compaction::CompactionStatus>,
+    /// The number of the newest compaction event, for streams that follow them.
+    pub compaction_news: tokio::sync::watch::Sender<u64>,
     pub registry: Registry,
     pub metrics: Arc<Metrics>,
     pub limits: Limits,
@@ -171,6 +173,7 @@ impl AppState {
             corpus: RwLock::new(None),
             write_gate: Arc::new(tokio::sync::RwLock::new(())),
             compaction: Mutex::new(Default::default()),
+            compaction_news: tokio::sync::watch::Sender::new(0),
             registry: Registry::new(),
             metrics,
             admission: Semaphore::new(limits.max_in_flight),

@@ -179,6 +179,13 @@ pub fn wait_final(admin: &Admin, id: &str, limit: Duration) -> Value {
 /// Follows the job's live event stream with curl until the server closes it (after the final
 /// event); returns the (event name, data) pairs in order.
 pub fn follow_stream(admin: &Admin, id: &str, limit: Duration) -> Vec<(String, Value)> {
+    follow_events(admin, &format!("/admin/jobs/{id}/events"), limit)
+}
+
+/// Follows the live event stream at `path` with curl until the server closes it; returns the
+/// (event name, data) pairs in order.
+#[allow(dead_code)]
+pub fn follow_events(admin: &Admin, path: &str, limit: Duration) -> Vec<(String, Value)> {
     let out = Command::new("curl")
         .args([
             "-sS",
@@ -190,7 +197,7 @@ pub fn follow_stream(admin: &Admin, id: &str, limit: Duration) -> Vec<(String, V
             "-H",
             &format!("Authorization: Bearer {}", admin.token),
         ])
-        .arg(format!("{}/admin/jobs/{id}/events", admin.base))
+        .arg(format!("{}{path}", admin.base))
         .output()
         .expect("run curl");
     assert!(

@@ -2,9 +2,11 @@
 //! counts. The answers take Qdrant's shape (`{"result", "status", "time"}`), which users of
 //! vector stores know; the work is `query::documents`.
 
+use std::collections::HashMap;
 use std::time::Instant;
 
 use axum::extract::Query;
+use axum::http::HeaderMap;
 
 use super::*;
 use crate::query::compaction::{self, CompactionState, StartError};
@@ -52,6 +54,7 @@ pub(super) fn routes() -> Router<Arc<Admin>> {
         .layer(DefaultBodyLimit::max(DOCUMENTS_BODY_LIMIT))
         .route("/admin/index", get(index_info))
         .route("/admin/index/compact", axum::routing::post(compact))
+        .route("/admin/index/compaction/events", get(compaction_events))
 }
 
 fn answer(result: WriteResult, started: Instant) -> Json<Value> {
@@ -135,4 +138,35 @@ async fn compact(State(admin): State<Arc<Admin>>) -> Result<(StatusCode, Json<Va
             e.to_string(),
         )),
     }
+}
+
+/// `GET /admin/index/compaction/events[?after=N]`: the events of the compaction running or last
+/// run as JSON, or with `Accept: text/event-stream` a stream that replays them (after
+/// `Last-Event-ID` when given), follows the compaction and ends after its final event — at once
+/// when none runs.
+async fn compaction_events(
+    State(admin): State<Arc<Admin>>,
+    Query(q): Query<HashMap<String, String>>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    let after = super::events::resume_after(&q, &headers)?;
+    let state = admin.state.clone();
+    let first = crate::sync::lock(&state.compaction).events_after(after);
+    let wake = super::events::Wake::Compaction(state.compaction_news.subscribe());
+    Ok(super::events::respond(
+        &admin,
+        &headers,
+        after,
+        first,
+        wake,
+        move |last| {
+            let state = state.clone();
+            async move {
+                let st = crate::sync::lock(&state.compaction);
+                let new = st.events_after(last);
+                // Once it has ended and its last events are sent, nothing more will come.
+                (st.state == CompactionState::Running || !new.is_empty()).then_some(new)
+            }
+        },
+    ))
 }

@@ -2,17 +2,13 @@
 //! and cancel alignment jobs (see `docs/jobs.md`).
 
 use std::collections::HashMap;
-use std::convert::Infallible;
 use std::sync::Arc;
-use std::time::Duration;
 
 use axum::extract::{Path as UrlPath, Query, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
-use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde_json::{json, Value};
-use tokio_stream::wrappers::ReceiverStream;
 
 use super::{blocking, Admin};
 use crate::jobs::{JobError, JobManager, JobSpec, JobStatus};
@@ -151,14 +147,6 @@ pub async fn cancel(
         .into_response())
 }
 
-fn wants_stream(headers: &HeaderMap) -> bool {
-    headers
-        .get_all(header::ACCEPT)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .any(|v| v.to_ascii_lowercase().contains("text/event-stream"))
-}
-
 /// `GET /admin/jobs/{id}/events[?after=N]`: the events as JSON, or with
 /// `Accept: text/event-stream` a live stream that replays them (after `Last-Event-ID` when
 /// given), follows the job and ends after its final event.
@@ -169,65 +157,28 @@ pub async fn events(
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     let m = manager(&admin)?;
-    let after = match q.get("after") {
-        None => None,
-        Some(s) => Some(s.parse::<u64>().map_err(|_| {
-            ApiError::invalid("after: must be an event number (integer ≥ 0)").with_param("after")
-        })?),
-    };
-    let last_event_id = headers
-        .get("last-event-id")
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.trim().parse::<u64>().ok());
-    let after = last_event_id.or(after).unwrap_or(0);
+    let after = super::events::resume_after(&q, &headers)?;
     // 404 before a stream starts.
     let first = {
         let (m, id) = (m.clone(), id.clone());
         blocking(move || m.events(&id, after)).await?
     };
-    if !wants_stream(&headers) {
-        return Ok(Json(json!({ "events": first })).into_response());
-    }
-    let (tx, rx) = tokio::sync::mpsc::channel::<Result<Event, Infallible>>(64);
-    let mut wake = m.subscribe();
-    let mut stopping = admin.stopping.clone();
-    tokio::spawn(async move {
-        let mut last = after;
-        let mut batch = first;
-        loop {
-            for ev in batch.drain(..) {
-                last = ev.seq;
-                let is_final = ev.is_final();
-                let data = serde_json::to_string(&ev).unwrap_or_default();
-                let sse = Event::default()
-                    .id(ev.seq.to_string())
-                    .event(ev.kind.clone())
-                    .data(data);
-                if tx.send(Ok(sse)).await.is_err() || is_final {
-                    return;
-                }
-            }
-            // Wait for news of any job (or poll), then read this job's new events.
-            tokio::select! {
-                r = wake.recv() => {
-                    if let Err(tokio::sync::broadcast::error::RecvError::Closed) = r {
-                        return;
-                    }
-                }
-                _ = tokio::time::sleep(Duration::from_secs(2)) => {}
-                _ = tx.closed() => return,
-                // The service is shutting down: end the stream (the client reconnects with
-                // Last-Event-ID and misses nothing) instead of holding the drain up.
-                _ = stopping.wait_for(|s| *s) => return,
-            }
+    // News of any job wakes the stream; it reads this job's new events.
+    let wake = super::events::Wake::Jobs(m.subscribe());
+    Ok(super::events::respond(
+        &admin,
+        &headers,
+        after,
+        first,
+        wake,
+        move |last| {
             let (m, id) = (m.clone(), id.clone());
-            batch = match tokio::task::spawn_blocking(move || m.events(&id, last)).await {
-                Ok(Ok(b)) => b,
-                _ => return,
-            };
-        }
-    });
-    Ok(Sse::new(ReceiverStream::new(rx))
-        .keep_alive(KeepAlive::default())
-        .into_response())
+            async move {
+                match tokio::task::spawn_blocking(move || m.events(&id, last)).await {
+                    Ok(Ok(b)) => Some(b),
+                    _ => None,
+                }
+            }
+        },
+    ))
 }

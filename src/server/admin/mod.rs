@@ -8,10 +8,12 @@
 //!
 //! One file per concern: [`bootstrap`] starts the listener, the job manager and the token;
 //! [`state_sync`] keeps the registry and the state file in step; [`registry_ops`] loads, unloads
-//! and switches; [`handlers`], [`jobs`] and [`documents`] (the live corpus) are the HTTP routes.
+//! and switches; [`handlers`], [`jobs`] and [`documents`] (the live corpus) are the HTTP routes,
+//! [`events`] the event streams of jobs and compactions.
 
 mod bootstrap;
 pub mod documents;
+mod events;
 mod handlers;
 mod jobs;
 mod openapi;

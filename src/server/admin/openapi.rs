@@ -169,6 +169,17 @@ fn index_info() {}
 #[allow(dead_code)]
 fn compact_index() {}
 
+/// The events of the compaction running or last run (`started`, `stage`, `built`, then
+/// `succeeded`, `nothing_to_do` or `failed`): JSON, or with `Accept: text/event-stream` a stream
+/// from `?after=N` (or `Last-Event-ID`) that follows the compaction and ends after its final event.
+#[utoipa::path(get, path = "/admin/index/compaction/events", tag = "documents",
+    params(("after" = Option<u64>, Query, description = "only events numbered after this")),
+    responses((status = 200, description = "`{\"events\": [...]}`, or text/event-stream", body = Object),
+        (status = 422, description = "a bad `after` or an unknown parameter", body = ErrorBody),
+        (status = 401, body = ErrorBody)))]
+#[allow(dead_code)]
+fn compaction_events() {}
+
 /// This document (no token needed).
 #[utoipa::path(get, path = "/openapi.json", tag = "service", security(()),
     responses((status = 200, description = "OpenAPI 3.1", body = Object)))]
@@ -186,7 +197,8 @@ const ADMIN_TOKEN: Bearer = Bearer {
     info(title = "capot admin", description = "Encoders, aliases, the state file, alignment jobs and the live corpus."),
     paths(list_encoders, post_encoder, delete_encoder, list_aliases, put_alias, delete_alias,
         get_state, list_jobs, create_job, show_job, job_events, cancel_job, upsert_documents,
-        delete_documents, delete_document, get_document, index_info, compact_index, openapi),
+        delete_documents, delete_document, get_document, index_info, compact_index, compaction_events,
+        openapi),
     components(schemas(LoadRequest, AliasRequest, RepairMode, RepairFusion, ErrorBody, ErrorDetail,
         UpsertRequest, DeleteRequest, DocumentInput, DocumentView, WriteResult, WriteStatus,
         WriteAnswer)),
