@@ -497,8 +497,9 @@ pub(crate) fn spelling_variant(a: &str, b: &str) -> bool {
                 b'u' => pre.ends_with('o') && post.starts_with('r'),
                 // ... before an ending (`travelled`, `labelling`), not at the end (`untill`).
                 b'l' => pre.ends_with('l') && post.starts_with(['e', 'i']),
-                // haemorrhage/hemorrhage, oestrogen/estrogen, glycerine/glycerin.
-                b'a' | b'o' => post.starts_with('e'),
+                // haemorrhage/hemorrhage, oestrogen/estrogen: inside a word; a final `-ae` is a
+                // plural or a slip (`definae`).
+                b'a' | b'o' => post.starts_with('e') && post.len() > 1,
                 // Only after -in: a final `e` lost elsewhere is a typo (`peopl`, `activ`).
                 b'e' => post.is_empty() && pre.ends_with("in"),
                 _ => false,
@@ -767,6 +768,7 @@ mod tests {
             ("peopl", "people"),
             ("activ", "active"),
             ("untill", "until"),
+            ("definae", "define"),
         ] {
             assert!(!spelling_variant(typed, meant), "{typed}/{meant}");
         }
