@@ -53,6 +53,9 @@ pub struct Segment {
     codes: Vec<i8>,
     scales: Vec<f32>,
     slots: Vec<Option<StoredDocument>>,
+    /// Whether each slot holds a document: what the scan reads instead of the slots themselves
+    /// (a byte a slot, not a cache line).
+    occupied: Vec<bool>,
     free: Vec<usize>,
     by_id: HashMap<String, usize>,
     /// Deleted ids and the id of the delete: they hold off older upserts applied late, and hide
@@ -90,6 +93,7 @@ impl Segment {
             codes: Vec::new(),
             scales: Vec::new(),
             slots: Vec::new(),
+            occupied: Vec::new(),
             free: Vec::new(),
             by_id: HashMap::new(),
             deleted: HashMap::new(),
@@ -181,6 +185,7 @@ impl Segment {
                 }
                 self.scales[slot] = scale;
                 self.slots[slot] = Some(stored);
+                self.occupied[slot] = true;
                 slot
             }
             None => {
@@ -188,6 +193,7 @@ impl Segment {
                 self.codes.extend(codes);
                 self.scales.push(scale);
                 self.slots.push(Some(stored));
+                self.occupied.push(true);
                 self.slots.len() - 1
             }
         };
@@ -215,6 +221,7 @@ impl Segment {
 
     fn remove_slot(&mut self, slot: usize) {
         if let Some(old) = self.slots[slot].take() {
+            self.occupied[slot] = false;
             self.text_bytes -= old.id.len() + old.title.len() + old.text.len();
             self.uncount_words(&old);
             self.by_id.remove(&old.id);
@@ -229,10 +236,10 @@ impl Segment {
     pub fn search(&self, query: &[f32], k: usize) -> Vec<LiveHit> {
         let dim = self.dim;
         let live = self
-            .slots
+            .occupied
             .iter()
             .enumerate()
-            .filter(|(_, s)| s.is_some())
+            .filter(|(_, &o)| o)
             .map(|(i, _)| i);
         let exact = |i: usize| dot(query, &self.vectors[i * dim..(i + 1) * dim]);
         let mut scored: Vec<(f32, usize)> = if self.by_id.len() <= EXACT_SCAN_UP_TO {
@@ -303,6 +310,7 @@ impl Segment {
             + self.scales.capacity() * 4
             + self.text_bytes
             + self.slots.capacity() * std::mem::size_of::<Option<StoredDocument>>()
+            + self.occupied.capacity()
             + self.by_id.len() * 48
             + self.tombstone_bytes
             + self.hidden.len() * 16
