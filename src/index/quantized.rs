@@ -292,8 +292,37 @@ pub(crate) fn dot_i8_i8(a: &[i8], b: &[i8]) -> i32 {
         .sum()
 }
 
+/// `q · row` for every row of `codes` (rows of `q.len()` codes, one after another) into `out`,
+/// as [`dot_i8_i8`] gives each: one dispatch for the whole scan, so the kernel inlines.
+pub(crate) fn dot_i8_i8_rows(q: &[i8], codes: &[i8], out: &mut Vec<i32>) {
+    out.clear();
+    if q.is_empty() {
+        return;
+    }
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::arch::is_x86_feature_detected!("avx2") {
+            // SAFETY: the CPU has AVX2 (checked above).
+            unsafe { dot_i8_i8_rows_avx2(q, codes, out) };
+            return;
+        }
+    }
+    out.extend(codes.chunks_exact(q.len()).map(|row| dot_i8_i8(q, row)));
+}
+
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
+unsafe fn dot_i8_i8_rows_avx2(q: &[i8], codes: &[i8], out: &mut Vec<i32>) {
+    out.extend(
+        codes
+            .chunks_exact(q.len())
+            .map(|row| dot_i8_i8_avx2(q, row)),
+    );
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+#[inline]
 unsafe fn dot_i8_i8_avx2(a: &[i8], b: &[i8]) -> i32 {
     use std::arch::x86_64::*;
     let n = a.len().min(b.len());
@@ -441,6 +470,15 @@ mod tests {
         let lo = vec![-127i8; 64];
         assert_eq!(dot_i8_i8(&hi, &lo), -127 * 127 * 64);
         assert_eq!(dot_i8_i8(&lo, &lo), 127 * 127 * 64);
+        // Row by row, as one scan.
+        let q = quantize_i8(&unit(3, 100)).0;
+        let codes: Vec<i8> = (0..7)
+            .flat_map(|r| quantize_i8(&unit(r + 10, 100)).0)
+            .collect();
+        let mut out = Vec::new();
+        dot_i8_i8_rows(&q, &codes, &mut out);
+        let each: Vec<i32> = codes.chunks(100).map(|row| dot_i8_i8(&q, row)).collect();
+        assert_eq!(out, each);
     }
 
     #[test]

@@ -7,7 +7,7 @@
 use std::collections::{HashMap, HashSet};
 
 use super::{LiveDocument, Operation};
-use crate::index::quantized::{dot_i8_i8, quantize_i8};
+use crate::index::quantized::{dot_i8_i8_rows, quantize_i8};
 use crate::index::vectors::dot;
 
 /// Heap bytes a tombstone takes besides its id (map entry and operation id), roughly.
@@ -247,13 +247,24 @@ impl Segment {
         } else {
             // The query in int8 too: integer products, twice as many a step.
             let (q, q_scale) = quantize_i8(query);
-            let mut rough: Vec<(f32, usize)> = live
-                .map(|i| {
-                    let row = &self.codes[i * dim..(i + 1) * dim];
-                    (self.scales[i] * q_scale * dot_i8_i8(&q, row) as f32, i)
-                })
-                .collect();
-            top(&mut rough, k.saturating_mul(4).saturating_add(32));
+            let keep = k.saturating_mul(4).saturating_add(32);
+            // The best `keep` so far, with room for as many again: a row below the worst of
+            // those kept can never be among them, and most rows stop at that comparison.
+            let mut dots = Vec::with_capacity(self.occupied.len());
+            dot_i8_i8_rows(&q, &self.codes, &mut dots);
+            let mut rough: Vec<(f32, usize)> = Vec::with_capacity(2 * keep);
+            let mut floor = f32::NEG_INFINITY;
+            for i in live {
+                let score = self.scales[i] * q_scale * dots[i] as f32;
+                if score >= floor {
+                    rough.push((score, i));
+                    if rough.len() == 2 * keep {
+                        top(&mut rough, keep);
+                        floor = rough.iter().map(|r| r.0).fold(f32::INFINITY, f32::min);
+                    }
+                }
+            }
+            top(&mut rough, keep);
             rough.into_iter().map(|(_, i)| (exact(i), i)).collect()
         };
         top(&mut scored, k);
