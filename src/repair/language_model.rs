@@ -212,6 +212,20 @@ impl LanguageModel {
         }
     }
 
+    /// How often general English's pair list says `a b` is written (0 when it lacks it).
+    pub fn general_pair_count(&self, sa: &WordStats, sb: &WordStats) -> u64 {
+        match (&self.lexicon, sa.lexicon_id, sb.lexicon_id) {
+            (Some(l), Some(ia), Some(ib)) => l.bigram(ia, ib),
+            _ => 0,
+        }
+    }
+
+    /// ln P(b | a) from the counts, as for a pair no source has seen (`b` alone, less the
+    /// unseen-pair cost).
+    pub fn ln_unseen_raw(&self, sb: &WordStats) -> f64 {
+        self.raw_unigram(sb).ln() + self.ln_unseen_pair
+    }
+
     /// Whether general English's pair list holds `a b` (`las vegas`, `per day`).
     pub fn general_pair_known(&self, sa: &WordStats, sb: &WordStats) -> bool {
         match (&self.lexicon, sa.lexicon_id, sb.lexicon_id) {

@@ -359,6 +359,9 @@ pub struct Params {
     /// Whether such a word that nobody writes is read as a typo
     /// (see [`Repairer::unwritten_rare_start`]).
     pub rare_start_typo: bool,
+    /// A pair of words the general list holds e^this times less than the same pair with a word
+    /// one edit away counts, for a real-word error, as never seen (`side affects`).
+    pub typo_pair_margin: f64,
 }
 
 /// The fewest lexicon words from which [`Params::rare_start_words`] is believed.
@@ -402,6 +405,7 @@ impl Default for Params {
             short_typo_usage_margin: 8.5,
             rare_start_words: 3,
             rare_start_typo: true,
+            typo_pair_margin: 2.0,
         }
     }
 }

@@ -429,6 +429,8 @@ fn the_real_model_fixes_what_people_type_and_leaves_clean_and_foreign_queries_al
             // no sign of another language.
             ("benifits of vitex agnus", "benefits of vitex agnus"),
             ("cover latter example", "cover letter example"),
+            // `loose weight` is written (8.3M in the pair list), but `lose weight` 15 times more.
+            ("how to loose weight fast", "how to lose weight fast"),
             // A letter added at the end is a slip, not an ending the lists lack.
             ("how doese it work", "how does it work"),
             ("is shipping freee", "is shipping free"),
