@@ -597,6 +597,20 @@ fn real_words(
         (before.0 + after.0, before.1 + after.1)
     };
     let (with_typed, with_typed_floored) = context_score(&w.lower, &w.stats);
+    // The typed word's pairs with its neighbours that the general list holds, each with what
+    // reading it as never seen changes: most pairs are not in the list, and then nothing more is
+    // looked up per candidate.
+    let typed_pair = |a: (&str, &WordStats), b: (&str, &WordStats)| {
+        let count = r.lm.general_pair_count(a.1, b.1);
+        (count > 0).then(|| {
+            let seen = r.lm.ln_bigram_raw_and_floored(a.0, a.1, b.0, b.1).0;
+            (count, r.lm.ln_unseen_raw(b.1) - seen)
+        })
+    };
+    let typed_pairs = (
+        prev.and_then(|q| typed_pair((&q.lower, &q.stats), (&w.lower, &w.stats))),
+        next.and_then(|q| typed_pair((&w.lower, &w.stats), (&q.lower, &q.stats))),
+    );
     let mut v: Vec<(f64, Reading)> = Vec::new();
     for &(id, d) in found.iter() {
         let meant = r.candidates.word(id);
@@ -615,32 +629,16 @@ fn real_words(
         // A typed pair written far less than the same pair with the meant word is mostly that
         // pair's typos (`side affects`, 21M, for `side effects`, 633M): it speaks for the typed
         // word no more than a pair never seen.
-        let typo_pair = |typed: u64, meant: u64| {
-            typed > 0 && (meant as f64) > (typed as f64) * p.typo_pair_margin.exp()
-        };
         let mut with_typed = with_typed;
-        if let Some(q) = prev {
-            let (t, m) = (
-                r.lm.general_pair_count(&q.stats, &w.stats),
-                r.lm.general_pair_count(&q.stats, &stats),
-            );
-            if typo_pair(t, m) {
-                with_typed += r.lm.ln_unseen_raw(&w.stats)
-                    - r.lm
-                        .ln_bigram_raw_and_floored(&q.lower, &q.stats, &w.lower, &w.stats)
-                        .0;
-            }
-        }
-        if let Some(q) = next {
-            let (t, m) = (
-                r.lm.general_pair_count(&w.stats, &q.stats),
-                r.lm.general_pair_count(&stats, &q.stats),
-            );
-            if typo_pair(t, m) {
-                with_typed += r.lm.ln_unseen_raw(&q.stats)
-                    - r.lm
-                        .ln_bigram_raw_and_floored(&w.lower, &w.stats, &q.lower, &q.stats)
-                        .0;
+        for (typed, meant) in [
+            (typed_pairs.0, prev.map(|q| (&q.stats, &stats))),
+            (typed_pairs.1, next.map(|q| (&stats, &q.stats))),
+        ] {
+            if let (Some((count, change)), Some((a, b))) = (typed, meant) {
+                let written = r.lm.general_pair_count(a, b) as f64;
+                if written > count as f64 * p.typo_pair_margin.exp() {
+                    with_typed += change;
+                }
             }
         }
         let gain = with_meant - with_typed;
