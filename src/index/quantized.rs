@@ -93,15 +93,11 @@ impl GraphVectors {
                 for row in rows.clone() {
                     w.put(&int8_scale(row).to_le_bytes())?;
                 }
+                let mut codes: Vec<i8> = Vec::new();
                 for row in rows {
-                    let s = int8_scale(row);
-                    let inv = if s > 0.0 { 1.0 / s } else { 0.0 };
-                    buf.clear();
-                    buf.extend(
-                        row.iter()
-                            .map(|&x| (x * inv).round().clamp(-127.0, 127.0) as i8 as u8),
-                    );
-                    w.put(&buf)?;
+                    codes.clear();
+                    quantize_i8_into(row, &mut codes);
+                    w.put(bytemuck::cast_slice(&codes))?;
                 }
             }
         }
@@ -267,13 +263,20 @@ unsafe fn dot_f16_f16c(q: &[f32], row: &[u16]) -> f32 {
 
 /// `row` as int8 codes with its scale ([`int8_scale`]): `row[i] ≈ scale × codes[i]`.
 pub(crate) fn quantize_i8(row: &[f32]) -> (Vec<i8>, f32) {
+    let mut codes = Vec::with_capacity(row.len());
+    let scale = quantize_i8_into(row, &mut codes);
+    (codes, scale)
+}
+
+/// Appends `row`'s int8 codes to `codes`; returns its scale (see [`quantize_i8`]).
+pub(crate) fn quantize_i8_into(row: &[f32], codes: &mut Vec<i8>) -> f32 {
     let scale = int8_scale(row);
     let inv = if scale > 0.0 { 1.0 / scale } else { 0.0 };
-    let codes = row
-        .iter()
-        .map(|&x| (x * inv).round().clamp(-127.0, 127.0) as i8)
-        .collect();
-    (codes, scale)
+    codes.extend(
+        row.iter()
+            .map(|&x| (x * inv).round().clamp(-127.0, 127.0) as i8),
+    );
+    scale
 }
 
 /// `a · b` for two int8 rows of codes in −127..=127, unscaled, exact (AVX2 when the CPU has it:

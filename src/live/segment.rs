@@ -248,10 +248,10 @@ impl Segment {
             // The query in int8 too: integer products, twice as many a step.
             let (q, q_scale) = quantize_i8(query);
             let keep = k.saturating_mul(4).saturating_add(32);
-            // The best `keep` so far, with room for as many again: a row below the worst of
-            // those kept can never be among them, and most rows stop at that comparison.
             let mut dots = Vec::with_capacity(self.occupied.len());
             dot_i8_i8_rows(&q, &self.codes, &mut dots);
+            // The best `keep` so far, with room for as many again: a row below the worst of
+            // those kept can never be among them, and most rows stop at that comparison.
             let mut rough: Vec<(f32, usize)> = Vec::with_capacity(2 * keep);
             let mut floor = f32::NEG_INFINITY;
             for i in live {
