@@ -191,6 +191,7 @@ pub(crate) fn readings(
                     rs[0].cost = typo_keep_cost(r, w, prev, next);
                 }
                 rs.extend(slips);
+                rs.extend(dropped_letter_beside(r, w, prev, next, extra, lookups));
             }
             if !corpus_only && w.whole_token && letters >= p.min_split_letters {
                 rs.extend(splits(r, &w.lower));
@@ -387,6 +388,46 @@ fn function_word_slips(
         })
         .collect();
     (slips, typo)
+}
+
+/// A short unknown word read as a content word with a letter dropped when the corpus writes that
+/// word beside one of the query's words next to it (`robert gra` for `robert gray`, `lfe cycle`
+/// for `life cycle`): the corpus pair, not the string, says which word was meant, so an acronym
+/// the corpus never pairs that way (`rsa definition`) is left alone.
+fn dropped_letter_beside(
+    r: &Repairer,
+    w: &QueryWord,
+    prev: Option<&QueryWord>,
+    next: Option<&QueryWord>,
+    extra: f64,
+    lookups: &mut Lookups,
+) -> Vec<Reading> {
+    let p = &r.params;
+    let prev = context_word(prev.filter(|_| w.spaced_from_previous));
+    let next = context_word(next.filter(|q| q.spaced_from_previous));
+    if (prev.is_none() && next.is_none()) || !r.vocab.has_bigrams() {
+        return Vec::new();
+    }
+    let typed = w.lower.as_bytes();
+    lookups
+        .get(r, &w.lower, 1)
+        .iter()
+        .filter_map(|&(id, d)| {
+            let meant = r.candidates.word(id);
+            if meant.len() != typed.len() + 1 || is_stopword(meant) {
+                return None;
+            }
+            let written = prev.map_or(0, |q| r.vocab.bigram(&q.lower, meant))
+                + next.map_or(0, |q| r.vocab.bigram(meant, &q.lower));
+            (written >= p.min_corpus_count).then(|| Reading {
+                span: 1,
+                words: vec![(meant.to_string(), r.candidate_stats[id as usize])],
+                cost: f64::from(error_model::cost(typed, meant.as_bytes())) + extra,
+                kind: Some(EditKind::NonWord),
+                distance: d,
+            })
+        })
+        .collect()
 }
 
 /// Splits of an unknown word into two known ones, the likeliest first.

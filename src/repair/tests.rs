@@ -195,6 +195,48 @@ fn a_short_unknown_word_is_read_as_a_function_word_slip_or_left() {
 }
 
 #[test]
+fn a_short_unknown_word_is_a_dropped_letter_when_the_corpus_writes_the_pair() {
+    let lexicon = || {
+        Some(Arc::new(Lexicon::from_counts(
+            [
+                ("who", 300_000_000),
+                ("is", 4_700_000_000),
+                ("robert", 60_000_000),
+                ("gray", 30_000_000),
+                ("captain", 20_000_000),
+                ("definition", 40_000_000),
+                ("rosa", 3_000_000),
+            ],
+            [],
+        )))
+    };
+    let with_pair = Repairer::new(
+        Arc::new(Vocabulary::build(
+            [
+                ("Robert Gray", "Robert Gray was a sea captain."),
+                ("Captain Gray", "Robert Gray sailed up the Columbia."),
+            ]
+            .into_iter(),
+        )),
+        lexicon(),
+    );
+    assert_eq!(
+        with_pair.repair("who is robert gra").text,
+        "who is robert gray"
+    );
+    // Without the pair in the corpus the string may be anything: an acronym, a name.
+    let without = Repairer::new(
+        Arc::new(Vocabulary::build(
+            [("Gray", "Gray is a colour. Robert sailed up the Columbia.")].into_iter(),
+        )),
+        lexicon(),
+    );
+    assert!(!without.repair("who is robert gra").changed());
+    // An acronym the corpus never writes as the longer word beside its neighbour stays.
+    assert!(!with_pair.repair("rsa definition").changed());
+}
+
+#[test]
 fn a_capitalised_word_nobody_writes_is_a_misspelt_name() {
     let vocab = Arc::new(Vocabulary::build(DOCS.iter().map(|t| ("", *t))));
     let words = [
@@ -418,6 +460,12 @@ fn the_real_model_fixes_what_people_type_and_leaves_clean_and_foreign_queries_al
                 "what is the capital of france",
             ),
             ("daily life of thai peopl", "daily life of thai people"),
+            // A short string the corpus writes a letter longer beside its neighbour.
+            (
+                "how long is lfe cycle of flea",
+                "how long is life cycle of flea",
+            ),
+            ("who is robert gra", "who is robert gray"),
             ("what does quarrel meen", "what does quarrel mean"),
             ("is testosterone controled", "is testosterone controlled"),
             ("how mony calories per gram", "how many calories per gram"),
