@@ -8,7 +8,8 @@ rate, and search latency with and without a live segment.
    /search p50/p99 at concurrency 1 over QUERIES with no live documents;
 3. LIVE documents (CORPUS's passages again, under new ids) written with POST /admin/documents in
    batches of BATCH, one writer: documents acknowledged per second (each batch fsynced);
-4. the same searches again with the live segment full;
+4. the same searches again with the live segment full, then in turns with a second server on
+   the same index without live documents (the machine's drift falls on both alike);
 5. POST /admin/index/compact: the compaction's time (build of frozen + live, switch) and /search
    p50/p99 at concurrency 1 while it runs (every answer must be a 200), then after it.
 
@@ -73,6 +74,40 @@ def search_latency(base, queries):
             "stages_p50_ms": {k: statistics.median(v) for k, v in stages.items()}}
 
 
+def interleaved_latency(with_live, without, queries):
+    """p50 at concurrency 1 of two servers asked the same queries in turns (which goes first
+    alternates), so that what the shared machine does meanwhile falls on both alike."""
+    times = {with_live: [], without: []}
+    for n, q in enumerate(queries):
+        for base in ((with_live, without) if n % 2 == 0 else (without, with_live)):
+            t = time.perf_counter()
+            call(f"{base}/search", {"query": q, "k": 10})
+            times[base].append(time.perf_counter() - t)
+    p50 = {b: 1e3 * statistics.median(v) for b, v in times.items()}
+    return {"with_live_p50_ms": p50[with_live], "without_p50_ms": p50[without],
+            "ratio": p50[with_live] / p50[without], "searches_each": len(queries)}
+
+
+def start_server(args, data, port, admin_port):
+    server = subprocess.Popen(
+        [args.capot, "serve", "--index", args.index, "--encoder", args.encoder,
+         "--data-dir", data, "--addr", f"127.0.0.1:{port}",
+         "--admin-addr", f"127.0.0.1:{admin_port}", "--grpc-addr", "off",
+         "--compact-live-documents", "0", "--compact-log-bytes", "0"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.time() + 120
+    while True:
+        try:
+            urllib.request.urlopen(f"{base}/ready", timeout=2)
+            return server, base
+        except Exception:
+            if time.time() > deadline or server.poll() is not None:
+                server.kill()
+                raise
+            time.sleep(0.2)
+
+
 def compact_under_load(base, admin, token, queries):
     """Starts a compaction and searches at concurrency 1 until it has ended."""
     started = time.perf_counter()
@@ -130,23 +165,9 @@ def main():
 
         data = os.path.join(tmp, "data")
         port, admin_port = free_port(), free_port()
-        server = subprocess.Popen(
-            [args.capot, "serve", "--index", args.index, "--encoder", args.encoder,
-             "--data-dir", data, "--addr", f"127.0.0.1:{port}",
-             "--admin-addr", f"127.0.0.1:{admin_port}", "--grpc-addr", "off",
-             "--compact-live-documents", "0", "--compact-log-bytes", "0"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        base, admin = f"http://127.0.0.1:{port}", f"http://127.0.0.1:{admin_port}"
+        server, base = start_server(args, data, port, admin_port)
+        admin = f"http://127.0.0.1:{admin_port}"
         try:
-            deadline = time.time() + 120
-            while True:
-                try:
-                    urllib.request.urlopen(f"{base}/ready", timeout=2)
-                    break
-                except Exception:
-                    if time.time() > deadline:
-                        raise
-                    time.sleep(0.2)
             token = open(os.path.join(data, "admin-token")).read().strip()
             search_latency(base, queries[:50])  # warm-up
             out["search_without_live"] = search_latency(base, queries)
@@ -162,6 +183,15 @@ def main():
             out["ingest"] = {"documents": written, "batch": args.batch, "seconds": seconds,
                              "docs_per_s": written / seconds}
             out["search_with_live"] = search_latency(base, queries)
+            # The same comparison in turns against a second server without live documents.
+            plain, plain_base = start_server(args, os.path.join(tmp, "data-plain"), free_port(),
+                                             free_port())
+            try:
+                search_latency(plain_base, queries[:50])  # warm-up
+                out["interleaved"] = interleaved_latency(base, plain_base, queries)
+            finally:
+                plain.terminate()
+                plain.wait(timeout=60)
             out["corpus"] = call(f"{admin}/admin/index", token=token)
             out["compaction"] = compact_under_load(base, admin, token, queries)
             out["search_after_compaction"] = search_latency(base, queries)
@@ -191,6 +221,10 @@ def main():
           f"p50 {c['p50_ms']:.2f} ms, p99 {c['p99_ms']:.2f} ms |")
     print(f"| /search c=1 after it | p50 {a['p50_ms']:.2f} ms, p99 {a['p99_ms']:.2f} ms; "
           f"search stage p50 {a['search_stage_p50_ms']:.3f} ms |")
+    il = out["interleaved"]
+    print(f"| /search c=1 in turns with a second server without live documents "
+          f"({il['searches_each']} searches each) | p50 {il['with_live_p50_ms']:.2f} / "
+          f"{il['without_p50_ms']:.2f} ms (**{il['ratio']:.2f}×**) |")
     print(f"| stage p50s without / with live documents (ms) | "
           + ", ".join(f"{k} {w['stages_p50_ms'][k]:.3f} / {l['stages_p50_ms'].get(k, float('nan')):.3f}"
                       for k in w["stages_p50_ms"]) + " |")
