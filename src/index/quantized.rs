@@ -279,76 +279,107 @@ pub(crate) fn quantize_i8_into(row: &[f32], codes: &mut Vec<i8>) -> f32 {
     scale
 }
 
-/// `a · b` for two int8 rows of codes in −127..=127, unscaled, exact (AVX2 when the CPU has it:
-/// 32 products a step, against 16 for [`dot_i8`], which widens to float32 first).
-pub(crate) fn dot_i8_i8(a: &[i8], b: &[i8]) -> i32 {
-    #[cfg(target_arch = "x86_64")]
-    {
-        if std::arch::is_x86_feature_detected!("avx2") {
-            // SAFETY: the CPU has AVX2 (checked above).
-            return unsafe { dot_i8_i8_avx2(a, b) };
-        }
-    }
-    a.iter()
-        .zip(b)
-        .map(|(&x, &y)| i32::from(x) * i32::from(y))
-        .sum()
+/// Dimensions a block of packed 4-bit codes holds: 16 bytes, the low nibbles its first 16
+/// dimensions and the high nibbles the next 16, so that one AVX2 step unpacks 32 in order.
+pub(crate) const I4_BLOCK: usize = 32;
+
+/// `dim` rounded up to whole pairs of [`I4_BLOCK`]s (32 bytes, one AVX2 load): the length a
+/// query's int8 codes are padded to (with zeros) for [`dot_u4_i8_rows`]; a packed row is half as
+/// many bytes.
+pub(crate) fn i4_padded(dim: usize) -> usize {
+    dim.div_ceil(2 * I4_BLOCK) * 2 * I4_BLOCK
 }
 
-/// `q · row` for every row of `codes` (rows of `q.len()` codes, one after another) into `out`,
-/// as [`dot_i8_i8`] gives each: one dispatch for the whole scan, so the kernel inlines.
-pub(crate) fn dot_i8_i8_rows(q: &[i8], codes: &[i8], out: &mut Vec<i32>) {
+/// Appends `row`'s 4-bit codes to `packed` (each code in −7..=7 stored as `code + 8`, padded to
+/// whole blocks with zero codes); returns its scale: `row[i] ≈ scale × code[i]`. A quarter of the
+/// bytes of float32 rows, half of int8: what a scan of many rows reads first.
+pub(crate) fn quantize_i4_into(row: &[f32], packed: &mut Vec<u8>) -> f32 {
+    let max = row.iter().fold(0f32, |m, x| m.max(x.abs()));
+    let scale = max / 7.0;
+    let inv = if scale > 0.0 { 1.0 / scale } else { 0.0 };
+    let code = |i: usize| -> u8 {
+        row.get(i)
+            .map_or(8, |&x| ((x * inv).round().clamp(-7.0, 7.0) as i8 + 8) as u8)
+    };
+    for block in (0..i4_padded(row.len())).step_by(I4_BLOCK) {
+        packed.extend((0..16).map(|j| code(block + j) | (code(block + 16 + j) << 4)));
+    }
+    scale
+}
+
+/// For every packed row of 4-bit codes (rows of `q.len() / 2` bytes, from
+/// [`quantize_i4_into`]), `Σ stored[i] × q[i]` into `out`, `q` being int8 codes padded to
+/// [`i4_padded`] with zeros. Stored codes are `code + 8`: `row · q = out − 8 Σq`.
+pub(crate) fn dot_u4_i8_rows(q: &[i8], packed: &[u8], out: &mut Vec<i32>) {
     out.clear();
-    if q.is_empty() {
+    if q.is_empty() || !q.len().is_multiple_of(2 * I4_BLOCK) {
         return;
     }
     #[cfg(target_arch = "x86_64")]
     {
         if std::arch::is_x86_feature_detected!("avx2") {
             // SAFETY: the CPU has AVX2 (checked above).
-            unsafe { dot_i8_i8_rows_avx2(q, codes, out) };
+            unsafe { dot_u4_i8_rows_avx2(q, packed, out) };
             return;
         }
     }
-    out.extend(codes.chunks_exact(q.len()).map(|row| dot_i8_i8(q, row)));
+    dot_u4_i8_rows_scalar(q, packed, out);
+}
+
+/// [`dot_u4_i8_rows`] without SIMD (any CPU; the reference for the AVX2 kernel).
+fn dot_u4_i8_rows_scalar(q: &[i8], packed: &[u8], out: &mut Vec<i32>) {
+    out.extend(packed.chunks_exact(q.len() / 2).map(|row| {
+        row.chunks_exact(16)
+            .zip(q.chunks_exact(I4_BLOCK))
+            .map(|(bytes, qb)| {
+                bytes
+                    .iter()
+                    .enumerate()
+                    .map(|(j, &b)| {
+                        i32::from(b & 15) * i32::from(qb[j])
+                            + i32::from(b >> 4) * i32::from(qb[16 + j])
+                    })
+                    .sum::<i32>()
+            })
+            .sum::<i32>()
+    }));
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
-unsafe fn dot_i8_i8_rows_avx2(q: &[i8], codes: &[i8], out: &mut Vec<i32>) {
-    out.extend(
-        codes
-            .chunks_exact(q.len())
-            .map(|row| dot_i8_i8_avx2(q, row)),
-    );
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
-#[inline]
-unsafe fn dot_i8_i8_avx2(a: &[i8], b: &[i8]) -> i32 {
+unsafe fn dot_u4_i8_rows_avx2(q: &[i8], packed: &[u8], out: &mut Vec<i32>) {
     use std::arch::x86_64::*;
-    let n = a.len().min(b.len());
+    // 32 packed bytes hold 64 dimensions: their low nibbles dimensions 0..16 and 32..48, their
+    // high nibbles 16..32 and 48..64. The query is laid out once to match, so that a row takes
+    // one load, two masks and two products per 64 dimensions.
+    let mut lows = Vec::with_capacity(q.len() / 2);
+    let mut highs = Vec::with_capacity(q.len() / 2);
+    for chunk in q.chunks_exact(2 * I4_BLOCK) {
+        lows.extend_from_slice(&chunk[..16]);
+        lows.extend_from_slice(&chunk[32..48]);
+        highs.extend_from_slice(&chunk[16..32]);
+        highs.extend_from_slice(&chunk[48..]);
+    }
+    let low = _mm256_set1_epi8(0x0f);
     let ones = _mm256_set1_epi16(1);
-    let mut acc = _mm256_setzero_si256();
-    let mut i = 0;
-    // SAFETY (loads): i + 32 ≤ n bounds both slices.
-    while i + 32 <= n {
-        let va = _mm256_loadu_si256(a.as_ptr().add(i).cast());
-        let vb = _mm256_loadu_si256(b.as_ptr().add(i).cast());
-        // |a| (unsigned) times b with a's sign: the products of a and b. With codes in
-        // −127..=127 a pair of products stays within i16 (2 × 127² < 2¹⁵), so nothing saturates.
-        let pairs = _mm256_maddubs_epi16(_mm256_sign_epi8(va, va), _mm256_sign_epi8(vb, va));
-        acc = _mm256_add_epi32(acc, _mm256_madd_epi16(pairs, ones));
-        i += 32;
+    for row in packed.chunks_exact(q.len() / 2) {
+        let mut acc = _mm256_setzero_si256();
+        for c in (0..row.len()).step_by(32) {
+            // SAFETY (loads): `row`, `lows` and `highs` are `q.len() / 2` bytes, c + 32 ≤ that.
+            let bytes = _mm256_loadu_si256(row.as_ptr().add(c).cast());
+            let lo = _mm256_and_si256(bytes, low);
+            let hi = _mm256_and_si256(_mm256_srli_epi16(bytes, 4), low);
+            // Unsigned codes (0..=15) times signed q: a pair stays within i16 (2 × 15 × 127), and
+            // so does the sum of two pairs.
+            let pairs = _mm256_add_epi16(
+                _mm256_maddubs_epi16(lo, _mm256_loadu_si256(lows.as_ptr().add(c).cast())),
+                _mm256_maddubs_epi16(hi, _mm256_loadu_si256(highs.as_ptr().add(c).cast())),
+            );
+            acc = _mm256_add_epi32(acc, _mm256_madd_epi16(pairs, ones));
+        }
+        let lanes: [i32; 8] = std::mem::transmute(acc);
+        out.push(lanes.iter().sum());
     }
-    let lanes: [i32; 8] = std::mem::transmute(acc);
-    let mut s = lanes.iter().sum::<i32>();
-    while i < n {
-        s += i32::from(a[i]) * i32::from(b[i]);
-        i += 1;
-    }
-    s
 }
 
 /// `q · row` for an int8 row, unscaled (AVX2 + FMA when the CPU has them).
@@ -451,37 +482,62 @@ mod tests {
     }
 
     #[test]
-    fn the_int8_by_int8_dot_product_is_exact() {
+    fn int8_codes_are_the_row_within_half_a_step() {
         for dim in [1, 31, 32, 33, 384, 1000] {
             let a = unit(dim as u64, dim);
-            let b = unit(dim as u64 + 7, dim);
             let (ca, sa) = quantize_i8(&a);
-            let (cb, _) = quantize_i8(&b);
-            let scalar: i32 = ca
-                .iter()
-                .zip(&cb)
-                .map(|(&x, &y)| i32::from(x) * i32::from(y))
-                .sum();
-            assert_eq!(dot_i8_i8(&ca, &cb), scalar, "dim {dim}");
-            // The codes are the row within half a step.
             for (x, c) in a.iter().zip(&ca) {
                 assert!((x - sa * f32::from(*c)).abs() <= sa / 2.0 + 1e-6);
             }
         }
-        // The extremes: ±127 everywhere does not saturate.
-        let hi = vec![127i8; 64];
-        let lo = vec![-127i8; 64];
-        assert_eq!(dot_i8_i8(&hi, &lo), -127 * 127 * 64);
-        assert_eq!(dot_i8_i8(&lo, &lo), 127 * 127 * 64);
-        // Row by row, as one scan.
-        let q = quantize_i8(&unit(3, 100)).0;
-        let codes: Vec<i8> = (0..7)
-            .flat_map(|r| quantize_i8(&unit(r + 10, 100)).0)
-            .collect();
-        let mut out = Vec::new();
-        dot_i8_i8_rows(&q, &codes, &mut out);
-        let each: Vec<i32> = codes.chunks(100).map(|row| dot_i8_i8(&q, row)).collect();
-        assert_eq!(out, each);
+    }
+
+    #[test]
+    fn four_bit_rows_score_as_their_codes_and_near_the_row() {
+        for dim in [1, 31, 32, 48, 384] {
+            let q = unit(5, dim);
+            let (mut qc, qs) = quantize_i8(&q);
+            let sum: i32 = qc.iter().map(|&c| i32::from(c)).sum();
+            qc.resize(i4_padded(dim), 0);
+            let rows: Vec<Vec<f32>> = (0..9).map(|r| unit(r + 20, dim)).collect();
+            let mut packed = Vec::new();
+            let scales: Vec<f32> = rows
+                .iter()
+                .map(|r| quantize_i4_into(r, &mut packed))
+                .collect();
+            assert_eq!(packed.len(), rows.len() * i4_padded(dim) / 2);
+            let mut out = Vec::new();
+            dot_u4_i8_rows(&qc, &packed, &mut out);
+            assert_eq!(out.len(), rows.len());
+            let mut scalar = Vec::new();
+            dot_u4_i8_rows_scalar(&qc, &packed, &mut scalar);
+            assert_eq!(out, scalar, "dim {dim}");
+            for (((row, scale), got), bytes) in rows
+                .iter()
+                .zip(&scales)
+                .zip(&out)
+                .zip(packed.chunks_exact(i4_padded(dim) / 2))
+            {
+                // The codes, unpacked by hand, give the kernel's integer exactly.
+                let code = |i: usize| {
+                    let (b, j) = (i / I4_BLOCK, i % I4_BLOCK);
+                    let byte = bytes[16 * b + j % 16];
+                    i32::from(if j < 16 { byte & 15 } else { byte >> 4 }) - 8
+                };
+                let want: i32 = (0..dim).map(|i| code(i) * i32::from(qc[i])).sum();
+                assert_eq!(got - 8 * sum, want, "dim {dim}");
+                // Each code is its value within half a step, so the score is near the float one.
+                for (i, x) in row.iter().enumerate() {
+                    assert!((x - scale * code(i) as f32).abs() <= scale / 2.0 + 1e-6);
+                }
+                let exact: f32 = row.iter().zip(&q).map(|(a, b)| a * b).sum();
+                let approx = scale * qs * (got - 8 * sum) as f32;
+                assert!(
+                    (exact - approx).abs() < 0.2,
+                    "dim {dim}: {exact} vs {approx}"
+                );
+            }
+        }
     }
 
     #[test]

@@ -7,7 +7,7 @@
 use std::collections::{HashMap, HashSet};
 
 use super::{LiveDocument, Operation};
-use crate::index::quantized::{dot_i8_i8_rows, quantize_i8};
+use crate::index::quantized::{dot_u4_i8_rows, i4_padded, quantize_i4_into, quantize_i8};
 use crate::index::vectors::dot;
 
 /// Heap bytes a tombstone takes besides its id (map entry and operation id), roughly.
@@ -41,16 +41,17 @@ pub struct LiveHit {
     pub document: StoredDocument,
 }
 
-/// Live documents up to which a search scores every float32 vector; above it an int8 copy picks
-/// the candidates (a quarter of the memory to read) and float32 re-scores them.
+/// Live documents up to which a search scores every float32 vector; above it a 4-bit copy picks
+/// the candidates (an eighth of the memory to read) and float32 re-scores them.
 const EXACT_SCAN_UP_TO: usize = 512;
 
 /// The live documents and the tombstones, with their vectors in one contiguous block.
 pub struct Segment {
     dim: usize,
     vectors: Vec<f32>,
-    /// int8 copy of `vectors` (`max|x| / 127` per row in `scales`) for the candidate scan.
-    codes: Vec<i8>,
+    /// 4-bit copy of `vectors` (`max|x| / 7` per row in `scales`, [`quantize_i4_into`]) for the
+    /// candidate scan.
+    codes: Vec<u8>,
     scales: Vec<f32>,
     slots: Vec<Option<StoredDocument>>,
     /// Whether each slot holds a document: what the scan reads instead of the slots themselves
@@ -103,6 +104,11 @@ impl Segment {
             words: HashMap::new(),
             word_bytes: 0,
         }
+    }
+
+    /// Bytes of one row's 4-bit codes.
+    fn code_bytes(&self) -> usize {
+        i4_padded(self.dim) / 2
     }
 
     /// Whether a live document holds `word` (lower case).
@@ -175,14 +181,14 @@ impl Segment {
         };
         self.text_bytes += stored.id.len() + stored.title.len() + stored.text.len();
         self.count_words(&stored);
-        let (codes, scale) = quantize_i8(&d.vector);
+        let mut codes = Vec::with_capacity(self.code_bytes());
+        let scale = quantize_i4_into(&d.vector, &mut codes);
         let slot = match self.free.pop() {
             Some(slot) => {
                 let row = slot * self.dim..(slot + 1) * self.dim;
-                self.vectors[row.clone()].copy_from_slice(&d.vector);
-                for (c, v) in self.codes[row].iter_mut().zip(codes) {
-                    *c = v;
-                }
+                self.vectors[row].copy_from_slice(&d.vector);
+                let bytes = self.code_bytes();
+                self.codes[slot * bytes..(slot + 1) * bytes].copy_from_slice(&codes);
                 self.scales[slot] = scale;
                 self.slots[slot] = Some(stored);
                 self.occupied[slot] = true;
@@ -230,8 +236,8 @@ impl Segment {
     }
 
     /// The `k` live documents nearest `query`, best first, scored in float32. Above
-    /// [`EXACT_SCAN_UP_TO`] documents the int8 copy, scored against the query in int8, picks
-    /// `4k + 32` candidates first (its error is far below the gap that would push a true hit out
+    /// [`EXACT_SCAN_UP_TO`] documents the 4-bit copy, scored against the query in int8, picks
+    /// `8k + 64` candidates first (its error is far below the gap that would push a true hit out
     /// of so many).
     pub fn search(&self, query: &[f32], k: usize) -> Vec<LiveHit> {
         let dim = self.dim;
@@ -246,16 +252,20 @@ impl Segment {
             live.map(|i| (exact(i), i)).collect()
         } else {
             // The query in int8 too: integer products, twice as many a step.
-            let (q, q_scale) = quantize_i8(query);
-            let keep = k.saturating_mul(4).saturating_add(32);
+            // The query in int8 (zeros to whole blocks), the rows in 4 bits: the stored codes
+            // are offset by 8, which the query's sum takes back.
+            let (mut q, q_scale) = quantize_i8(query);
+            let offset = 8 * q.iter().map(|&c| i32::from(c)).sum::<i32>();
+            q.resize(i4_padded(self.dim), 0);
+            let keep = k.saturating_mul(8).saturating_add(64);
             let mut dots = Vec::with_capacity(self.occupied.len());
-            dot_i8_i8_rows(&q, &self.codes, &mut dots);
+            dot_u4_i8_rows(&q, &self.codes, &mut dots);
             // The best `keep` so far, with room for as many again: a row below the worst of
             // those kept can never be among them, and most rows stop at that comparison.
             let mut rough: Vec<(f32, usize)> = Vec::with_capacity(2 * keep);
             let mut floor = f32::NEG_INFINITY;
             for i in live {
-                let score = self.scales[i] * q_scale * dots[i] as f32;
+                let score = self.scales[i] * q_scale * (dots[i] - offset) as f32;
                 if score >= floor {
                     rough.push((score, i));
                     if rough.len() == 2 * keep {
