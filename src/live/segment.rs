@@ -237,7 +237,7 @@ impl Segment {
 
     /// The `k` live documents nearest `query`, best first, scored in float32. Above
     /// [`EXACT_SCAN_UP_TO`] documents the 4-bit copy, scored against the query in int8, picks
-    /// `8k + 64` candidates first (its error is far below the gap that would push a true hit out
+    /// `4k + 32` candidates first (its error is far below the gap that would push a true hit out
     /// of so many).
     pub fn search(&self, query: &[f32], k: usize) -> Vec<LiveHit> {
         let dim = self.dim;
@@ -257,7 +257,7 @@ impl Segment {
             let (mut q, q_scale) = quantize_i8(query);
             let offset = 8 * q.iter().map(|&c| i32::from(c)).sum::<i32>();
             q.resize(i4_padded(self.dim), 0);
-            let keep = k.saturating_mul(8).saturating_add(64);
+            let keep = k.saturating_mul(4).saturating_add(32);
             let mut dots = Vec::with_capacity(self.occupied.len());
             dot_u4_i8_rows(&q, &self.codes, &mut dots);
             // The best `keep` so far, with room for as many again: a row below the worst of
