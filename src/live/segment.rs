@@ -251,7 +251,6 @@ impl Segment {
         let mut scored: Vec<(f32, usize)> = if self.by_id.len() <= EXACT_SCAN_UP_TO {
             live.map(|i| (exact(i), i)).collect()
         } else {
-            // The query in int8 too: integer products, twice as many a step.
             // The query in int8 (zeros to whole blocks), the rows in 4 bits: the stored codes
             // are offset by 8, which the query's sum takes back.
             let (mut q, q_scale) = quantize_i8(query);
