@@ -9,7 +9,10 @@ rate, and search latency with and without a live segment.
 3. LIVE documents (CORPUS's passages again, under new ids) written with POST /admin/documents in
    batches of BATCH, one writer: documents acknowledged per second (each batch fsynced);
 4. the same searches again with the live segment full, then in turns with a second server on
-   the same index without live documents (the machine's drift falls on both alike);
+   the same index without live documents (the machine's drift falls on both alike), then over
+   ROUNDS fresh processes of each, one at a time, alternating (a restart replays the live
+   documents from the log): the median of the rounds' p50 ratios, so that what one process's
+   memory layout does to the encoder falls on both alike too;
 5. POST /admin/index/compact: the compaction's time (build of frozen + live, switch) and /search
    p50/p99 at concurrency 1 while it runs (every answer must be a 200), then after it.
 
@@ -88,6 +91,36 @@ def interleaved_latency(with_live, without, queries):
             "ratio": p50[with_live] / p50[without], "searches_each": len(queries)}
 
 
+def restarted_latency(args, live_data, plain_data, queries, rounds):
+    """p50 at concurrency 1 over `rounds` fresh server processes with the live documents (the
+    log in `live_data` replayed at each start) and as many without, one process at a time, in
+    alternating order: each process's own luck (where its memory landed, which core it got)
+    falls on both sides alike, as does the machine's drift."""
+    per_round = []
+    for r in range(rounds):
+        p50 = {}
+        for name in (("live", "plain") if r % 2 == 0 else ("plain", "live")):
+            data = live_data if name == "live" else plain_data
+            server, base = start_server(args, data, free_port(), free_port())
+            try:
+                search_latency(base, queries[:50])  # warm-up
+                p50[name] = search_latency(base, queries)
+            finally:
+                server.terminate()
+                server.wait(timeout=60)
+        per_round.append({"live_p50_ms": p50["live"]["p50_ms"],
+                          "plain_p50_ms": p50["plain"]["p50_ms"],
+                          "ratio": p50["live"]["p50_ms"] / p50["plain"]["p50_ms"],
+                          "search_stage_p50_ms": [p50["live"]["search_stage_p50_ms"],
+                                                  p50["plain"]["search_stage_p50_ms"]]})
+    ratios = sorted(r["ratio"] for r in per_round)
+    return {"rounds": per_round, "median_ratio": statistics.median(ratios),
+            "min_ratio": ratios[0], "max_ratio": ratios[-1],
+            "live_p50_ms": statistics.median(r["live_p50_ms"] for r in per_round),
+            "plain_p50_ms": statistics.median(r["plain_p50_ms"] for r in per_round),
+            "searches_each": len(queries)}
+
+
 def start_server(args, data, port, admin_port):
     server = subprocess.Popen(
         [args.capot, "serve", "--index", args.index, "--encoder", args.encoder,
@@ -146,6 +179,8 @@ def main():
     ap.add_argument("--live", type=int, default=10000)
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--search-queries", type=int, default=300)
+    ap.add_argument("--rounds", type=int, default=6,
+                    help="fresh processes with and without live documents, alternating")
     args = ap.parse_args()
     texts = list(corpus(args.corpus))
     with open(args.queries) as f:
@@ -193,6 +228,14 @@ def main():
                 plain.terminate()
                 plain.wait(timeout=60)
             out["corpus"] = call(f"{admin}/admin/index", token=token)
+            server.terminate()
+            server.wait(timeout=60)
+            out["restarts"] = restarted_latency(args, data, os.path.join(tmp, "data-plain"),
+                                                queries, args.rounds)
+            admin_port = free_port()
+            server, base = start_server(args, data, free_port(), admin_port)
+            admin = f"http://127.0.0.1:{admin_port}"
+            token = open(os.path.join(data, "admin-token")).read().strip()  # new at each start
             out["compaction"] = compact_under_load(base, admin, token, queries)
             out["search_after_compaction"] = search_latency(base, queries)
         finally:
@@ -225,6 +268,11 @@ def main():
     print(f"| /search c=1 in turns with a second server without live documents "
           f"({il['searches_each']} searches each) | p50 {il['with_live_p50_ms']:.2f} / "
           f"{il['without_p50_ms']:.2f} ms (**{il['ratio']:.2f}×**) |")
+    rs = out["restarts"]
+    print(f"| /search c=1 over {args.rounds} fresh processes each, one at a time, alternating "
+          f"({rs['searches_each']} searches each) | p50 {rs['live_p50_ms']:.2f} / "
+          f"{rs['plain_p50_ms']:.2f} ms; ratio per round median **{rs['median_ratio']:.2f}×** "
+          f"({rs['min_ratio']:.2f}–{rs['max_ratio']:.2f}×) |")
     print(f"| stage p50s without / with live documents (ms) | "
           + ", ".join(f"{k} {w['stages_p50_ms'][k]:.3f} / {l['stages_p50_ms'].get(k, float('nan')):.3f}"
                       for k in w["stages_p50_ms"]) + " |")
