@@ -541,6 +541,28 @@ mod tests {
     }
 
     #[test]
+    fn four_bit_products_at_the_extremes_do_not_overflow() {
+        // Every code 15 (or 0) against every query code ±127, on long rows: the kernel's 16-bit
+        // sums stay within range and give the scalar sum, exactly.
+        for dim in [256, 512, 1024] {
+            for (byte, q) in [(0xffu8, 127i8), (0xff, -127), (0x00, -127), (0xf0, 127)] {
+                let qc = vec![q; dim];
+                let packed = vec![byte; 3 * dim / 2];
+                let (mut out, mut scalar) = (Vec::new(), Vec::new());
+                dot_u4_i8_rows(&qc, &packed, &mut out);
+                dot_u4_i8_rows_scalar(&qc, &packed, &mut scalar);
+                let nibbles = i32::from(byte & 15) + i32::from(byte >> 4);
+                assert_eq!(
+                    out,
+                    vec![nibbles * i32::from(q) * dim as i32 / 2; 3],
+                    "dim {dim}"
+                );
+                assert_eq!(out, scalar);
+            }
+        }
+    }
+
+    #[test]
     fn wrong_size_copies_are_refused() {
         let tmp = tempfile::tempdir().unwrap();
         std::fs::write(tmp.path().join("vectors.i8"), vec![0u8; 10]).unwrap();
