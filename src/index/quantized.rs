@@ -291,7 +291,7 @@ pub(crate) fn i4_padded(dim: usize) -> usize {
 }
 
 /// Appends `row`'s 4-bit codes to `packed` (each code in −7..=7 stored as `code + 8`, padded to
-/// whole blocks with zero codes); returns its scale: `row[i] ≈ scale × code[i]`. A quarter of the
+/// whole blocks with zero codes); returns its scale: `row[i] ≈ scale × code[i]`. An eighth of the
 /// bytes of float32 rows, half of int8: what a scan of many rows reads first.
 pub(crate) fn quantize_i4_into(row: &[f32], packed: &mut Vec<u8>) -> f32 {
     let max = row.iter().fold(0f32, |m, x| m.max(x.abs()));
