@@ -614,6 +614,50 @@ fn parse_query_tsv(line: &str) -> Result<Query, LineError> {
     })
 }
 
+/// The metadata of a corpus's documents, as the index stores it: the `metadata` object of a
+/// line merged with its other top-level fields (all but `_id`, `id`, `title`, `text`; a
+/// `metadata` that is no object is kept under its name). Calls `f(id, metadata)` for each line
+/// that has any; lines that do not parse are passed over (reading the documents reports them).
+/// Returns how many documents had metadata.
+pub fn for_each_metadata(
+    path: &Path,
+    mut f: impl FnMut(String, serde_json::Value),
+) -> Result<usize, DatasetError> {
+    let path = resolve(path, "corpus", &["corpus.jsonl"])?;
+    let reader = open(&path)?;
+    let mut count = 0;
+    for line in reader.lines() {
+        let line = line.map_err(|source| DatasetError::Io {
+            path: path.clone(),
+            source,
+        })?;
+        let line = line.trim_start_matches('\u{feff}');
+        let Ok(serde_json::Value::Object(mut o)) = serde_json::from_str::<serde_json::Value>(line)
+        else {
+            continue;
+        };
+        let Ok(id) = parse_id(o.remove("_id")) else {
+            continue;
+        };
+        for k in ["id", "title", "text"] {
+            o.remove(k);
+        }
+        let mut metadata = match o.remove("metadata") {
+            Some(serde_json::Value::Object(m)) => m,
+            Some(serde_json::Value::Null) | None => serde_json::Map::new(),
+            Some(other) => serde_json::Map::from_iter([("metadata".to_string(), other)]),
+        };
+        for (k, v) in o {
+            metadata.entry(k).or_insert(v);
+        }
+        if !metadata.is_empty() {
+            count += 1;
+            f(id, serde_json::Value::Object(metadata));
+        }
+    }
+    Ok(count)
+}
+
 /// Reads a BEIR `corpus.jsonl` from a file, or from a dataset directory
 /// (its `corpus.jsonl`).
 pub fn read_corpus(path: &Path, mode: ReadMode) -> Result<(Corpus, ReadReport), DatasetError> {

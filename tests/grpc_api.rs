@@ -690,3 +690,76 @@ fn http_and_grpc_give_the_same_answer_routed_fused_and_repaired() {
     assert_eq!(g["repairs"][0]["text"], h["repairs"][0]["text"]);
     assert_eq!(g["repairs"][0]["fusion"], "repaired");
 }
+
+#[test]
+fn http_and_grpc_give_the_same_answer_under_a_filter() {
+    let index = common::filtered_index().to_str().unwrap().to_string();
+    let bundle = minilm_bundle().to_str().unwrap().to_string();
+    let server = Server::start(&serve_args(&index, &bundle));
+    let q = "how long do antibiotics take to work";
+    // (HTTP body, the same request as gRPC fields in protobuf JSON)
+    let cases = [
+        (
+            json!({"queries": [q], "k": 7, "with_metadata": true,
+                   "filter": {"must": [{"key": "tenant", "match": {"value": "t3"}}]}}),
+            json!({"queries": [q], "k": 7, "with_metadata": true,
+                   "filter": {"must": [{"field": {"key": "tenant", "match": {"keyword": "t3"}}}]}}),
+        ),
+        (
+            json!({"queries": [q, "boil an egg"], "k": 5,
+                   "filter": {"must": [{"key": "year", "range": {"gte": 2003, "lt": 2008}}],
+                              "must_not": [{"key": "tags", "match": {"any": ["tag1", "tag2"]}}],
+                              "should": [{"key": "published", "range": {"lt": "2024-01-15T00:00:00Z"}},
+                                         {"is_null": {"key": "year"}}]}}),
+            json!({"queries": [q, "boil an egg"], "k": 5,
+                   "filter": {"must": [{"field": {"key": "year", "range": {"gte": 2003, "lt": 2008}}}],
+                              "must_not": [{"field": {"key": "tags", "match": {"keywords": {"strings": ["tag1", "tag2"]}}}}],
+                              "should": [{"field": {"key": "published", "datetime_range": {"lt": "2024-01-15T00:00:00Z"}}},
+                                         {"is_null": {"key": "year"}}]}}),
+        ),
+        (
+            json!({"queries": [q], "k": 3, "filter": {"must": [{"key": "published", "range": {"gt": "soon"}}]}}),
+            json!({"queries": [q], "k": 3, "filter": {"must": [{"field": {"key": "published", "datetime_range": {"gt": "soon"}}}]}}),
+        ),
+    ];
+    let data = tempfile::tempdir().expect("tempdir");
+    let file = data.path().join("requests.json");
+    let grpc_requests: Vec<&Value> = cases.iter().map(|c| &c.1).collect();
+    std::fs::write(&file, serde_json::to_vec(&grpc_requests).unwrap()).unwrap();
+    let stubs = tempfile::tempdir().expect("tempdir");
+    generate_stubs(stubs.path());
+    let out = run_client(
+        &server,
+        stubs.path(),
+        &["--mode", "search", "--requests", file.to_str().unwrap()],
+    );
+    let grpc = out["answers"].as_array().expect("answers");
+    for (i, (body, _)) in cases.iter().enumerate().take(2) {
+        let (h, g) = (http_search(&server, body), &grpc[i]);
+        assert_same_hits(&h, g, &format!("filter case {i}"));
+        assert_eq!(
+            g["filter"]["admitted"]
+                .as_str()
+                .and_then(|s| s.parse::<u64>().ok()),
+            h["filter"]["admitted"].as_u64(),
+            "{g} {h}"
+        );
+        assert_eq!(g["filter"]["strategy"], h["filter"]["strategy"], "{g} {h}");
+        assert!(h["filter"]["admitted"].as_u64().unwrap() > 0, "{h}");
+    }
+    // with_metadata: the same metadata, as a JSON string in gRPC.
+    let h = http_search(&server, &cases[0].0);
+    let meta: Value = serde_json::from_str(
+        grpc[0]["results"][0]["hits"][0]["metadata_json"]
+            .as_str()
+            .expect("metadata_json"),
+    )
+    .unwrap();
+    assert_eq!(meta, h["results"][0][0]["metadata"]);
+    assert_eq!(meta["tenant"], "t3");
+    // A bad filter: INVALID_ARGUMENT with the same message as HTTP's 400.
+    let h = http_search(&server, &cases[2].0);
+    assert_eq!(h["error"]["code"], "invalid_filter", "{h}");
+    assert_eq!(grpc[2]["error"]["code"], "INVALID_ARGUMENT", "{}", grpc[2]);
+    assert_eq!(grpc[2]["error"]["message"], h["error"]["message"]);
+}

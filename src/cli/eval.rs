@@ -75,6 +75,11 @@ pub struct EvalArgs {
     /// draws from; repeat for several.
     #[arg(long, value_name = "FILE")]
     pub misspellings: Vec<PathBuf>,
+    /// Only documents whose metadata this filter admits (Qdrant's JSON shape, as `/search`
+    /// takes it; `@FILE` reads it from a file). Locally, fields without a payload index are
+    /// scanned.
+    #[arg(long, value_name = "JSON|@FILE")]
+    pub filter: Option<String>,
     #[command(flatten)]
     pub lexicon: LexiconArgs,
     #[command(flatten)]
@@ -99,16 +104,32 @@ struct LocalRetriever {
     index: Arc<Index>,
     ef: Option<usize>,
     repair: Option<(RepairMode, Arc<Repairer>, RepairFusion)>,
+    /// The documents `--filter` admits.
+    admitted: Option<Arc<roaring::RoaringBitmap>>,
 }
 
 impl LocalRetriever {
     fn search(&self, v: &[f32], k: usize) -> Result<Vec<capot::index::Hit>, EvalError> {
-        match self.ef {
-            Some(ef) => self.index.search(v, k, ef),
-            None => self.index.search_exact(v, k),
+        match (&self.admitted, self.ef) {
+            (Some(admitted), ef) => self
+                .index
+                .search_admitted(v, k, ef.unwrap_or(self.index.len()), admitted)
+                .map(|f| f.hits),
+            (None, Some(ef)) => self.index.search(v, k, ef),
+            (None, None) => self.index.search_exact(v, k),
         }
         .map_err(|e| EvalError::Retrieval(e.to_string()))
     }
+}
+
+/// `--filter`'s JSON, from the argument or (`@FILE`) a file.
+fn filter_arg(arg: &str) -> anyhow::Result<serde_json::Value> {
+    let text = match arg.strip_prefix('@') {
+        Some(path) => std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read the filter file {path}"))?,
+        None => arg.to_string(),
+    };
+    serde_json::from_str(&text).context("--filter is not valid JSON")
 }
 
 impl Retriever for LocalRetriever {
@@ -171,6 +192,7 @@ struct ServerRetriever {
     version: String,
     repair: RepairMode,
     repair_fusion: RepairFusion,
+    filter: Option<serde_json::Value>,
 }
 
 impl ServerRetriever {
@@ -219,6 +241,7 @@ impl Retriever for ServerRetriever {
             serde_json::json!({
                 "queries": texts, "k": k, "encoder": self.encoder,
                 "repair": self.repair, "repair_fusion": self.repair_fusion,
+                "filter": self.filter,
             }),
         )?;
         let lists = search["results"]
@@ -368,6 +391,20 @@ pub fn run(args: EvalArgs, global: &GlobalArgs) -> anyhow::Result<()> {
             } else {
                 None
             };
+            let admitted = match &args.filter {
+                Some(arg) => {
+                    let mut filter = capot::query::Filter::parse(&filter_arg(arg)?, "--filter")?;
+                    filter.bind(&index.payload_fields(), true, "--filter")?;
+                    let admitted = filter.admitted_in(&index)?;
+                    eprintln!(
+                        "--filter admits {} of {} documents",
+                        admitted.len(),
+                        index.len()
+                    );
+                    Some(Arc::new(admitted))
+                }
+                None => None,
+            };
             let mut out: Vec<Box<dyn Retriever>> = Vec::new();
             for e in &args.encoders {
                 let encoder = Encoder::load(Path::new(e), &runtime)
@@ -384,6 +421,7 @@ pub fn run(args: EvalArgs, global: &GlobalArgs) -> anyhow::Result<()> {
                         index: index.clone(),
                         ef: args.ef,
                         repair,
+                        admitted: admitted.clone(),
                     }));
                 }
             }
@@ -433,6 +471,7 @@ pub fn run(args: EvalArgs, global: &GlobalArgs) -> anyhow::Result<()> {
                         version: version.clone(),
                         repair: mode,
                         repair_fusion: args.repair_fusion,
+                        filter: args.filter.as_deref().map(filter_arg).transpose()?,
                     }));
                 }
             }

@@ -11,6 +11,7 @@ use capot::dataset::{self, CorpusStream, LineError, ReadMode};
 use capot::encoder::pool::EncoderPool;
 use capot::encoder::Role;
 use capot::eval::metrics::cosine;
+use capot::index::payload::{FieldSchema, FieldType};
 use capot::index::{
     npy, BuildStage, HnswParams, IndexBuilder, IndexError, IndexManifest, IndexWriter,
     ManifestFields, Resume, SourcePosition, DEFAULT_LEVEL_SEED,
@@ -102,8 +103,35 @@ pub struct BuildArgs {
     /// continues from (0: never save; the graph is then rebuilt from its first node).
     #[arg(long, value_name = "SECS", default_value_t = 600)]
     pub graph_checkpoint_secs: u64,
+    /// Index a metadata key for filters: `KEY:TYPE` with TYPE keyword, integer, float, bool or
+    /// datetime; `KEY:keyword:tenant` marks the tenant key. Repeatable. The documents' metadata
+    /// (their `metadata` object and other top-level fields) is stored either way.
+    #[arg(long = "payload-index", value_name = "KEY:TYPE", value_parser = parse_payload_index)]
+    pub payload_index: Vec<(String, FieldSchema)>,
     #[command(flatten)]
     pub device: DeviceArgs,
+}
+
+/// `KEY:TYPE[:tenant]` of `--payload-index`.
+pub fn parse_payload_index(s: &str) -> Result<(String, FieldSchema), String> {
+    let (key, rest) = s
+        .rsplit_once(':')
+        .ok_or_else(|| format!("expected KEY:TYPE, got {s:?}"))?;
+    let (key, kind, tenant) = match rest {
+        "tenant" => {
+            let (key, kind) = key
+                .rsplit_once(':')
+                .ok_or_else(|| format!("expected KEY:TYPE:tenant, got {s:?}"))?;
+            (key, kind, true)
+        }
+        kind => (key, kind, false),
+    };
+    capot::index::payload::check_key(key)?;
+    let kind: FieldType = kind.parse()?;
+    if tenant && kind != FieldType::Keyword {
+        return Err("a tenant key must be a keyword field".into());
+    }
+    Ok((key.to_string(), FieldSchema { kind, tenant }))
 }
 
 /// `--graph-vectors` values.
@@ -599,6 +627,7 @@ fn build(args: BuildArgs, global: &GlobalArgs) -> anyhow::Result<()> {
         ))
     })?;
     pb.finish_and_clear();
+    let with_metadata = store_payload(&index, &args.corpus, &args.payload_index)?;
     let m = index.manifest();
     let source = if args.vectors.is_some() {
         format!("vectors read and checked {read_seconds:.1}s")
@@ -609,12 +638,60 @@ fn build(args: BuildArgs, global: &GlobalArgs) -> anyhow::Result<()> {
         )
     };
     eprintln!(
-        "indexed {} documents ({}-d, {}) into {} — {source}, graph {:.1}s",
+        "indexed {} documents ({}-d, {}) into {} — {source}, graph {:.1}s{}",
         m.count,
         m.dimension,
         manifest.label(),
         args.out.display(),
-        m.build_seconds
+        m.build_seconds,
+        if with_metadata > 0 || !args.payload_index.is_empty() {
+            format!(
+                "; {with_metadata} with metadata, payload indexes: {}",
+                if args.payload_index.is_empty() {
+                    "none".to_string()
+                } else {
+                    args.payload_index
+                        .iter()
+                        .map(|(k, s)| format!("{k}:{}", s.kind.as_str()))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                }
+            )
+        } else {
+            String::new()
+        }
     );
     Ok(())
+}
+
+/// Stores the corpus's metadata in the built index and declares its payload indexes (nothing
+/// to do when there is neither). Returns how many documents had metadata.
+fn store_payload(
+    index: &capot::index::Index,
+    corpus: &std::path::Path,
+    fields: &[(String, FieldSchema)],
+) -> anyhow::Result<usize> {
+    let mut docs: Vec<(usize, serde_json::Value)> = Vec::new();
+    let mut lookup_error = None;
+    let with =
+        capot::dataset::for_each_metadata(corpus, |id, metadata| match index.index_of(&id) {
+            Ok(Some(i)) => docs.push((i, metadata)),
+            Ok(None) => {}
+            Err(e) => lookup_error = Some(e),
+        })?;
+    if let Some(e) = lookup_error {
+        return Err(e.into());
+    }
+    if with == 0 && fields.is_empty() {
+        return Ok(0);
+    }
+    let mut declared = std::collections::BTreeMap::new();
+    for (k, s) in fields {
+        if declared.insert(k.clone(), *s).is_some() {
+            bail!("--payload-index names {k} twice");
+        }
+    }
+    capot::index::Index::set_payload(index.dir(), docs.into_iter(), declared)
+        .context("cannot store the documents' metadata")?;
+    Ok(with)
 }

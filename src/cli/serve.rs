@@ -88,6 +88,11 @@ pub struct ServeArgs {
     /// Serve searches only: document writes answer 409 (replicas beside the one writer).
     #[arg(long, env = "CAPOT_READ_ONLY")]
     pub read_only: bool,
+    /// Filters may name metadata keys without a payload index: every document's metadata is
+    /// then read per search (slow on a large corpus). Off: such a filter answers 400
+    /// `unindexed_field`.
+    #[arg(long, env = "CAPOT_ALLOW_UNINDEXED_FILTERS")]
+    pub allow_unindexed_filters: bool,
     /// Per-request time limit in milliseconds [default: 10000].
     #[arg(long, env = "CAPOT_REQUEST_TIMEOUT_MS")]
     pub request_timeout_ms: Option<u64>,
@@ -135,6 +140,7 @@ struct ServeFile {
     compact_live_documents: Option<usize>,
     compact_log_bytes: Option<u64>,
     read_only: Option<bool>,
+    allow_unindexed_filters: Option<bool>,
     request_timeout_ms: Option<u64>,
     max_body_bytes: Option<usize>,
     default_ef: Option<usize>,
@@ -325,6 +331,8 @@ pub fn options(args: ServeArgs, global: &GlobalArgs) -> anyhow::Result<ServeOpti
             .or(file.compact_log_bytes)
             .unwrap_or(defaults.compact_log_bytes),
         read_only: args.read_only || file.read_only.unwrap_or(false),
+        allow_unindexed_filters: args.allow_unindexed_filters
+            || file.allow_unindexed_filters.unwrap_or(false),
         request_timeout_ms: args
             .request_timeout_ms
             .or(file.request_timeout_ms)

@@ -176,6 +176,72 @@ pub(crate) fn search_layer(
     out
 }
 
+/// [`search_layer`] under a filter: every node is walked through (so the graph stays connected
+/// however few nodes the filter admits), only admitted nodes are kept as results, and the walk
+/// stops once the `ef` best admitted nodes are settled. `None` when it scores more than `budget`
+/// nodes: an exact scan of the admitted nodes is then the cheaper way (Lucene's rule).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn search_layer_filtered(
+    entries: &[Scored],
+    ef: usize,
+    neighbours: &mut impl FnMut(u32, usize, &mut Vec<u32>),
+    score: &mut impl FnMut(u32) -> f32,
+    prefetch: &impl Fn(u32),
+    admit: &impl Fn(u32) -> bool,
+    budget: usize,
+    visited: &mut Visited,
+) -> Option<Vec<Scored>> {
+    let ef = ef.max(1);
+    let mut candidates: BinaryHeap<Scored> = BinaryHeap::with_capacity(ef * 2);
+    let mut results: BinaryHeap<std::cmp::Reverse<Scored>> = BinaryHeap::with_capacity(ef + 1);
+    let keep = |results: &mut BinaryHeap<std::cmp::Reverse<Scored>>, s: Scored| {
+        results.push(std::cmp::Reverse(s));
+        if results.len() > ef {
+            results.pop();
+        }
+    };
+    for &e in entries {
+        if visited.insert(e.1) {
+            candidates.push(e);
+            if admit(e.1) {
+                keep(&mut results, e);
+            }
+        }
+    }
+    let mut scored = 0usize;
+    let mut buf = Vec::new();
+    let mut fresh = Vec::new();
+    while let Some(c) = candidates.pop() {
+        let worst = results.peek().map_or(f32::NEG_INFINITY, |r| r.0 .0);
+        if results.len() >= ef && c.0 < worst {
+            break;
+        }
+        neighbours(c.1, 0, &mut buf);
+        fresh.clear();
+        fresh.extend(buf.iter().copied().filter(|&nb| visited.insert(nb)));
+        scored += fresh.len();
+        if scored > budget {
+            return None;
+        }
+        for (j, &nb) in fresh.iter().enumerate() {
+            if let Some(&next) = fresh.get(j + 1) {
+                prefetch(next);
+            }
+            let s = score(nb);
+            let worst = results.peek().map_or(f32::NEG_INFINITY, |r| r.0 .0);
+            if results.len() < ef || s > worst {
+                candidates.push(Scored(s, nb));
+                if admit(nb) {
+                    keep(&mut results, Scored(s, nb));
+                }
+            }
+        }
+    }
+    let mut out: Vec<Scored> = results.into_iter().map(|r| r.0).collect();
+    out.sort_unstable_by(|a, b| b.cmp(a));
+    Some(out)
+}
+
 /// Header fields of a graph file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Header {
@@ -334,6 +400,41 @@ impl Graph {
                 &mut neighbours,
                 score,
                 prefetch,
+                &mut visited,
+            )
+        })
+    }
+
+    /// The `ef` best admitted nodes for `score` (best first), walking through every node, or
+    /// `None` past `budget` scored nodes (see [`search_layer_filtered`]).
+    pub(crate) fn search_filtered(
+        &self,
+        ef: usize,
+        score: &mut impl FnMut(u32) -> f32,
+        prefetch: &impl Fn(u32),
+        admit: &impl Fn(u32) -> bool,
+        budget: usize,
+    ) -> Option<Vec<Scored>> {
+        let mut neighbours = |node: u32, level: usize, buf: &mut Vec<u32>| {
+            buf.clear();
+            buf.extend_from_slice(self.neighbours(node, level));
+        };
+        let entry = self.header.entry;
+        let mut cur = Scored(score(entry), entry);
+        for level in (1..=self.header.top_level).rev() {
+            cur = greedy(cur, level, &mut neighbours, score);
+        }
+        VISITED.with(|v| {
+            let mut visited = v.borrow_mut();
+            visited.reset(self.header.count);
+            search_layer_filtered(
+                &[cur],
+                ef,
+                &mut neighbours,
+                score,
+                prefetch,
+                admit,
+                budget,
                 &mut visited,
             )
         })

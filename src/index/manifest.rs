@@ -168,6 +168,10 @@ pub struct IndexManifest {
     /// (`capot index vocab` adds it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub vocab: Option<super::vocab::VocabInfo>,
+    /// The declared payload indexes (the metadata itself is `payload.bin`, in `files` when any
+    /// document has metadata); absent in indexes built before filters existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub payload: Option<super::payload::PayloadInfo>,
 }
 
 impl IndexManifest {

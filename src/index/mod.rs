@@ -19,11 +19,13 @@ mod build;
 mod error;
 mod exact;
 mod fileio;
+mod filtered;
 mod graph;
 mod graph_build;
 mod manifest;
 mod mapped;
 pub mod npy;
+pub mod payload;
 pub(crate) mod quantized;
 mod store;
 mod upgrade;
@@ -34,8 +36,9 @@ mod writer;
 #[cfg(test)]
 mod tests;
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 
 use serde::Serialize;
 
@@ -44,6 +47,7 @@ pub use build::{
 };
 pub use error::IndexError;
 pub use exact::merge_best;
+pub use filtered::{FilteredSearch, Strategy};
 pub use manifest::{
     FileInfo, HnswInfo, HnswParams, IndexManifest, ManifestFields, Metric, DEFAULT_LEVEL_SEED,
     DOCS_FILE, FORMAT_VERSION, GRAPH_FILE, MANIFEST_FILE, VECTORS_FILE,
@@ -56,6 +60,7 @@ pub use writer::{IndexWriter, Resume, SourcePosition, CHECKPOINT_FILE};
 use error::panic_message;
 use graph::Graph;
 use mapped::Mapped;
+use payload::{FieldSchema, PayloadIndexes, PayloadInfo, PayloadStore, PAYLOAD_FILE};
 use quantized::SmallVectors;
 use store::{DocReader, DocStore, MappedDocs};
 use vocab::Vocabulary;
@@ -105,6 +110,11 @@ pub struct Index {
     rescore_file: Option<std::fs::File>,
     graph: Graph,
     vocab: Option<Arc<Vocabulary>>,
+    /// Each document's metadata (`payload.bin`), `None` when no document has any.
+    payload: Option<PayloadStore>,
+    /// The declared payload indexes, built at load; replaced whole when one is declared or
+    /// dropped on a running server.
+    payload_indexes: RwLock<Arc<PayloadIndexes>>,
 }
 
 impl std::fmt::Debug for Index {
@@ -160,6 +170,12 @@ impl Index {
                 for name in [VECTORS_FILE, GRAPH_FILE, DOCS_FILE]
                     .into_iter()
                     .chain(manifest.graph_vectors.file())
+                    .chain(
+                        manifest
+                            .files
+                            .contains_key(PAYLOAD_FILE)
+                            .then_some(PAYLOAD_FILE),
+                    )
                 {
                     if let Some(expected) = checksum(name) {
                         fileio::verify_file(&dir.join(name), expected)?;
@@ -189,6 +205,20 @@ impl Index {
         });
         let (store, vectors, small, graph, vocab) = (store?, vectors?, small?, graph?, vocab?);
         verified?;
+        let payload = manifest
+            .files
+            .contains_key(PAYLOAD_FILE)
+            .then(|| PayloadStore::open(&dir.join(PAYLOAD_FILE), n))
+            .transpose()?;
+        let fields = manifest
+            .payload
+            .as_ref()
+            .map(|p| p.fields.clone())
+            .unwrap_or_default();
+        let payload_indexes = Arc::new(match &payload {
+            Some(p) if !fields.is_empty() => PayloadIndexes::build(&fields, p.iter()),
+            _ => PayloadIndexes::build(&fields, std::iter::empty::<(u32, serde_json::Value)>()),
+        });
         // The float32 vectors are walked unless a smaller copy is; then they are only read
         // a few rows at a time for re-scoring.
         let rescore_file = match &small {
@@ -212,7 +242,92 @@ impl Index {
             rescore_file,
             graph,
             vocab,
+            payload,
+            payload_indexes: RwLock::new(payload_indexes),
         })
+    }
+
+    /// Writes `payload.bin` (each document's metadata, `(internal index, metadata)` in any
+    /// order) into the index at `dir` and declares `fields` as its payload indexes, replacing
+    /// what it had: the new file first, then the manifest atomically, as [`Index::add_vocab`].
+    pub fn set_payload(
+        dir: impl AsRef<Path>,
+        docs: impl Iterator<Item = (usize, serde_json::Value)>,
+        fields: BTreeMap<String, FieldSchema>,
+    ) -> Result<(), IndexError> {
+        let dir = dir.as_ref();
+        let mut manifest = IndexManifest::read(dir)?;
+        let tmp = dir.join(format!("{PAYLOAD_FILE}.tmp-{}", std::process::id()));
+        let mut docs = docs.peekable();
+        let info = if docs.peek().is_some() {
+            let info = payload::write_payload(&tmp, manifest.count, docs)?;
+            std::fs::rename(&tmp, dir.join(PAYLOAD_FILE)).map_err(|e| IndexError::io(&tmp, e))?;
+            fileio::sync_dir(dir)?;
+            Some(info)
+        } else {
+            None
+        };
+        match info {
+            Some(info) => {
+                manifest.files.insert(PAYLOAD_FILE.to_string(), info);
+            }
+            None => {
+                manifest.files.remove(PAYLOAD_FILE);
+            }
+        }
+        manifest.payload = Some(PayloadInfo { fields });
+        manifest.replace(dir)
+    }
+
+    /// Declares (or, with `None`, drops) the payload index of `key` on this loaded index: built
+    /// from the stored metadata, recorded in the manifest (replaced atomically), then swapped in
+    /// for the searches that start afterwards.
+    pub fn set_payload_index(
+        &self,
+        key: &str,
+        schema: Option<FieldSchema>,
+    ) -> Result<(), IndexError> {
+        payload::check_key(key).map_err(IndexError::InvalidInput)?;
+        let built = schema.map(|s| {
+            payload::FieldIndex::build(key, s, self.payload.iter().flat_map(|p| p.iter()))
+        });
+        // The manifest on disk is read afresh: another process may not share this one's copy.
+        let mut manifest = IndexManifest::read(&self.dir)?;
+        let mut info = manifest.payload.take().unwrap_or_default();
+        match schema {
+            Some(s) => {
+                info.fields.insert(key.to_string(), s);
+            }
+            None => {
+                info.fields.remove(key);
+            }
+        }
+        manifest.payload = Some(info);
+        manifest.replace(&self.dir)?;
+        let mut current = crate::sync::write(&self.payload_indexes);
+        let next = current.with(key, built);
+        *current = Arc::new(next);
+        Ok(())
+    }
+
+    /// The payload indexes searches use now.
+    pub fn payload_indexes(&self) -> Arc<PayloadIndexes> {
+        crate::sync::read(&self.payload_indexes).clone()
+    }
+
+    /// The declared payload indexes' schemas.
+    pub fn payload_fields(&self) -> BTreeMap<String, FieldSchema> {
+        self.payload_indexes().schemas()
+    }
+
+    /// Document `i`'s metadata, `None` when it has none.
+    pub fn metadata(&self, i: usize) -> Option<serde_json::Value> {
+        self.payload.as_ref().and_then(|p| p.get(i))
+    }
+
+    /// Whether any document has metadata.
+    pub fn has_metadata(&self) -> bool {
+        self.payload.is_some()
     }
 
     /// Reads only the vocabulary of the index at `dir` (checksums verified), without the
@@ -377,6 +492,19 @@ impl Index {
                 .graph
                 .search(ef, &mut |i| small.score(&q, i), &|i| small.prefetch(i, dim)),
         };
+        self.exact_hits(&q, &found, k)
+    }
+
+    /// Hits with exact scores from a walk's candidates (best first): the float32 rows' own
+    /// scores, or for a walk on a smaller copy its best `max(4k, 32)` re-scored from float32;
+    /// the best `k`, sorted.
+    fn exact_hits(
+        &self,
+        q: &[f32],
+        found: &[graph::Scored],
+        k: usize,
+    ) -> Result<Vec<Hit>, IndexError> {
+        let dim = self.dimension();
         // Scores are exact: from the float32 rows. For a smaller copy, the walk's best
         // candidates are re-scored, read with positioned reads (see `read_row`).
         let mut hits: Vec<Hit> = match &self.rescore_file {
@@ -395,7 +523,7 @@ impl Index {
                     self.read_row(file, s.1, &mut buf)?;
                     hits.push(Hit {
                         index: s.1 as usize,
-                        score: vectors::dot(&q, &buf),
+                        score: vectors::dot(q, &buf),
                     });
                 }
                 hits

@@ -559,6 +559,7 @@ impl IndexWriter {
             created_at: crate::clock::rfc3339_from_unix(created),
             files,
             vocab: Some(vocab_info),
+            payload: None,
         };
         manifest.write(&work)?;
         // What only the build needs goes before the rename; the lock stays held by its open

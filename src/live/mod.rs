@@ -310,6 +310,146 @@ mod tests {
     }
 
     #[test]
+    fn a_filtered_search_equals_the_exact_filtered_merge_over_ten_thousand_live_documents() {
+        use crate::index::payload::{FieldSchema, FieldType};
+        use crate::query::filter::Filter;
+        use crate::query::stages::Scope;
+        use serde_json::json;
+        let (n, dim, k, live_n) = (2000, 16, 10, 10_000);
+        let mut rng = 0x5eed_f11e_u64;
+        let meta = |i: usize, round: usize| json!({"bucket": (i * 7 + round) % 100, "side": if i.is_multiple_of(2) { "even" } else { "odd" }});
+        let docs: Vec<Document> = (0..n)
+            .map(|i| Document {
+                id: format!("f{i}"),
+                title: String::new(),
+                text: format!("frozen {i}"),
+            })
+            .collect();
+        let vectors: Vec<f32> = (0..n).flat_map(|_| unit(&mut rng, dim)).collect();
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("index");
+        IndexBuilder::new(
+            &path,
+            ManifestFields {
+                encoder_fingerprint: "sha256:test".into(),
+                encoder_name: "test".into(),
+                dimension: dim,
+                capot_version: "0.0.0-test".into(),
+            },
+        )
+        .params(HnswParams {
+            m: 16,
+            ef_construction: 100,
+            ef_search: 64,
+            ..HnswParams::default()
+        })
+        .build(docs, vectors.clone(), &mut |_| Ok(()))
+        .unwrap();
+        let fields: std::collections::BTreeMap<String, FieldSchema> = [
+            (
+                "bucket".to_string(),
+                FieldSchema {
+                    kind: FieldType::Integer,
+                    tenant: false,
+                },
+            ),
+            (
+                "side".to_string(),
+                FieldSchema {
+                    kind: FieldType::Keyword,
+                    tenant: false,
+                },
+            ),
+        ]
+        .into_iter()
+        .collect();
+        crate::index::Index::set_payload(&path, (0..n).map(|i| (i, meta(i, 0))), fields).unwrap();
+        let index = crate::index::Index::load(&path).unwrap();
+        let live = LiveCorpus::open(&dir.path().join("data"), "test", &index, 0, 20_000).unwrap();
+        let write = |op: Operation| {
+            let seq = live.log(&op).unwrap();
+            live.apply(seq, &op, &index);
+        };
+        // 10,000 new documents, a replacement of every tenth frozen one (with other metadata),
+        // and deletes of frozen and live documents.
+        for round in 0..10 {
+            let docs = (0..live_n / 10 + n / 100)
+                .map(|j| {
+                    let (id, m) = if j < live_n / 10 {
+                        let i = round * (live_n / 10) + j;
+                        (format!("live-{i}"), meta(i, 1))
+                    } else {
+                        let i = (round * (n / 100) + j - live_n / 10) * 10 % n;
+                        (format!("f{i}"), meta(i, 3))
+                    };
+                    LiveDocument {
+                        text: format!("{id} round {round}"),
+                        id,
+                        title: String::new(),
+                        metadata: Some(m),
+                        vector: unit(&mut rng, dim),
+                    }
+                })
+                .collect();
+            write(Operation::Upsert(docs));
+            write(Operation::Delete(
+                (0..20)
+                    .map(|j| match j % 2 {
+                        0 => format!("f{}", (round * 53 + j * 7) % n),
+                        _ => format!("live-{}", round * 997 + j * 31),
+                    })
+                    .collect(),
+            ));
+        }
+        assert!(live.stats().delta_documents >= live_n - 200);
+        let filters = [
+            json!({"must": [{"key": "side", "match": {"value": "even"}}]}),
+            json!({"must": [{"key": "bucket", "range": {"lt": 3}}]}),
+            json!({"must": [{"key": "bucket", "match": {"any": [5, 50]}}], "must_not": [{"key": "side", "match": {"value": "odd"}}]}),
+        ];
+        for fv in &filters {
+            let mut f = Filter::parse(fv, "filter").unwrap();
+            f.bind(&index.payload_fields(), false, "filter").unwrap();
+            let admitted = f.admitted_in(&index).unwrap();
+            for _ in 0..10 {
+                let q = unit(&mut rng, dim);
+                let scope = Scope {
+                    filter: Some((&f, &admitted)),
+                    with_metadata: true,
+                    ..Scope::top(k, 64)
+                };
+                let got = corpus_search(&index, Some(&live), &[&q], scope).unwrap();
+                let segment = live.read();
+                let mut all: Vec<(f32, String)> = (0..n)
+                    .filter(|&i| !segment.hides(i) && f.admits(&format!("f{i}"), Some(&meta(i, 0))))
+                    .map(|i| {
+                        let v = &vectors[i * dim..(i + 1) * dim];
+                        (q.iter().zip(v).map(|(a, b)| a * b).sum(), format!("f{i}"))
+                    })
+                    .chain(
+                        segment
+                            .search(&q, usize::MAX)
+                            .into_iter()
+                            .filter(|h| f.admits(&h.document.id, h.document.metadata.as_ref()))
+                            .map(|h| (h.score, h.document.id)),
+                    )
+                    .collect();
+                drop(segment);
+                all.sort_by(|a, b| b.0.total_cmp(&a.0));
+                let want: Vec<&str> = all.iter().take(k).map(|x| x.1.as_str()).collect();
+                let ids: Vec<&str> = got.hits.iter().map(|h| h.id.as_str()).collect();
+                assert_eq!(ids, want, "{fv}");
+                let report = got.filter.unwrap();
+                assert_eq!(report.admitted as usize, all.len(), "{fv}");
+                for h in &got.hits {
+                    let m = h.metadata.as_ref().expect("with_metadata");
+                    assert!(f.admits(&h.id, Some(m)), "{fv}: {} {m}", h.id);
+                }
+            }
+        }
+    }
+
+    #[test]
     fn the_merged_answer_is_the_frozen_answer_filtered_merged_with_the_live_one() {
         let (n, dim, k) = (300, 16, 10);
         let mut rng = 0x9e37_79b9_7f4a_7c15u64;
@@ -382,7 +522,14 @@ mod tests {
         );
         for _ in 0..40 {
             let q = unit(&mut rng, dim);
-            let got = corpus_search(&index, Some(&live), &[&q], k, n).unwrap();
+            let got = corpus_search(
+                &index,
+                Some(&live),
+                &[&q],
+                crate::query::stages::Scope::top(k, n),
+            )
+            .unwrap()
+            .hits;
             // Expected: every served document scored exactly, the best k.
             let segment = live.read();
             let mut all: Vec<(f32, String)> = (0..n)

@@ -240,57 +240,82 @@ impl Segment {
     /// `4k + 32` candidates first (its error is far below the gap that would push a true hit out
     /// of so many).
     pub fn search(&self, query: &[f32], k: usize) -> Vec<LiveHit> {
+        self.search_counting(query, k, None).0
+    }
+
+    /// [`Segment::search`] among the documents `admit` passes (all without it), with how many
+    /// it passed: the filter is applied to every slot first, so the scan scores only admitted
+    /// documents (all of them exactly when they are few).
+    pub fn search_counting(
+        &self,
+        query: &[f32],
+        k: usize,
+        admit: Option<&dyn Fn(&StoredDocument) -> bool>,
+    ) -> (Vec<LiveHit>, usize) {
         let dim = self.dim;
-        let live = self
-            .occupied
-            .iter()
-            .enumerate()
-            .filter(|(_, &o)| o)
-            .map(|(i, _)| i);
+        let admitted: Option<Vec<bool>> = admit.map(|admit| {
+            self.slots
+                .iter()
+                .map(|s| s.as_ref().is_some_and(admit))
+                .collect()
+        });
+        let mask: &[bool] = admitted.as_deref().unwrap_or(&self.occupied);
+        let count = match &admitted {
+            Some(a) => a.iter().filter(|&&x| x).count(),
+            None => self.by_id.len(),
+        };
+        let live = mask.iter().enumerate().filter(|(_, &o)| o).map(|(i, _)| i);
         let exact = |i: usize| dot(query, &self.vectors[i * dim..(i + 1) * dim]);
-        let mut scored: Vec<(f32, usize)> = if self.by_id.len() <= EXACT_SCAN_UP_TO {
-            live.map(|i| (exact(i), i)).collect()
-        } else {
-            // The query in int8 (zeros to whole blocks), the rows in 4 bits: the stored codes
-            // are offset by 8, which the query's sum takes back.
-            let (mut q, q_scale) = quantize_i8(query);
-            let offset = 8 * q.iter().map(|&c| i32::from(c)).sum::<i32>();
-            q.resize(i4_padded(self.dim), 0);
-            let keep = k.saturating_mul(4).saturating_add(32);
-            let mut dots = Vec::with_capacity(self.occupied.len());
-            dot_u4_i8_rows(&q, &self.codes, &mut dots);
-            // The best `keep` so far, with room for as many again: a row below the worst of
-            // those kept can never be among them, and most rows stop at that comparison.
-            let mut rough: Vec<(f32, usize)> = Vec::with_capacity(2 * keep);
-            let mut floor = f32::NEG_INFINITY;
-            for i in live {
-                let score = self.scales[i] * q_scale * (dots[i] - offset) as f32;
-                if score >= floor {
-                    rough.push((score, i));
-                    if rough.len() == 2 * keep {
-                        top(&mut rough, keep);
-                        floor = rough.iter().map(|r| r.0).fold(f32::INFINITY, f32::min);
+        let mut scored: Vec<(f32, usize)> =
+            if count <= EXACT_SCAN_UP_TO.max(k.saturating_mul(4).saturating_add(32)) {
+                live.map(|i| (exact(i), i)).collect()
+            } else {
+                // The query in int8 (zeros to whole blocks), the rows in 4 bits: the stored codes
+                // are offset by 8, which the query's sum takes back.
+                let (mut q, q_scale) = quantize_i8(query);
+                let offset = 8 * q.iter().map(|&c| i32::from(c)).sum::<i32>();
+                q.resize(i4_padded(self.dim), 0);
+                let keep = k.saturating_mul(4).saturating_add(32);
+                let mut dots = Vec::with_capacity(self.occupied.len());
+                dot_u4_i8_rows(&q, &self.codes, &mut dots);
+                // The best `keep` so far, with room for as many again: a row below the worst of
+                // those kept can never be among them, and most rows stop at that comparison.
+                let mut rough: Vec<(f32, usize)> = Vec::with_capacity(2 * keep);
+                let mut floor = f32::NEG_INFINITY;
+                for i in live {
+                    let score = self.scales[i] * q_scale * (dots[i] - offset) as f32;
+                    if score >= floor {
+                        rough.push((score, i));
+                        if rough.len() == 2 * keep {
+                            top(&mut rough, keep);
+                            floor = rough.iter().map(|r| r.0).fold(f32::INFINITY, f32::min);
+                        }
                     }
                 }
-            }
-            top(&mut rough, keep);
-            rough.into_iter().map(|(_, i)| (exact(i), i)).collect()
-        };
+                top(&mut rough, keep);
+                rough.into_iter().map(|(_, i)| (exact(i), i)).collect()
+            };
         top(&mut scored, k);
         scored.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
-        scored
+        let hits = scored
             .into_iter()
             .filter_map(|(score, i)| {
                 self.slots[i]
                     .clone()
                     .map(|document| LiveHit { score, document })
             })
-            .collect()
+            .collect();
+        (hits, count)
     }
 
     /// Whether the frozen document at internal index `i` is replaced or deleted.
     pub fn hides(&self, i: usize) -> bool {
         self.hidden.contains(&i)
+    }
+
+    /// The frozen documents (internal indices) that are hidden.
+    pub fn hidden_frozen(&self) -> impl Iterator<Item = usize> + '_ {
+        self.hidden.iter().copied()
     }
 
     /// How many frozen documents are hidden.

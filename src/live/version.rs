@@ -115,8 +115,22 @@ pub fn open_served(base: &Path, live_dir: &Path) -> Result<(Served, String), Liv
         },
         Some(c) => {
             let dir = version_dir(live_dir, c.version);
-            let index = Index::load(&dir).map_err(|e| io(&dir, e))?;
+            let mut index = Index::load(&dir).map_err(|e| io(&dir, e))?;
             let metadata = read_metadata(&dir)?;
+            if !metadata.is_empty() && !index.has_metadata() {
+                // A version compacted before the index kept metadata: store it in the index
+                // once, so filters see the frozen documents' metadata.
+                let mut payload = Vec::with_capacity(metadata.len());
+                for (id, m) in &metadata {
+                    if let Some(i) = index.index_of(id).map_err(|e| io(&dir, e))? {
+                        payload.push((i, m.clone()));
+                    }
+                }
+                let fields = index.payload_fields();
+                drop(index);
+                Index::set_payload(&dir, payload.into_iter(), fields).map_err(|e| io(&dir, e))?;
+                index = Index::load(&dir).map_err(|e| io(&dir, e))?;
+            }
             tracing::info!(version = c.version, covers = c.covers, dir = %dir.display(), "serving a compacted version");
             Served {
                 index,
@@ -225,6 +239,8 @@ pub fn compact(
     let mut docs = Vec::with_capacity(index.len() + latest.len());
     let mut vectors = Vec::with_capacity((index.len() + latest.len()) * dim);
     let mut metadata = HashMap::new();
+    // (position in `docs`, metadata): the new version's payload.bin.
+    let mut payload: Vec<(usize, Value)> = Vec::new();
     let (mut kept, mut dropped) = (0, 0);
     let read_error = |e: crate::index::IndexError| LiveError::Io(format!("frozen index: {e}"));
     for i in 0..index.len() {
@@ -238,8 +254,14 @@ pub fn compact(
         let v = index
             .vector(i)
             .ok_or_else(|| LiveError::Io(format!("frozen index: no vector {i}")))?;
-        if let Some(m) = from.metadata.get(&d.id) {
-            metadata.insert(d.id.clone(), m.clone());
+        if let Some(m) = from
+            .metadata
+            .get(&d.id)
+            .cloned()
+            .or_else(|| index.metadata(i))
+        {
+            payload.push((docs.len(), m.clone()));
+            metadata.insert(d.id.clone(), m);
         }
         vectors.extend_from_slice(v);
         docs.push(d);
@@ -251,6 +273,7 @@ pub fn compact(
     let folded = live.len();
     for d in live {
         if let Some(m) = d.metadata {
+            payload.push((docs.len(), m.clone()));
             metadata.insert(d.id.clone(), m);
         }
         vectors.extend_from_slice(&d.vector);
@@ -291,6 +314,15 @@ pub fn compact(
             Ok(())
         })
         .map_err(|e| io(&dir, e))?;
+    // The payload and its declared indexes carry over, so filters keep working on the version.
+    let payload_fields = index.payload_fields();
+    let built = if payload.is_empty() && payload_fields.is_empty() {
+        built
+    } else {
+        drop(built);
+        Index::set_payload(&dir, payload.into_iter(), payload_fields).map_err(|e| io(&dir, e))?;
+        Index::load(&dir).map_err(|e| io(&dir, e))?
+    };
     let meta_path = dir.join(METADATA_FILE);
     let bytes = serde_json::to_vec(&metadata).map_err(|e| io(&meta_path, e))?;
     crate::atomic_file::write(&meta_path, &bytes).map_err(|e| io(&meta_path, e))?;

@@ -15,13 +15,15 @@ use serde::Serialize;
 pub mod compaction;
 pub mod documents;
 pub mod error;
+pub mod filter;
 pub mod metrics;
 pub mod stages;
 pub mod state;
 
 use crate::repair::{RepairFusion, Repaired};
 pub use error::ApiError;
-pub use stages::{EmbedOutput, Hit, SearchOutput, SearchParams, TimingsMs, MAX_EF};
+pub use filter::Filter;
+pub use stages::{EmbedOutput, FilterReport, Hit, SearchOutput, SearchParams, TimingsMs, MAX_EF};
 pub use state::{AppState, Limits, RepairDefaults};
 
 /// Reciprocal rank fusion constant: a document at rank r of a list scores 1/(RRF_K + r).
@@ -116,6 +118,8 @@ pub struct SearchOutcome {
     pub repair_fusion: RepairFusion,
     /// Where the time went; a fused search reports its total only.
     pub timings: TimingsMs,
+    /// With a filter: what it admitted and how the index was searched (the first search's).
+    pub filter: Option<FilterReport>,
 }
 
 /// Serves a search: fused when the request names `fusion`, routed when it names no encoder and
@@ -137,6 +141,7 @@ pub async fn search(state: &Arc<AppState>, req: SearchRequest) -> Result<SearchO
         results: out.results,
         repairs: out.repairs,
         timings: out.timings_ms,
+        filter: out.filter,
     })
 }
 
@@ -211,6 +216,7 @@ async fn routed(state: &Arc<AppState>, req: SearchRequest) -> Result<SearchOutco
         },
         repairs,
         repair_fusion: first.pipeline.fusion.unwrap_or_default(),
+        filter: first.filter,
         timings,
     })
 }
@@ -302,6 +308,7 @@ async fn fused(
             total: ms(started),
             ..TimingsMs::default()
         },
+        filter: first.and_then(|o| o.filter),
     })
 }
 
@@ -329,6 +336,7 @@ pub fn rrf(lists: &[&[Hit]], k: usize) -> Vec<Hit> {
             rank: i + 1,
             title: h.title.clone(),
             text: h.text.clone(),
+            metadata: h.metadata.clone(),
         })
         .collect()
 }
@@ -339,6 +347,7 @@ mod tests {
 
     fn hit(id: &str, rank: usize) -> Hit {
         Hit {
+            metadata: None,
             id: id.into(),
             score: 0.0,
             rank,

@@ -8,11 +8,13 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use http::StatusCode;
+use roaring::RoaringBitmap;
 use serde::Serialize;
 
 use super::error::ApiError;
+use super::filter::{Filter, FilterError};
 use super::state::{AppState, Corpus};
-use crate::index::{Index, IndexError};
+use crate::index::{Index, IndexError, Strategy};
 use crate::live::segment::StoredDocument;
 use crate::live::LiveCorpus;
 use crate::registry::batcher::{BatchError, EncodeTimings};
@@ -35,6 +37,10 @@ pub struct SearchParams {
     pub repair: Option<RepairMode>,
     /// What a repaired query searches with; `None`: the alias's pipeline, else the default.
     pub repair_fusion: Option<RepairFusion>,
+    /// Only documents whose metadata this admits are returned.
+    pub filter: Option<Filter>,
+    /// Each hit carries its document's metadata.
+    pub with_metadata: bool,
 }
 
 impl SearchParams {
@@ -48,6 +54,8 @@ impl SearchParams {
             ef: None,
             repair: None,
             repair_fusion: None,
+            filter: None,
+            with_metadata: false,
         }
     }
 }
@@ -60,11 +68,26 @@ pub struct Hit {
     pub rank: usize,
     pub title: String,
     pub text: String,
+    /// The document's metadata (`with_metadata`; absent when it has none).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub metadata: Option<serde_json::Value>,
+}
+
+/// What a filter admitted and how the search was answered under it.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, utoipa::ToSchema)]
+pub struct FilterReport {
+    /// Documents the filter admits (frozen and live), counted before the search.
+    pub admitted: u64,
+    /// How the frozen index was searched (see docs/api.md "Filters").
+    pub strategy: Strategy,
 }
 
 /// Where the time of a request went, in milliseconds.
 #[derive(Debug, Clone, Copy, Serialize, Default, utoipa::ToSchema)]
 pub struct TimingsMs {
+    /// Evaluating the filter into the set of admitted documents (0 without a filter).
+    pub filter: f64,
     pub repair: f64,
     pub tokenize: f64,
     pub queue: f64,
@@ -84,6 +107,8 @@ pub struct SearchOutput {
     pub repairs: Vec<Option<Repaired>>,
     /// The repair mode and fusion in effect.
     pub pipeline: QueryPipeline,
+    /// With a filter: what it admitted and how the index was searched.
+    pub filter: Option<FilterReport>,
 }
 
 /// Result of [`embed`].
@@ -353,6 +378,7 @@ async fn prepare(
 
 /// Seconds per stage of one request.
 struct Stages {
+    filter: f64,
     repair: f64,
     tokenize: f64,
     encode: EncodeTimings,
@@ -369,6 +395,9 @@ fn record(state: &AppState, encoder: &str, s: &Stages, total: f64) {
     m.observe_stage("encode", encoder, s.encode.encode);
     if let Some(x) = s.search {
         m.observe_stage("search", encoder, x);
+    }
+    if s.filter > 0.0 {
+        m.observe_stage("filter", encoder, s.filter);
     }
     m.observe_stage("total", encoder, total);
     m.encoder_requests.with_label_values(&[encoder]).inc();
@@ -424,37 +453,69 @@ pub async fn search(state: &AppState, p: SearchParams) -> Result<SearchOutput, A
             .unwrap_or_else(|| index.default_ef())
             .max(k);
     let repair_ran = repairer.is_some();
+    let filter = match p.filter {
+        Some(mut f) => {
+            f.bind(
+                &index.payload_fields(),
+                state.limits.allow_unindexed_filters,
+                "filter",
+            )
+            .map_err(filter_error)?;
+            Some(Arc::new(f))
+        }
+        None => None,
+    };
+    let with_metadata = p.with_metadata;
     let live = Some(corpus.live.clone());
     let work = async {
         let prepared = prepare(&loaded, p.texts, repairer, fusion, live.clone()).await?;
         let (vectors, timings, _) = infer(&loaded, prepared.tokens).await?;
-        let search_started = Instant::now();
         let idx = index.clone();
         let slots = prepared.slots;
+        let corpus = corpus.clone();
         // The hits' documents are read here too: positioned reads of `docs.bin`, blocking I/O.
-        let results = tokio::task::spawn_blocking(move || {
-            slots
+        let (results, filter_seconds, search_seconds) = tokio::task::spawn_blocking(move || {
+            let filter_started = Instant::now();
+            let admitted = filter.as_ref().map(|f| f.admitted_in(&idx)).transpose()?;
+            let filter_seconds = filter_started.elapsed().as_secs_f64();
+            let search_started = Instant::now();
+            let scope = Scope {
+                k,
+                ef,
+                filter: filter.as_deref().zip(admitted.as_ref()),
+                with_metadata,
+                frozen_metadata: Some(&corpus.frozen_metadata),
+            };
+            let results = slots
                 .iter()
                 .map(|own| {
                     let own: Vec<&[f32]> = own.iter().map(|&i| vectors[i].as_slice()).collect();
-                    corpus_search(&idx, live.as_deref(), &own, k, ef)
+                    corpus_search(&idx, live.as_deref(), &own, scope)
                 })
-                .collect::<Result<Vec<_>, _>>()
+                .collect::<Result<Vec<_>, _>>()?;
+            Ok::<_, IndexError>((
+                results,
+                filter_seconds,
+                search_started.elapsed().as_secs_f64(),
+            ))
         })
         .await
         .map_err(|e| ApiError::internal(format!("search task failed: {e}")))?
         .map_err(|e| ApiError::internal(e.to_string()))?;
         let stages = Stages {
+            filter: filter_seconds,
             repair: prepared.repair_seconds,
             tokenize: prepared.tokenize_seconds,
             encode: timings,
-            search: Some(search_started.elapsed().as_secs_f64()),
+            search: Some(search_seconds),
         };
         Ok::<_, ApiError>((results, prepared.repairs, stages))
     };
     let (results, repairs, stages) = tokio::time::timeout(state.request_timeout(), work)
         .await
         .map_err(|_| timeout_error(state))??;
+    let filter_report = results.first().and_then(|r| r.filter);
+    let results: Vec<Vec<Hit>> = results.into_iter().map(|r| r.hits).collect();
     let total = started.elapsed().as_secs_f64();
     let manifest = loaded.encoder().manifest();
     record(state, loaded.name(), &stages, total);
@@ -476,6 +537,7 @@ pub async fn search(state: &AppState, p: SearchParams) -> Result<SearchOutput, A
         encoder_name: loaded.name().to_string(),
         encoder_version: manifest.version.clone(),
         timings_ms: TimingsMs {
+            filter: ms(stages.filter),
             repair: ms(stages.repair),
             tokenize: ms(stages.tokenize),
             queue: ms(stages.encode.queue),
@@ -488,39 +550,91 @@ pub async fn search(state: &AppState, p: SearchParams) -> Result<SearchOutput, A
             repair: Some(mode),
             fusion: Some(fusion),
         },
+        filter: filter_report,
     })
+}
+
+/// A refused filter as the client sees it: 400 `invalid_filter`, or `unindexed_field` for a
+/// field without a payload index; `param` is the JSON path.
+pub fn filter_error(e: FilterError) -> ApiError {
+    let code = if e.unindexed.is_some() {
+        "unindexed_field"
+    } else {
+        "invalid_filter"
+    };
+    ApiError::new(StatusCode::BAD_REQUEST, code, e.to_string()).with_param(e.path)
+}
+
+/// What one query's search covers beyond its vectors: how many hits, the walk's `ef`, a filter
+/// with the frozen documents it admits, and whether hits carry metadata.
+#[derive(Clone, Copy)]
+pub struct Scope<'a> {
+    pub k: usize,
+    pub ef: usize,
+    /// A bound filter and the frozen documents it admits ([`Filter::admitted_in`]).
+    pub filter: Option<(&'a Filter, &'a RoaringBitmap)>,
+    pub with_metadata: bool,
+    /// Metadata of frozen documents of a version compacted before the index kept it.
+    pub frozen_metadata: Option<&'a std::collections::HashMap<String, serde_json::Value>>,
+}
+
+impl Scope<'_> {
+    /// `k` hits with the walk's `ef`, no filter, no metadata.
+    pub fn top(k: usize, ef: usize) -> Scope<'static> {
+        Scope {
+            k,
+            ef,
+            filter: None,
+            with_metadata: false,
+            frozen_metadata: None,
+        }
+    }
+}
+
+/// Hits of one query and, under a filter, what it admitted and how the index was searched.
+pub struct CorpusHits {
+    pub hits: Vec<Hit>,
+    pub filter: Option<FilterReport>,
 }
 
 /// The `k` best documents for one query's vectors (the raw text's, and the repaired text's when
 /// fused): the frozen index's hits less the documents the live corpus replaced or deleted, merged
-/// with the live documents' own, each document once with its best score.
+/// with the live documents' own, each document once with its best score. Under a filter only
+/// admitted documents count, and there are exactly `min(k, admitted)` hits.
 pub fn corpus_search(
     index: &Index,
     live: Option<&LiveCorpus>,
     vectors: &[&[f32]],
-    k: usize,
-    ef: usize,
-) -> Result<Vec<Hit>, IndexError> {
-    let hidden = live.map_or(0, |l| l.read().hidden());
-    // Ask the frozen index for enough more that k survive the filter: a few more first, all
-    // the hidden ones at worst.
-    let mut want = k + hidden.min(4 * k);
-    let (frozen, segment) = loop {
-        let lists = vectors
-            .iter()
-            .map(|v| index.search(v, want, ef.max(want)))
-            .collect::<Result<Vec<_>, _>>()?;
-        let exhausted = lists.iter().all(|l| l.len() < want);
-        let hits = crate::index::merge_best(lists, want);
-        let segment = live.map(|l| l.read());
-        let kept: Vec<crate::index::Hit> = hits
-            .into_iter()
-            .filter(|h| !segment.as_ref().is_some_and(|s| s.hides(h.index)))
-            .collect();
-        if kept.len() >= k || exhausted || want >= k + hidden {
-            break (kept, segment);
+    scope: Scope<'_>,
+) -> Result<CorpusHits, IndexError> {
+    let Scope { k, ef, .. } = scope;
+    let (frozen, segment, report) = match scope.filter {
+        None => {
+            let (frozen, segment) = unfiltered_frozen(index, live, vectors, k, ef)?;
+            (frozen, segment, None)
         }
-        want = (2 * want).min(k + hidden);
+        Some((_, admitted)) => {
+            // Hidden documents leave the admitted set, so the index is asked for exactly k.
+            let segment = live.map(|l| l.read());
+            let mut admitted = admitted.clone();
+            if let Some(s) = &segment {
+                for i in s.hidden_frozen() {
+                    admitted.remove(i as u32);
+                }
+            }
+            let mut strategy = Strategy::Empty;
+            let mut lists = Vec::with_capacity(vectors.len());
+            for v in vectors {
+                let found = index.search_admitted(v, k, ef, &admitted)?;
+                strategy = found.strategy;
+                lists.push(found.hits);
+            }
+            let report = FilterReport {
+                admitted: admitted.len(),
+                strategy,
+            };
+            (crate::index::merge_best(lists, k), segment, Some(report))
+        }
     };
     enum From {
         Frozen(usize),
@@ -530,11 +644,20 @@ pub fn corpus_search(
         .into_iter()
         .map(|h| (h.score, From::Frozen(h.index)))
         .collect();
+    let mut live_admitted = 0u64;
     if let Some(segment) = &segment {
+        let admit = scope
+            .filter
+            .map(|(f, _)| move |d: &StoredDocument| f.admits(&d.id, d.metadata.as_ref()));
+        let admit = admit
+            .as_ref()
+            .map(|a| a as &dyn Fn(&StoredDocument) -> bool);
         let mut best: std::collections::HashMap<String, (f32, StoredDocument)> =
             std::collections::HashMap::new();
         for v in vectors {
-            for h in segment.search(v, k) {
+            let (hits, admitted) = segment.search_counting(v, k, admit);
+            live_admitted = admitted as u64;
+            for h in hits {
                 match best.get_mut(&h.document.id) {
                     Some(b) if b.0 >= h.score => {}
                     _ => {
@@ -548,17 +671,25 @@ pub fn corpus_search(
     drop(segment);
     merged.sort_by(|a, b| b.0.total_cmp(&a.0));
     merged.truncate(k);
-    merged
+    let hits = merged
         .into_iter()
         .enumerate()
         .filter_map(|(rank, (score, from))| match from {
             From::Frozen(i) => index.document(i).transpose().map(|d| {
-                d.map(|d| Hit {
-                    id: d.id,
-                    score,
-                    rank: rank + 1,
-                    title: d.title,
-                    text: d.text,
+                d.map(|d| {
+                    let metadata = scope.with_metadata.then(|| {
+                        index
+                            .metadata(i)
+                            .or_else(|| scope.frozen_metadata.and_then(|m| m.get(&d.id).cloned()))
+                    });
+                    Hit {
+                        id: d.id,
+                        score,
+                        rank: rank + 1,
+                        title: d.title,
+                        text: d.text,
+                        metadata: metadata.flatten(),
+                    }
                 })
             }),
             From::Live(d) => Some(Ok(Hit {
@@ -567,9 +698,57 @@ pub fn corpus_search(
                 rank: rank + 1,
                 title: d.title,
                 text: d.text,
+                metadata: if scope.with_metadata {
+                    d.metadata
+                } else {
+                    None
+                },
             })),
         })
-        .collect()
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(CorpusHits {
+        hits,
+        filter: report.map(|r| FilterReport {
+            admitted: r.admitted + live_admitted,
+            ..r
+        }),
+    })
+}
+
+/// The frozen index's best hits for `vectors` with no filter, less the hidden documents: asks
+/// for a few more than `k` first, all the hidden ones at worst. Returns the segment read.
+fn unfiltered_frozen<'a>(
+    index: &Index,
+    live: Option<&'a LiveCorpus>,
+    vectors: &[&[f32]],
+    k: usize,
+    ef: usize,
+) -> Result<
+    (
+        Vec<crate::index::Hit>,
+        Option<std::sync::RwLockReadGuard<'a, crate::live::segment::Segment>>,
+    ),
+    IndexError,
+> {
+    let hidden = live.map_or(0, |l| l.read().hidden());
+    let mut want = k + hidden.min(4 * k);
+    loop {
+        let lists = vectors
+            .iter()
+            .map(|v| index.search(v, want, ef.max(want)))
+            .collect::<Result<Vec<_>, _>>()?;
+        let exhausted = lists.iter().all(|l| l.len() < want);
+        let hits = crate::index::merge_best(lists, want);
+        let segment = live.map(|l| l.read());
+        let kept: Vec<crate::index::Hit> = hits
+            .into_iter()
+            .filter(|h| !segment.as_ref().is_some_and(|s| s.hides(h.index)))
+            .collect();
+        if kept.len() >= k || exhausted || want >= k + hidden {
+            return Ok((kept, segment));
+        }
+        want = (2 * want).min(k + hidden);
+    }
 }
 
 /// Encodes texts with an encoder (OpenAI's `model`), optionally checking the dimension asked for.
@@ -599,6 +778,7 @@ pub async fn embed(
             .map_err(|_| timeout_error(state))??;
     let manifest = loaded.encoder().manifest();
     let stages = Stages {
+        filter: 0.0,
         repair: 0.0,
         tokenize,
         encode: timings,

@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::time::Duration;
 
+use serde::Serialize;
 use tokio::sync::Semaphore;
 
 use super::metrics::Metrics;
@@ -51,6 +52,9 @@ pub struct Limits {
     pub compact_live_documents: usize,
     /// ... or once the write-ahead log holds this many bytes (0: never).
     pub compact_log_bytes: u64,
+    /// Filters may name fields without a payload index (every document's metadata is read);
+    /// otherwise such a filter is refused with `unindexed_field`.
+    pub allow_unindexed_filters: bool,
 }
 
 impl Default for Limits {
@@ -70,6 +74,7 @@ impl Default for Limits {
             read_only: false,
             compact_live_documents: DEFAULT_COMPACT_LIVE_DOCUMENTS,
             compact_log_bytes: DEFAULT_COMPACT_LOG_BYTES,
+            allow_unindexed_filters: false,
         }
     }
 }
@@ -140,6 +145,43 @@ impl Drop for Corpus {
     }
 }
 
+/// Where a payload index declared on a running server stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PayloadBuildState {
+    Building,
+    Failed,
+}
+
+/// A payload index being built (or whose build failed), as `GET /admin/index` reports it.
+#[derive(Debug, Clone, Serialize)]
+pub struct PayloadBuild {
+    pub state: PayloadBuildState,
+    #[serde(flatten)]
+    pub schema: crate::index::payload::FieldSchema,
+    pub started_at: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+impl PayloadBuild {
+    /// A build starting now.
+    pub fn building(schema: crate::index::payload::FieldSchema) -> Self {
+        PayloadBuild {
+            state: PayloadBuildState::Building,
+            schema,
+            started_at: crate::clock::rfc3339_from_unix(crate::clock::now_unix()),
+            error: None,
+        }
+    }
+
+    /// Marks the build failed with `error`.
+    pub fn fail(&mut self, error: String) {
+        self.state = PayloadBuildState::Failed;
+        self.error = Some(error);
+    }
+}
+
 /// Everything handlers need. The corpus is set once loading finishes; until then the service
 /// is live but not ready.
 pub struct AppState {
@@ -165,6 +207,8 @@ pub struct AppState {
     pub router: OnceLock<Arc<QueryRouter>>,
     /// Repair mode and fusion when neither the request nor its alias sets them.
     pub repair_defaults: RepairDefaults,
+    /// Payload indexes being built on this server (`PUT /admin/index/payload/{field}`).
+    pub payload_builds: Mutex<std::collections::BTreeMap<String, PayloadBuild>>,
 }
 
 impl AppState {
@@ -185,6 +229,7 @@ impl AppState {
             document_encoder: OnceLock::new(),
             router: OnceLock::new(),
             repair_defaults: RepairDefaults::default(),
+            payload_builds: Mutex::new(Default::default()),
         }
     }
 

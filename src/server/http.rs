@@ -312,6 +312,13 @@ pub struct SearchRequest {
     /// What a repaired query searches with: `repaired` or `max`.
     #[serde(default)]
     repair_fusion: Option<RepairFusion>,
+    /// Only documents whose metadata this admits (Qdrant's filter shape; docs/api.md "Filters").
+    #[serde(default)]
+    #[schema(value_type = Option<Object>)]
+    filter: Option<serde_json::Value>,
+    /// Each hit carries its document's metadata.
+    #[serde(default)]
+    with_metadata: bool,
 }
 
 /// The `repair` member of a search response for one query: `None` when nothing changed.
@@ -371,6 +378,9 @@ fn search_body(out: SearchOutcome, batch_form: bool) -> Result<serde_json::Value
             body.insert("timings_ms".into(), json!({ "total": out.timings.total }));
         }
     }
+    if let Some(f) = &out.filter {
+        body.insert("filter".into(), json!(f));
+    }
     if out.repairs.iter().any(Option::is_some) {
         let views: Vec<serde_json::Value> = out
             .repairs
@@ -402,6 +412,12 @@ async fn search(
             ))
         }
     };
+    let filter = req
+        .filter
+        .as_ref()
+        .map(|f| query::Filter::parse(f, "filter"))
+        .transpose()
+        .map_err(stages::filter_error)?;
     let out = query::search(
         &state,
         query::SearchRequest {
@@ -413,6 +429,8 @@ async fn search(
                 ef: req.ef,
                 repair: req.repair,
                 repair_fusion: req.repair_fusion,
+                filter,
+                with_metadata: req.with_metadata,
             },
             fusion: req.fusion,
         },

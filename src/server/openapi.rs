@@ -65,6 +65,9 @@ fn results_schema() -> utoipa::openapi::schema::Schema {
 #[derive(Serialize, ToSchema)]
 pub struct SearchTimings {
     pub total: f64,
+    /// Evaluating the filter into the set of admitted documents (0 without one).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub filter: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub repair: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -110,6 +113,9 @@ pub struct SearchResponse {
     /// For `queries`, when repair changed any: per query, `null` when unchanged.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub repairs: Option<Vec<Option<RepairView>>>,
+    /// With a `filter`: what it admitted and how the index was searched.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub filter: Option<crate::query::FilterReport>,
 }
 
 /// `input` of `POST /v1/embeddings`: one text or a list.
@@ -259,7 +265,7 @@ const API_KEY: Bearer = Bearer {
         SearchRequest, SearchResponse, SearchTimings, RoutedTo, Hit, EncoderRef,
         FusionInfo, FusedEncoder, RepairView, Edit, EditKind, RepairMode, RepairFusion,
         EmbeddingsRequest, EmbeddingInput, EmbeddingsResponse, Embedding, EmbeddingVector, Usage,
-        Status, ErrorBody, ErrorDetail
+        Status, ErrorBody, ErrorDetail, crate::query::FilterReport, crate::index::Strategy
     )),
     modifiers(&API_KEY)
 )]

@@ -500,3 +500,87 @@ pub fn cached_index(corpus: &Path) -> PathBuf {
     }
     dir
 }
+
+/// The metadata the filter tests give document `i` of the built-in corpus (`None` for every
+/// eleventh): a tenant, a language (a top-level field on odd documents, to check that those
+/// are metadata too), a year (`null` on every thirteenth), a datetime, tags and a nested country.
+pub fn test_metadata(i: usize) -> Option<serde_json::Value> {
+    (!i.is_multiple_of(11)).then(|| {
+        serde_json::json!({
+            "tenant": format!("t{}", i % 4),
+            "year": if i.is_multiple_of(13) { serde_json::Value::Null } else { (2000 + i % 10).into() },
+            "published": format!("2024-01-{:02}T12:00:00Z", 1 + i % 28),
+            "tags": [format!("tag{}", i % 3), format!("tag{}", i % 5)],
+            "author": {"country": if i.is_multiple_of(5) { "nz" } else { "us" }},
+            "lang": (["en", "de", "fr"][i % 3]),
+        })
+    })
+}
+
+/// The built-in corpus with [`test_metadata`], written as a BEIR corpus in `dir`; returns the
+/// corpus file.
+pub fn metadata_corpus(dir: &Path) -> PathBuf {
+    let text = std::fs::read_to_string(root().join("data/default-corpus/corpus.jsonl"))
+        .expect("default corpus");
+    let mut out = String::new();
+    for (i, line) in text.lines().enumerate() {
+        let mut doc: serde_json::Value = serde_json::from_str(line).expect("corpus line");
+        if let Some(mut m) = test_metadata(i) {
+            if i % 2 == 1 {
+                // `lang` as a top-level field: the build stores it as metadata too.
+                doc["lang"] = m["lang"].take();
+                m.as_object_mut().expect("object").remove("lang");
+            }
+            doc["metadata"] = m;
+        }
+        out.push_str(&doc.to_string());
+        out.push('\n');
+    }
+    let path = dir.join("corpus.jsonl");
+    std::fs::write(&path, out).expect("write corpus");
+    path
+}
+
+/// An index of [`metadata_corpus`] with payload indexes on tenant (the tenant key), lang,
+/// year, published and tags (not `author.country`), built once per test binary.
+pub fn filtered_index() -> &'static Path {
+    static INDEX: OnceLock<(tempfile::TempDir, PathBuf)> = OnceLock::new();
+    &INDEX
+        .get_or_init(|| {
+            let dir = tempfile::tempdir().expect("tempdir");
+            let corpus = metadata_corpus(dir.path());
+            let out = dir.path().join("index");
+            let o = run_capot(
+                &[
+                    "index",
+                    "build",
+                    "--doc-encoder",
+                    minilm_bundle().to_str().unwrap(),
+                    "--corpus",
+                    corpus.to_str().unwrap(),
+                    "--out",
+                    out.to_str().unwrap(),
+                    "--payload-index",
+                    "tenant:keyword:tenant",
+                    "--payload-index",
+                    "lang:keyword",
+                    "--payload-index",
+                    "year:integer",
+                    "--payload-index",
+                    "published:datetime",
+                    "--payload-index",
+                    "tags:keyword",
+                ],
+                b"",
+            );
+            assert!(
+                o.status.success(),
+                "index build failed: {}",
+                String::from_utf8_lossy(&o.stderr)
+            );
+            let said = String::from_utf8_lossy(&o.stderr);
+            assert!(said.contains("181 with metadata"), "{said}");
+            (dir, out)
+        })
+        .1
+}

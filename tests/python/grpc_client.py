@@ -361,7 +361,7 @@ def fuzz_mode(channel, pb, pb_grpc, health_pb, health_grpc, cases):
 
 
 def search_mode(channel, pb, pb_grpc, requests_file):
-    from google.protobuf.json_format import MessageToDict
+    from google.protobuf.json_format import MessageToDict, ParseDict
 
     stub = pb_grpc.RetrievalStub(channel)
     with open(requests_file) as f:
@@ -369,7 +369,8 @@ def search_mode(channel, pb, pb_grpc, requests_file):
     answers = []
     for fields in requests:
         try:
-            r = stub.Search(pb.SearchRequest(**fields), timeout=DEADLINE)
+            # ParseDict takes nested messages (a filter) as plain JSON.
+            r = stub.Search(ParseDict(fields, pb.SearchRequest()), timeout=DEADLINE)
             answers.append(MessageToDict(r, preserving_proto_field_name=True))
         except grpc_error() as e:
             answers.append({"error": {"code": code_name(e), "message": e.details()}})

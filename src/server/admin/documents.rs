@@ -55,6 +55,10 @@ pub(super) fn routes() -> Router<Arc<Admin>> {
         .route("/admin/index", get(index_info))
         .route("/admin/index/compact", axum::routing::post(compact))
         .route("/admin/index/compaction/events", get(compaction_events))
+        .route(
+            "/admin/index/payload/{field}",
+            axum::routing::put(put_payload_index).delete(delete_payload_index),
+        )
 }
 
 fn answer(result: WriteResult, started: Instant) -> Json<Value> {
@@ -117,7 +121,123 @@ async fn index_info(State(admin): State<Arc<Admin>>) -> Result<Json<Value>, ApiE
     let status = crate::sync::lock(&admin.state.compaction).clone();
     let mut view = documents::corpus_view(&corpus, status.state == CompactionState::Running);
     view["compaction"] = serde_json::to_value(status).unwrap_or_default();
+    let payload = corpus.index.payload_indexes();
+    let building = crate::sync::lock(&admin.state.payload_builds).clone();
+    view["payload"] = json!({
+        "indexes": payload.report(),
+        "builds": building,
+        "heap_bytes": payload.heap_bytes(),
+        "metadata": corpus.index.has_metadata(),
+    });
     Ok(Json(view))
+}
+
+/// `PUT /admin/index/payload/{field}` body: the payload index's type, and whether the field is
+/// the tenant key.
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PayloadIndexRequest {
+    #[serde(rename = "type")]
+    pub kind: crate::index::payload::FieldType,
+    #[serde(default)]
+    pub tenant: bool,
+}
+
+/// `PUT /admin/index/payload/{field}`: declares a payload index and builds it in the background
+/// (202; `GET /admin/index` reports it under `payload.builds` until it serves, then under
+/// `payload.indexes`). Replacing a declared index with another type is allowed.
+async fn put_payload_index(
+    State(admin): State<Arc<Admin>>,
+    UrlPath(field): UrlPath<String>,
+    JsonBody(req): JsonBody<PayloadIndexRequest>,
+) -> Result<(StatusCode, Json<Value>), ApiError> {
+    use crate::index::payload::{check_key, FieldSchema, FieldType};
+    check_key(&field).map_err(|e| ApiError::invalid(e).with_param("field"))?;
+    if req.tenant && req.kind != FieldType::Keyword {
+        return Err(ApiError::invalid("a tenant key must be a keyword field").with_param("tenant"));
+    }
+    let Some(corpus) = admin.state.corpus() else {
+        return Err(ApiError::not_ready("the index is not loaded yet"));
+    };
+    let schema = FieldSchema {
+        kind: req.kind,
+        tenant: req.tenant,
+    };
+    {
+        let mut builds = crate::sync::lock(&admin.state.payload_builds);
+        if builds
+            .get(&field)
+            .is_some_and(|b| b.state == crate::query::state::PayloadBuildState::Building)
+        {
+            return Err(ApiError::new(
+                StatusCode::CONFLICT,
+                "payload_index_building",
+                format!("the payload index of {field:?} is being built; wait for it"),
+            ));
+        }
+        builds.insert(
+            field.clone(),
+            crate::query::state::PayloadBuild::building(schema),
+        );
+    }
+    let state = admin.state.clone();
+    let key = field.clone();
+    tokio::task::spawn_blocking(move || {
+        let started = Instant::now();
+        let result = corpus.index.set_payload_index(&key, Some(schema));
+        let mut builds = crate::sync::lock(&state.payload_builds);
+        match result {
+            Ok(()) => {
+                tracing::info!(field = %key, seconds = started.elapsed().as_secs_f64(), "payload index built");
+                builds.remove(&key);
+            }
+            Err(e) => {
+                tracing::warn!(field = %key, error = %e, "payload index build failed");
+                if let Some(b) = builds.get_mut(&key) {
+                    b.fail(e.to_string());
+                }
+            }
+        }
+    });
+    Ok((
+        StatusCode::ACCEPTED,
+        Json(json!({
+            "result": {"field": field, "type": schema.kind, "tenant": schema.tenant, "state": "building"},
+            "status": "accepted",
+        })),
+    ))
+}
+
+/// `DELETE /admin/index/payload/{field}`: drops a payload index (filters on the field are then
+/// refused, or scan with `--allow-unindexed-filters`); 404 when none is declared.
+async fn delete_payload_index(
+    State(admin): State<Arc<Admin>>,
+    UrlPath(field): UrlPath<String>,
+) -> Result<Json<Value>, ApiError> {
+    let started = Instant::now();
+    let Some(corpus) = admin.state.corpus() else {
+        return Err(ApiError::not_ready("the index is not loaded yet"));
+    };
+    if corpus.index.payload_indexes().field(&field).is_none() {
+        return Err(ApiError::not_found(
+            "payload_index_not_found",
+            format!("no payload index is declared for {field:?}"),
+        ));
+    }
+    let key = field.clone();
+    blocking(move || {
+        corpus
+            .index
+            .set_payload_index(&key, None)
+            .map_err(|e| ApiError::internal(e.to_string()))
+    })
+    .await?;
+    crate::sync::lock(&admin.state.payload_builds).remove(&field);
+    Ok(Json(json!({
+        "result": {"field": field, "dropped": true},
+        "status": "ok",
+        "time": started.elapsed().as_secs_f64(),
+    })))
 }
 
 /// `POST /admin/index/compact`: folds the live segment into a new frozen version in the

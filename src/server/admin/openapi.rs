@@ -3,7 +3,7 @@
 
 use utoipa::OpenApi;
 
-use super::documents::{DeleteRequest, UpsertRequest, WaitParam};
+use super::documents::{DeleteRequest, PayloadIndexRequest, UpsertRequest, WaitParam};
 use super::handlers::AliasRequest;
 use super::registry_ops::LoadRequest;
 use crate::query::documents::{DocumentInput, DocumentView, WriteResult, WriteStatus};
@@ -180,6 +180,28 @@ fn compact_index() {}
 #[allow(dead_code)]
 fn compaction_events() {}
 
+/// Declares a payload index on a metadata key (dotted path) and builds it in the background:
+/// `GET /admin/index` lists it under `payload.builds` until it serves, then `payload.indexes`.
+#[utoipa::path(put, path = "/admin/index/payload/{field}", tag = "documents",
+    params(("field" = String, Path, description = "metadata key, a dotted path")),
+    request_body = PayloadIndexRequest,
+    responses((status = 202, description = "building", body = Object),
+        (status = 401, body = ErrorBody),
+        (status = 409, description = "this field's index is being built", body = ErrorBody),
+        (status = 422, description = "an unknown type, or a tenant key that is no keyword", body = ErrorBody),
+        (status = 503, description = "the index is not loaded yet", body = ErrorBody)))]
+#[allow(dead_code)]
+fn put_payload_index() {}
+
+/// Drops a payload index: filters on the field are refused again (or scan, with
+/// `--allow-unindexed-filters`).
+#[utoipa::path(delete, path = "/admin/index/payload/{field}", tag = "documents",
+    params(("field" = String, Path, description = "metadata key, a dotted path")),
+    responses((status = 200, body = Object), (status = 401, body = ErrorBody),
+        (status = 404, description = "no payload index on this field", body = ErrorBody)))]
+#[allow(dead_code)]
+fn delete_payload_index() {}
+
 /// This document (no token needed).
 #[utoipa::path(get, path = "/openapi.json", tag = "service", security(()),
     responses((status = 200, description = "OpenAPI 3.1", body = Object)))]
@@ -198,10 +220,10 @@ const ADMIN_TOKEN: Bearer = Bearer {
     paths(list_encoders, post_encoder, delete_encoder, list_aliases, put_alias, delete_alias,
         get_state, list_jobs, create_job, show_job, job_events, cancel_job, upsert_documents,
         delete_documents, delete_document, get_document, index_info, compact_index, compaction_events,
-        openapi),
+        put_payload_index, delete_payload_index, openapi),
     components(schemas(LoadRequest, AliasRequest, RepairMode, RepairFusion, ErrorBody, ErrorDetail,
         UpsertRequest, DeleteRequest, DocumentInput, DocumentView, WriteResult, WriteStatus,
-        WriteAnswer)),
+        WriteAnswer, PayloadIndexRequest, crate::index::payload::FieldType)),
     security(("admin_token" = [])),
     modifiers(&ADMIN_TOKEN)
 )]

@@ -96,6 +96,14 @@ pub(super) fn parse_name<T: std::str::FromStr<Err = String>>(
 }
 
 pub(super) fn search_request(req: pb::SearchRequest) -> Result<query::SearchRequest, ApiError> {
+    // The message becomes the JSON shape HTTP takes, so one parser gives both transports the
+    // same filter and the same errors (paths name the JSON members).
+    let filter = req
+        .filter
+        .as_ref()
+        .map(|f| query::Filter::parse(&filter_json(f), "filter"))
+        .transpose()
+        .map_err(crate::query::stages::filter_error)?;
     Ok(query::SearchRequest {
         params: SearchParams {
             texts: req.queries,
@@ -105,9 +113,90 @@ pub(super) fn search_request(req: pb::SearchRequest) -> Result<query::SearchRequ
             ef: req.ef.map(to_usize),
             repair: parse_name(req.repair, "repair")?,
             repair_fusion: parse_name(req.repair_fusion, "repair_fusion")?,
+            filter,
+            with_metadata: req.with_metadata,
         },
         fusion: (!req.fusion.is_empty()).then_some(req.fusion),
     })
+}
+
+/// A protobuf filter in Qdrant's JSON shape (what `Filter::parse` reads).
+fn filter_json(f: &pb::Filter) -> serde_json::Value {
+    use serde_json::json;
+    let list =
+        |c: &[pb::Condition]| serde_json::Value::Array(c.iter().map(condition_json).collect());
+    let mut o = serde_json::Map::new();
+    if !f.must.is_empty() {
+        o.insert("must".into(), list(&f.must));
+    }
+    if !f.should.is_empty() {
+        o.insert("should".into(), list(&f.should));
+    }
+    if !f.must_not.is_empty() {
+        o.insert("must_not".into(), list(&f.must_not));
+    }
+    if let Some(m) = &f.min_should {
+        o.insert(
+            "min_should".into(),
+            json!({"conditions": list(&m.conditions), "min_count": m.min_count}),
+        );
+    }
+    serde_json::Value::Object(o)
+}
+
+fn condition_json(c: &pb::Condition) -> serde_json::Value {
+    use pb::condition::ConditionOneOf as C;
+    use pb::r#match::MatchValue as M;
+    use serde_json::json;
+    match &c.condition_one_of {
+        None => json!({}),
+        Some(C::Filter(f)) => filter_json(f),
+        Some(C::IsEmpty(e)) => json!({"is_empty": {"key": e.key}}),
+        Some(C::IsNull(e)) => json!({"is_null": {"key": e.key}}),
+        Some(C::HasId(h)) => json!({"has_id": h.ids}),
+        Some(C::Field(f)) => {
+            let mut o = serde_json::Map::new();
+            o.insert("key".into(), json!(f.key));
+            if let Some(m) = &f.r#match {
+                let m = match &m.match_value {
+                    None => json!({}),
+                    Some(M::Keyword(s)) => json!({"value": s}),
+                    Some(M::Integer(i)) => json!({"value": i}),
+                    Some(M::Boolean(b)) => json!({"value": b}),
+                    Some(M::Keywords(l)) => json!({"any": l.strings}),
+                    Some(M::Integers(l)) => json!({"any": l.integers}),
+                    Some(M::ExceptKeywords(l)) => json!({"except": l.strings}),
+                    Some(M::ExceptIntegers(l)) => json!({"except": l.integers}),
+                };
+                o.insert("match".into(), m);
+            }
+            let mut range = serde_json::Map::new();
+            if let Some(r) = &f.range {
+                for (k, v) in [("lt", r.lt), ("gt", r.gt), ("gte", r.gte), ("lte", r.lte)] {
+                    if let Some(v) = v {
+                        range.insert(k.into(), json!(v));
+                    }
+                }
+            }
+            if let Some(r) = &f.datetime_range {
+                for (k, v) in [
+                    ("lt", &r.lt),
+                    ("gt", &r.gt),
+                    ("gte", &r.gte),
+                    ("lte", &r.lte),
+                ] {
+                    if !v.is_empty() {
+                        range.insert(k.into(), json!(v));
+                    }
+                }
+            }
+            // An empty range message still asks for a range (and is refused as one).
+            if f.range.is_some() || f.datetime_range.is_some() {
+                o.insert("range".into(), serde_json::Value::Object(range));
+            }
+            serde_json::Value::Object(o)
+        }
+    }
 }
 
 pub(super) fn encoder_ref(e: EncoderRef) -> pb::EncoderRef {
@@ -188,6 +277,7 @@ pub(super) fn search_response(out: SearchOutcome) -> pb::SearchResponse {
                         rank: to_u32(h.rank),
                         title: h.title,
                         text: h.text,
+                        metadata_json: h.metadata.map(|m| m.to_string()).unwrap_or_default(),
                     })
                     .collect(),
             })
@@ -200,10 +290,15 @@ pub(super) fn search_response(out: SearchOutcome) -> pb::SearchResponse {
             encode_ms: t.encode,
             search_ms: t.search,
             total_ms: t.total,
+            filter_ms: t.filter,
         }),
         routed_to,
         encoders,
         fusion,
+        filter: out.filter.map(|f| pb::FilterReport {
+            admitted: f.admitted,
+            strategy: f.strategy.as_str().to_string(),
+        }),
     }
 }
 
@@ -347,6 +442,7 @@ mod tests {
             repair: "on".into(),
             repair_fusion: "repaired".into(),
             fusion: vec!["default".into(), "typo".into()],
+            ..Default::default()
         })
         .unwrap();
         assert_eq!(
@@ -369,5 +465,131 @@ mod tests {
         })
         .unwrap_err();
         assert!(err.message.contains("repair"), "{}", err.message);
+    }
+
+    #[test]
+    fn a_protobuf_filter_means_what_its_json_shape_means() {
+        use crate::query::Filter;
+        use pb::condition::ConditionOneOf as C;
+        use pb::r#match::MatchValue as M;
+        let field =
+            |key: &str, m: Option<M>, range: Option<pb::Range>, dt: Option<pb::DatetimeRange>| {
+                pb::Condition {
+                    condition_one_of: Some(C::Field(pb::FieldCondition {
+                        key: key.into(),
+                        r#match: m.map(|m| pb::Match {
+                            match_value: Some(m),
+                        }),
+                        range,
+                        datetime_range: dt,
+                    })),
+                }
+            };
+        let f = pb::Filter {
+            must: vec![
+                field("lang", Some(M::Keyword("en".into())), None, None),
+                field(
+                    "year",
+                    None,
+                    Some(pb::Range {
+                        gte: Some(2020.0),
+                        lt: Some(2024.0),
+                        ..Default::default()
+                    }),
+                    None,
+                ),
+                pb::Condition {
+                    condition_one_of: Some(C::Filter(pb::Filter {
+                        should: vec![field(
+                            "tags",
+                            Some(M::Keywords(pb::RepeatedStrings {
+                                strings: vec!["a".into(), "b".into()],
+                            })),
+                            None,
+                            None,
+                        )],
+                        ..Default::default()
+                    })),
+                },
+            ],
+            must_not: vec![
+                field(
+                    "n",
+                    Some(M::ExceptIntegers(pb::RepeatedIntegers {
+                        integers: vec![1, 2],
+                    })),
+                    None,
+                    None,
+                ),
+                field(
+                    "at",
+                    None,
+                    None,
+                    Some(pb::DatetimeRange {
+                        gt: "2024-01-01T00:00:00Z".into(),
+                        ..Default::default()
+                    }),
+                ),
+                pb::Condition {
+                    condition_one_of: Some(C::IsNull(pb::IsNullCondition { key: "x".into() })),
+                },
+                pb::Condition {
+                    condition_one_of: Some(C::HasId(pb::HasIdCondition {
+                        ids: vec!["d1".into()],
+                    })),
+                },
+            ],
+            min_should: Some(pb::MinShould {
+                conditions: vec![pb::Condition {
+                    condition_one_of: Some(C::IsEmpty(pb::IsEmptyCondition { key: "y".into() })),
+                }],
+                min_count: 1,
+            }),
+            ..Default::default()
+        };
+        let json = serde_json::json!({
+            "must": [{"key": "lang", "match": {"value": "en"}},
+                     {"key": "year", "range": {"gte": 2020.0, "lt": 2024.0}},
+                     {"should": [{"key": "tags", "match": {"any": ["a", "b"]}}]}],
+            "must_not": [{"key": "n", "match": {"except": [1, 2]}},
+                         {"key": "at", "range": {"gt": "2024-01-01T00:00:00Z"}},
+                         {"is_null": {"key": "x"}}, {"has_id": ["d1"]}],
+            "min_should": {"conditions": [{"is_empty": {"key": "y"}}], "min_count": 1}
+        });
+        let req = search_request(pb::SearchRequest {
+            queries: vec!["q".into()],
+            filter: Some(f),
+            with_metadata: true,
+            ..Default::default()
+        })
+        .unwrap();
+        assert_eq!(
+            req.params.filter,
+            Some(Filter::parse(&json, "filter").unwrap())
+        );
+        assert!(req.params.with_metadata);
+        // A bad filter is refused with the JSON path, as over HTTP.
+        let bad = pb::Filter {
+            must: vec![field(
+                "at",
+                None,
+                None,
+                Some(pb::DatetimeRange {
+                    gt: "soon".into(),
+                    ..Default::default()
+                }),
+            )],
+            ..Default::default()
+        };
+        let e = search_request(pb::SearchRequest {
+            queries: vec!["q".into()],
+            filter: Some(bad),
+            ..Default::default()
+        })
+        .unwrap_err();
+        assert_eq!(
+            (e.code, e.param.as_deref()),
+            ("invalid_filter", Some("filter.must[0].range.gt"))
+        );
     }
 }

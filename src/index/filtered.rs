@@ -1,0 +1,152 @@
+//! Filtered search: the planner that picks, from the exact number of documents a filter
+//! admits, between answering at once, scanning exactly those documents, and walking the graph
+//! while only admitted documents count as results.
+//!
+//! A walk under a filter admitting a share `s` of the documents scores about `1/s` times the
+//! nodes an unfiltered walk does (it must pass that many to settle `ef` admitted ones), while an
+//! exact scan scores each admitted document once. The planner therefore scans when the admitted
+//! count is at most the walk's expected cost, `VISITS_PER_EF × ef / s` (i.e. below
+//! `sqrt(VISITS_PER_EF × ef × n)` documents), and walks otherwise; a walk that scores more nodes
+//! than the filter admits gives up and scans (Lucene's rule), which bounds the cost of a filter
+//! anti-correlated with the query. Every answer holds exactly `min(k, admitted)` hits.
+
+use roaring::RoaringBitmap;
+use serde::Serialize;
+
+use super::error::IndexError;
+use super::exact::hit_order;
+use super::{vectors, Hit, Index};
+
+/// Nodes an unfiltered layer-0 walk scores per unit of `ef`, measured on capot's graphs (M 16,
+/// MiniLM and random unit vectors, 10k–100k documents: 9–14); see docs/benchmarks.md
+/// "Filtered search".
+const VISITS_PER_EF: f64 = 12.0;
+
+/// How a filtered search was answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Strategy {
+    /// No filter: the plain graph walk.
+    Unfiltered,
+    /// The filter admits no document: answered at once.
+    Empty,
+    /// The admitted documents were scored one by one (the filter is selective).
+    Exact,
+    /// The graph was walked through every node, counting only admitted ones as results.
+    Graph,
+    /// The walk passed more nodes than the filter admits, so the admitted documents were
+    /// scored one by one after all.
+    GraphThenExact,
+}
+
+impl Strategy {
+    /// The name in responses and metrics.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Strategy::Unfiltered => "unfiltered",
+            Strategy::Empty => "empty",
+            Strategy::Exact => "exact",
+            Strategy::Graph => "graph",
+            Strategy::GraphThenExact => "graph_then_exact",
+        }
+    }
+}
+
+/// Hits of a filtered search and how they were found.
+#[derive(Debug, Clone)]
+pub struct FilteredSearch {
+    pub hits: Vec<Hit>,
+    pub strategy: Strategy,
+}
+
+impl Index {
+    /// The `k` best documents among `admitted` (internal indices; ids past the index are
+    /// ignored), with the same scores and order as [`Index::search`]: exactly
+    /// `min(k, admitted)` hits. See the module documentation for the plan.
+    pub fn search_admitted(
+        &self,
+        query: &[f32],
+        k: usize,
+        ef: usize,
+        admitted: &RoaringBitmap,
+    ) -> Result<FilteredSearch, IndexError> {
+        let q = self.prepare_query(query)?;
+        let n = self.len();
+        let count = admitted.range_cardinality(0..n as u32) as usize;
+        if count == 0 || k == 0 {
+            return Ok(FilteredSearch {
+                hits: Vec::new(),
+                strategy: Strategy::Empty,
+            });
+        }
+        let ef = ef.max(k).min(count);
+        let walk_cost = VISITS_PER_EF * ef as f64 * n as f64 / count as f64;
+        if count as f64 <= walk_cost || count <= k {
+            return Ok(FilteredSearch {
+                hits: self.scan(&q, k, admitted),
+                strategy: Strategy::Exact,
+            });
+        }
+        let rows = self.vectors.as_slice();
+        let dim = self.dimension();
+        let row = |i: u32| {
+            let i = i as usize;
+            rows.get(i * dim..(i + 1) * dim).unwrap_or(&[])
+        };
+        let admit = |i: u32| admitted.contains(i);
+        let found = match &self.small {
+            None => self.graph.search_filtered(
+                ef,
+                &mut |i| vectors::dot(&q, row(i)),
+                &|i| vectors::prefetch(row(i)),
+                &admit,
+                count,
+            ),
+            Some(small) => self.graph.search_filtered(
+                ef,
+                &mut |i| small.score(&q, i),
+                &|i| small.prefetch(i, dim),
+                &admit,
+                count,
+            ),
+        };
+        match found {
+            // A walk that settled fewer than k admitted nodes missed some: scan.
+            Some(found) if found.len() >= k.min(count) => Ok(FilteredSearch {
+                hits: self.exact_hits(&q, &found, k)?,
+                strategy: Strategy::Graph,
+            }),
+            _ => Ok(FilteredSearch {
+                hits: self.scan(&q, k, admitted),
+                strategy: Strategy::GraphThenExact,
+            }),
+        }
+    }
+
+    /// Exact top-`k` among the admitted documents (a normalised query).
+    fn scan(&self, q: &[f32], k: usize, admitted: &RoaringBitmap) -> Vec<Hit> {
+        let n = self.len() as u32;
+        let mut hits: Vec<Hit> = Vec::with_capacity(2 * k + 1);
+        let mut floor = f32::NEG_INFINITY;
+        for i in admitted.iter().take_while(|&i| i < n) {
+            let Some(row) = self.vector(i as usize) else {
+                break;
+            };
+            let score = vectors::dot(q, row);
+            if score >= floor {
+                hits.push(Hit {
+                    index: i as usize,
+                    score,
+                });
+                if hits.len() == 2 * k {
+                    hits.select_nth_unstable_by(k - 1, hit_order);
+                    hits.truncate(k);
+                    floor = hits.iter().map(|h| h.score).fold(f32::INFINITY, f32::min);
+                }
+            }
+        }
+        hits.sort_unstable_by(hit_order);
+        hits.truncate(k);
+        hits
+    }
+}
