@@ -9,6 +9,9 @@
 //!   same vectors (bench/ann.py).
 //! - `repair`: query repair alone: the vocabulary's build time, size and memory for a corpus, and
 //!   the time `repair()` takes per query (bench/repair.sh).
+//! - `filter`: filtered search on generated metadata, per selectivity and correlation with the
+//!   queries: recall@k against the exact filtered answer, hits returned, queries/s and p99,
+//!   beside the unfiltered search and a post-filtering baseline (bench/filter.sh).
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
@@ -34,6 +37,9 @@ pub enum BenchCommand {
     Ann(AnnBenchArgs),
     /// Query repair: vocabulary build time, size and memory for a corpus; time per query.
     Repair(RepairBenchArgs),
+    /// Filtered search on generated metadata: recall, hits, queries/s and p99 per selectivity
+    /// and correlation, beside unfiltered search and post-filtering.
+    Filter(super::bench_filter::FilterBenchArgs),
 }
 
 #[derive(Debug, Args)]
@@ -139,11 +145,12 @@ pub fn run(cmd: BenchCommand, global: &GlobalArgs) -> anyhow::Result<()> {
         BenchCommand::Search(args) => search(args, global),
         BenchCommand::Ann(args) => ann(args),
         BenchCommand::Repair(args) => repair(args),
+        BenchCommand::Filter(args) => super::bench_filter::run(args),
     }
 }
 
 /// Resident and peak resident memory of this process, in bytes (Linux; 0 elsewhere).
-fn rss_bytes() -> (u64, u64) {
+pub fn rss_bytes() -> (u64, u64) {
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
     let field = |name: &str| {
         status

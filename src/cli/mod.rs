@@ -3,6 +3,7 @@
 
 mod align;
 mod bench;
+mod bench_filter;
 mod documents;
 mod encode;
 mod encoder_cmd;

@@ -230,9 +230,14 @@ pub struct FieldIndex {
 enum Values {
     Keyword(HashMap<Box<str>, RoaringBitmap>),
     Bool([RoaringBitmap; 2]),
-    /// `(value, document)` sorted by value, then document.
-    Numeric(Vec<(f64, u32)>),
+    /// `(value, document)` sorted by value, then document, and a bitmap per
+    /// [`NUMERIC_BUCKET`] entries of it, so a wide range is a union of bitmaps and only its two
+    /// edge buckets are read entry by entry.
+    Numeric(Vec<(f64, u32)>, Vec<RoaringBitmap>),
 }
+
+/// Entries of a numeric index per bucket bitmap (see [`Values::Numeric`]).
+const NUMERIC_BUCKET: usize = 1024;
 
 impl FieldIndex {
     /// An empty index for `schema`, filled by [`FieldIndex::add`] in document order.
@@ -240,7 +245,7 @@ impl FieldIndex {
         let values = match schema.kind {
             FieldType::Keyword => Values::Keyword(HashMap::new()),
             FieldType::Bool => Values::Bool(Default::default()),
-            _ => Values::Numeric(Vec::new()),
+            _ => Values::Numeric(Vec::new(), Vec::new()),
         };
         FieldIndex {
             schema,
@@ -265,7 +270,7 @@ impl FieldIndex {
                 (Some(Typed::Bool(b)), Values::Bool(bits)) => {
                     bits[usize::from(b)].insert(doc);
                 }
-                (Some(t), Values::Numeric(list)) => {
+                (Some(t), Values::Numeric(list, _)) => {
                     if let Some(x) = number(&t) {
                         list.push((x, doc));
                     }
@@ -276,10 +281,14 @@ impl FieldIndex {
     }
 
     fn seal(&mut self) {
-        if let Values::Numeric(list) = &mut self.values {
+        if let Values::Numeric(list, buckets) = &mut self.values {
             list.sort_unstable_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
             list.dedup();
             list.shrink_to_fit();
+            *buckets = list
+                .chunks(NUMERIC_BUCKET)
+                .map(|c| c.iter().map(|e| e.1).collect())
+                .collect();
         }
     }
 
@@ -309,7 +318,7 @@ impl FieldIndex {
 
     /// Documents with a number (integer, float, datetime as unix seconds) within `range`.
     pub fn range(&self, range: &NumericRange) -> RoaringBitmap {
-        let Values::Numeric(list) = &self.values else {
+        let Values::Numeric(list, buckets) = &self.values else {
             return RoaringBitmap::new();
         };
         let start = match (range.gt, range.gte) {
@@ -322,14 +331,30 @@ impl FieldIndex {
             (None, Some(b)) => list.partition_point(|e| e.0 <= b),
             (None, None) => list.len(),
         };
-        let mut ids: Vec<u32> = list[start..end.max(start)]
-            .iter()
-            .filter(|e| range.contains(e.0))
-            .map(|e| e.1)
-            .collect();
-        ids.sort_unstable();
-        ids.dedup();
-        RoaringBitmap::from_sorted_iter(ids).unwrap_or_default()
+        let mut out = RoaringBitmap::new();
+        let mut edges: Vec<u32> = Vec::new();
+        if start < end {
+            let (first, last) = (start / NUMERIC_BUCKET, end.div_ceil(NUMERIC_BUCKET));
+            for (b, bits) in buckets.iter().enumerate().take(last).skip(first) {
+                let (from, to) = (
+                    b * NUMERIC_BUCKET,
+                    ((b + 1) * NUMERIC_BUCKET).min(list.len()),
+                );
+                if from >= start && to <= end {
+                    out |= bits;
+                } else {
+                    edges.extend(
+                        list[from.max(start)..to.min(end)]
+                            .iter()
+                            .filter(|e| range.contains(e.0))
+                            .map(|e| e.1),
+                    );
+                }
+            }
+        }
+        edges.sort_unstable();
+        edges.dedup();
+        out | RoaringBitmap::from_sorted_iter(edges).unwrap_or_default()
     }
 
     /// Documents with any non-null value at the key.
@@ -347,7 +372,7 @@ impl FieldIndex {
         match &self.values {
             Values::Keyword(map) => map.len(),
             Values::Bool(bits) => bits.iter().filter(|b| !b.is_empty()).count(),
-            Values::Numeric(list) => {
+            Values::Numeric(list, _) => {
                 list.windows(2).filter(|w| w[0].0 != w[1].0).count() + usize::from(!list.is_empty())
             }
         }
@@ -362,7 +387,10 @@ impl FieldIndex {
                 .map(|(k, b)| k.len() + bitmaps(b) + 48)
                 .sum::<usize>(),
             Values::Bool(bits) => bits.iter().map(bitmaps).sum(),
-            Values::Numeric(list) => list.capacity() * std::mem::size_of::<(f64, u32)>(),
+            Values::Numeric(list, buckets) => {
+                list.capacity() * std::mem::size_of::<(f64, u32)>()
+                    + buckets.iter().map(bitmaps).sum::<usize>()
+            }
         };
         values + bitmaps(&self.present) + bitmaps(&self.null)
     }
@@ -468,7 +496,7 @@ impl FieldIndex {
             values: match &self.values {
                 Values::Keyword(m) => Values::Keyword(m.clone()),
                 Values::Bool(b) => Values::Bool(b.clone()),
-                Values::Numeric(l) => Values::Numeric(l.clone()),
+                Values::Numeric(l, b) => Values::Numeric(l.clone(), b.clone()),
             },
             mismatched: self.mismatched,
         }
@@ -714,5 +742,50 @@ mod tests {
         bytes.truncate(bytes.len() - 1);
         std::fs::write(&path, &bytes).unwrap();
         assert!(PayloadStore::open(&path, 3).is_err());
+    }
+
+    #[test]
+    fn wide_numeric_ranges_equal_the_values_one_by_one() {
+        // Several buckets' worth of values, some documents with two: every range is checked
+        // against the values themselves.
+        let docs: Vec<Value> = (0..5000u64)
+            .map(|i| match i % 7 {
+                0 => json!({"x": [i % 300, (i * 13) % 300]}),
+                _ => json!({"x": (i * 31) % 1000}),
+            })
+            .collect();
+        let index = FieldIndex::build(
+            "x",
+            schema(FieldType::Integer),
+            docs.iter().enumerate().map(|(i, d)| (i as u32, d)),
+        );
+        for (lo, hi) in [
+            (0.0, 1000.0),
+            (10.0, 990.0),
+            (299.5, 300.5),
+            (500.0, 500.0),
+            (-5.0, 3.0),
+        ] {
+            let r = NumericRange {
+                gte: Some(lo),
+                lte: Some(hi),
+                ..Default::default()
+            };
+            let want: Vec<u32> = docs
+                .iter()
+                .enumerate()
+                .filter(|(_, d)| {
+                    values_at(d, "x")
+                        .iter()
+                        .any(|v| r.contains(v.as_f64().unwrap()))
+                })
+                .map(|(i, _)| i as u32)
+                .collect();
+            assert_eq!(
+                index.range(&r).iter().collect::<Vec<_>>(),
+                want,
+                "{lo}..={hi}"
+            );
+        }
     }
 }
