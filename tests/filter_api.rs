@@ -194,6 +194,19 @@ fn filters_restrict_hits_to_what_they_admit_and_say_how() {
     });
     assert_eq!(ids(&v).len() as u64, admitted, "{v}");
 
+    // Prometheus counts each filtered query by strategy.
+    let (status, metrics) = common::http_get(server.addr, "/metrics").expect("metrics");
+    assert_eq!(status, 200);
+    for strategy in ["empty", "exact"] {
+        assert!(
+            metrics.contains(&format!(
+                "capot_filtered_searches_total{{strategy=\"{strategy}\"}}"
+            )),
+            "{strategy}"
+        );
+    }
+    assert!(metrics.contains("stage=\"filter\""), "filter stage timed");
+
     // A batch: one filter for every query.
     let v = search(
         &server,

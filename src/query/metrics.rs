@@ -41,6 +41,9 @@ pub struct Metrics {
     pub repairs: IntCounterVec,
     /// Queued requests dropped before inference because their client had gone, by encoder.
     pub abandoned: IntCounterVec,
+    /// Filtered searches by how the planner answered them (empty, exact, graph,
+    /// graph_then_exact).
+    pub filtered_searches: IntCounterVec,
     /// Live-corpus write batches by operation (upsert, delete) and outcome (the error code, or
     /// `ok`).
     pub corpus_writes: IntCounterVec,
@@ -136,6 +139,14 @@ impl Metrics {
         )?;
         registry.register(Box::new(encoder_requests.clone()))?;
         registry.register(Box::new(repairs.clone()))?;
+        let filtered_searches = IntCounterVec::new(
+            Opts::new(
+                "filtered_searches_total",
+                "Filtered searches by how the planner answered them (empty, exact, graph, graph_then_exact).",
+            ),
+            &["strategy"],
+        )?;
+        registry.register(Box::new(filtered_searches.clone()))?;
         let abandoned = IntCounterVec::new(
             Opts::new(
                 "encode_abandoned_total",
@@ -235,6 +246,7 @@ impl Metrics {
             encoder_info,
             encoder_requests,
             repairs,
+            filtered_searches,
             abandoned,
             corpus_writes,
             corpus_documents_written,

@@ -515,6 +515,13 @@ pub async fn search(state: &AppState, p: SearchParams) -> Result<SearchOutput, A
         .await
         .map_err(|_| timeout_error(state))??;
     let filter_report = results.first().and_then(|r| r.filter);
+    for r in results.iter().filter_map(|r| r.filter) {
+        state
+            .metrics
+            .filtered_searches
+            .with_label_values(&[r.strategy.as_str()])
+            .inc();
+    }
     let results: Vec<Vec<Hit>> = results.into_iter().map(|r| r.hits).collect();
     let total = started.elapsed().as_secs_f64();
     let manifest = loaded.encoder().manifest();

@@ -61,6 +61,7 @@ pub enum GrpcError {
 }
 
 mod convert;
+mod filter;
 mod health;
 
 pub use convert::to_status;
