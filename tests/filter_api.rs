@@ -53,16 +53,33 @@ fn count(pred: impl Fn(&Value) -> bool) -> u64 {
 }
 
 fn serve() -> (Server, tempfile::TempDir) {
+    serve_index(filtered_index(), &[])
+}
+
+fn serve_index(index: &std::path::Path, extra: &[&str]) -> (Server, tempfile::TempDir) {
     let data = tempfile::tempdir().expect("data dir");
-    let server = Server::start(&[
+    let mut args = vec![
         "--index",
-        filtered_index().to_str().unwrap(),
+        index.to_str().unwrap(),
         "--encoder",
         minilm_bundle().to_str().unwrap(),
         "--data-dir",
         data.path().to_str().unwrap(),
-    ]);
-    (server, data)
+    ];
+    args.extend_from_slice(extra);
+    (Server::start(&args), data)
+}
+
+/// A copy of the filtered index that a test may change (declare payload indexes on).
+fn own_index() -> (tempfile::TempDir, std::path::PathBuf) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let copy = dir.path().join("index");
+    std::fs::create_dir(&copy).unwrap();
+    for entry in std::fs::read_dir(filtered_index()).unwrap() {
+        let entry = entry.unwrap();
+        std::fs::copy(entry.path(), copy.join(entry.file_name())).unwrap();
+    }
+    (dir, copy)
 }
 
 #[test]
@@ -288,7 +305,8 @@ fn bad_filters_get_a_400_naming_the_json_path() {
 
 #[test]
 fn a_payload_index_declared_on_the_running_server_serves_filters_until_dropped() {
-    let (server, data) = serve();
+    let (_keep, index) = own_index();
+    let (mut server, data) = serve_index(&index, &[]);
     let admin = Admin::of(&server, data.path());
     let body = json!({"query": "antibiotics", "k": 100,
                       "filter": {"must": [{"key": "author.country", "match": {"value": "nz"}}]}});
@@ -331,6 +349,14 @@ fn a_payload_index_declared_on_the_running_server_serves_filters_until_dropped()
     let admitted = count(|m| m["author"]["country"] == "nz");
     assert_eq!(ids(&v).len() as u64, admitted, "{v}");
 
+    // Acknowledged is durable: killed outright, the server starts with the index declared.
+    server.child.kill().expect("SIGKILL");
+    server.child.wait().expect("reaped");
+    let (restarted, data) = serve_index(&index, &[]);
+    let server = restarted;
+    let admin = Admin::of(&server, data.path());
+    assert_eq!(ids(&search(&server, body.clone())).len() as u64, admitted);
+
     // A wrong type is refused before anything is built.
     let (code, v) = admin.call(
         "PUT",
@@ -344,4 +370,18 @@ fn a_payload_index_declared_on_the_running_server_serves_filters_until_dropped()
     assert_eq!(post(&server, &body).0, 400);
     let (code, _) = admin.call("DELETE", "/admin/index/payload/author.country", None);
     assert_eq!(code, 404);
+}
+
+#[test]
+fn allow_unindexed_filters_scans_fields_without_a_payload_index() {
+    let (server, _data) = serve_index(filtered_index(), &["--allow-unindexed-filters"]);
+    let v = search(
+        &server,
+        json!({"query": "antibiotics", "k": 100,
+               "filter": {"must": [{"key": "author.country", "match": {"value": "nz"}},
+                                   {"key": "tenant", "match": {"except": ["t0"]}}]}}),
+    );
+    let admitted = count(|m| m["author"]["country"] == "nz" && m["tenant"] != "t0");
+    assert_eq!(v["filter"]["admitted"], admitted, "{v}");
+    assert_eq!(ids(&v).len() as u64, admitted);
 }
