@@ -1248,23 +1248,21 @@ mod tests {
         ));
     }
 
-    fn shared(name: &str) -> Option<PathBuf> {
-        let p = Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../shared/data")
-            .join(name);
-        if p.is_dir() {
-            Some(p)
-        } else {
-            eprintln!("skipped: {} not found", p.display());
-            None
-        }
+    /// A data set of `../shared/data`, which every developer and CI run has: a missing one
+    /// fails the test with the reason, never passes it unseen.
+    fn shared(name: &str) -> PathBuf {
+        let p = crate::test_assets::shared().join("data").join(name);
+        assert!(
+            p.is_dir(),
+            "{} is missing: these tests read ../shared beside the checkout",
+            p.display()
+        );
+        p
     }
 
     #[test]
     fn shared_dl19_sample_loads() {
-        let Some(dir) = shared("dl19-sample") else {
-            return;
-        };
+        let dir = shared("dl19-sample");
         let ds = Dataset::load(&dir).unwrap();
         assert_eq!(ds.corpus.len(), 5000);
         assert_eq!(ds.queries.len(), 50);
@@ -1290,9 +1288,7 @@ mod tests {
 
     #[test]
     fn shared_dbpedia_sample_loads() {
-        let Some(dir) = shared("dbpedia-sample") else {
-            return;
-        };
+        let dir = shared("dbpedia-sample");
         let ds = Dataset::load(&dir).unwrap();
         assert_eq!(ds.corpus.len(), 5000);
         assert_eq!(ds.queries.len(), 50);
@@ -1310,9 +1306,7 @@ mod tests {
 
     #[test]
     fn shared_marco_dev_queries_tsv_directory() {
-        let Some(dir) = shared("marco-dev-queries") else {
-            return;
-        };
+        let dir = shared("marco-dev-queries");
         let (q, _) = read_queries(&dir, ReadMode::Strict).unwrap();
         assert_eq!(q.len(), 6980);
         let (v, _) = read_variants(&dir.join("queries.typo1.tsv"), ReadMode::Strict).unwrap();

@@ -177,10 +177,10 @@ mod tests {
         use std::sync::Arc;
         let dl19 = crate::test_assets::shared().join("data/dl19-sample");
         let lexicon_path = crate::repair::lexicon::default_path(&crate::test_assets::assets());
-        if !dl19.is_dir() || !lexicon_path.is_file() {
-            eprintln!("skipped: needs ../shared/data/dl19-sample and the lexicon asset");
-            return;
-        }
+        assert!(
+            dl19.is_dir() && lexicon_path.is_file(),
+            "needs ../shared/data/dl19-sample and the lexicon asset (scripts/setup --assets-only)"
+        );
         let tok = Tokenizer::from_file(crate::test_assets::minilm_hf_dir().join("tokenizer.json"))
             .unwrap();
         let corpus: Vec<(String, String)> = std::fs::read_to_string(dl19.join("corpus.jsonl"))
