@@ -3,6 +3,7 @@
 
 pub mod align;
 pub mod atomic_file;
+pub mod blocking;
 pub mod clock;
 pub mod dataset;
 pub mod encoder;

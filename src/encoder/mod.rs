@@ -79,7 +79,8 @@ pub(crate) struct ReleaseFreedMemory;
 
 impl Drop for ReleaseFreedMemory {
     fn drop(&mut self) {
-        release_freed_memory();
+        // A trim walks the whole heap: never on a runtime worker (issue 43).
+        crate::blocking::off_runtime(release_freed_memory);
     }
 }
 

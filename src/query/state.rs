@@ -135,12 +135,13 @@ impl Corpus {
 impl Drop for Corpus {
     fn drop(&mut self) {
         if let Some(dir) = crate::sync::lock(&self.retire).take() {
-            match std::fs::remove_dir_all(&dir) {
+            // Usually the end of the last search that held this version, on a runtime worker.
+            crate::blocking::off_runtime(move || match std::fs::remove_dir_all(&dir) {
                 Ok(()) => tracing::info!(dir = %dir.display(), "replaced version removed"),
                 Err(e) => {
                     tracing::warn!(dir = %dir.display(), error = %e, "cannot remove a replaced version")
                 }
-            }
+            });
         }
     }
 }
