@@ -139,6 +139,9 @@ pub struct LiveCorpus {
     /// The last operation id the frozen version holds (0 for the index as built): the segment
     /// holds the batches after it.
     covers: u64,
+    /// Documents of upserts logged and not yet applied: counted against the limit with the
+    /// segment's own, so concurrent writers cannot all pass the check before any applies.
+    reserved: std::sync::Mutex<usize>,
 }
 
 /// What identifies a frozen index to its log: its document encoder and its vectors' hash, so a
@@ -204,6 +207,7 @@ impl LiveCorpus {
             frozen_documents: index.len(),
             max_live_documents,
             covers,
+            reserved: std::sync::Mutex::new(0),
         }
     }
 
@@ -238,19 +242,40 @@ impl LiveCorpus {
     /// Logs `op` durably and returns its operation id; [`LiveCorpus::apply`] makes it visible.
     /// Refused when the segment is full (deletes are always taken: they free room).
     pub fn log(&self, op: &Operation) -> Result<u64, LiveError> {
-        if let Operation::Upsert(docs) = op {
-            let live = self.read().len();
+        let Operation::Upsert(docs) = op else {
+            return self.wal.append(op);
+        };
+        // Reserve room first: the check and the append are two steps, and writers run at once.
+        {
+            let mut reserved = crate::sync::lock(&self.reserved);
+            let live = self.read().len() + *reserved;
             if live + docs.len() > self.max_live_documents {
                 return Err(LiveError::Full(live));
             }
+            *reserved += docs.len();
         }
-        self.wal.append(op)
+        let appended = self.wal.append(op);
+        if appended.is_err() {
+            self.release(docs.len());
+        }
+        appended
+    }
+
+    /// Gives back room reserved by [`LiveCorpus::log`].
+    fn release(&self, documents: usize) {
+        let mut reserved = crate::sync::lock(&self.reserved);
+        *reserved = reserved.saturating_sub(documents);
     }
 
     /// Applies a logged batch to the segment.
     pub fn apply(&self, seq: u64, op: &Operation, index: &Index) {
         let frozen = |id: &str| frozen_index(index, id);
         crate::sync::write(&self.segment).apply(seq, op, &frozen);
+        // Applied: the documents count in the segment itself now. Released after the segment's
+        // lock is let go (`log` takes the two the other way round); meanwhile they count twice.
+        if let Operation::Upsert(docs) = op {
+            self.release(docs.len());
+        }
     }
 
     /// The `k` nearest live documents.
@@ -307,6 +332,64 @@ mod tests {
         let n = v.iter().map(|x| x * x).sum::<f32>().sqrt();
         v.iter_mut().for_each(|x| *x /= n);
         v
+    }
+
+    #[test]
+    fn concurrent_writers_never_pass_the_live_limit() {
+        let (n, dim, limit) = (50, 8, 100);
+        let mut rng = 0x1234_5678_u64;
+        let docs: Vec<Document> = (0..n)
+            .map(|i| Document {
+                id: format!("f{i}"),
+                title: String::new(),
+                text: format!("frozen {i}"),
+            })
+            .collect();
+        let vectors: Vec<f32> = (0..n).flat_map(|_| unit(&mut rng, dim)).collect();
+        let dir = tempfile::tempdir().unwrap();
+        let index = IndexBuilder::new(
+            dir.path().join("index"),
+            ManifestFields {
+                encoder_fingerprint: "sha256:test".into(),
+                encoder_name: "test".into(),
+                dimension: dim,
+                capot_version: "0.0.0-test".into(),
+            },
+        )
+        .build(docs, vectors, &mut |_| Ok(()))
+        .unwrap();
+        let live = LiveCorpus::open(&dir.path().join("data"), "test", &index, 0, limit).unwrap();
+        let accepted = std::sync::atomic::AtomicUsize::new(0);
+        std::thread::scope(|s| {
+            for t in 0..8 {
+                let (live, index, accepted) = (&live, &index, &accepted);
+                s.spawn(move || {
+                    let mut rng = 0x9e37_79b9_u64 + t;
+                    for b in 0..10 {
+                        let op = Operation::Upsert(
+                            (0..7)
+                                .map(|j| LiveDocument {
+                                    id: format!("w{t}-{b}-{j}"),
+                                    title: String::new(),
+                                    text: "x".into(),
+                                    metadata: None,
+                                    vector: unit(&mut rng, dim),
+                                })
+                                .collect(),
+                        );
+                        if let Ok(seq) = live.log(&op) {
+                            accepted.fetch_add(7, std::sync::atomic::Ordering::SeqCst);
+                            live.apply(seq, &op, index);
+                        }
+                    }
+                });
+            }
+        });
+        let accepted = accepted.into_inner();
+        assert!(accepted <= limit, "{accepted} documents taken past {limit}");
+        assert_eq!(live.read().len(), accepted);
+        // 8 writers × 70 documents asked for: the limit was reached, not merely respected.
+        assert!(accepted + 7 > limit, "{accepted}");
     }
 
     #[test]
