@@ -9,7 +9,8 @@
 # 1,000 values, a year, a tenant key of 10,000 values, filters admitting 0.1% to 100% of the
 # documents independent of, correlated with and anti-correlated with the queries) and
 # bench/filter_peers.py (hnswlib's filtered knn_query on the same vectors, admitted sets and exact
-# answers). Writes $OUT/filter.json, $OUT/filter.md and $OUT/peers.json.
+# answers). EF sets the walk's ef (default: the index's ef_search). Writes $OUT/filter.json,
+# $OUT/filter.md and $OUT/peers.json.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 N=${1:-100000}
@@ -51,7 +52,7 @@ np.array([json.loads(l)["embedding"] for l in sys.stdin if l.strip()], dtype="<f
 fi
 
 rm -rf "$OUT/cells"
-"$bin" bench filter --index "$index" --queries-vectors "$qvec" --queries "${QUERIES_N:-300}" \
+"$bin" bench filter --index "$index" --queries-vectors "$qvec" --queries "${QUERIES_N:-300}" ${EF:+--ef "$EF"} \
   --export "$OUT/cells" > "$OUT/filter.json" 2> "$OUT/filter.md"
 tail -n 25 "$OUT/filter.md"
 "$py" bench/filter_peers.py --index "$index" --queries-vectors "$qvec" --cells "$OUT/cells" \

@@ -154,9 +154,8 @@ fn metadata(index: &Index, queries: &[Vec<f32>], seed: u64) -> Vec<Value> {
     let mut rng = Rng(seed);
     (0..n)
         .map(|i| {
-            let c = cdf
-                .partition_point(|&x| x < rng.uniform())
-                .min(CATEGORIES - 1);
+            let u = rng.uniform();
+            let c = cdf.partition_point(|&x| x < u).min(CATEGORIES - 1);
             json!({
                 "cat": format!("c{c}"),
                 "year": 1990 + rng.next() % 35,

@@ -22,6 +22,11 @@ use super::{vectors, Hit, Index};
 /// "Filtered search".
 const VISITS_PER_EF: f64 = 12.0;
 
+/// Below this share of admitted documents the walk scores admitted nodes only, stepping through
+/// refused ones to their neighbours (ACORN-1's two-hop expansion; Weaviate switches at 0.4):
+/// above it most neighbours are admitted and walking through every node costs less.
+const TWO_HOP_BELOW: f64 = 0.4;
+
 /// How a filtered search was answered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
@@ -79,6 +84,13 @@ impl Index {
                 strategy: Strategy::Empty,
             });
         }
+        if count == n {
+            // Everything admitted: the plain walk, with no per-node check.
+            return Ok(FilteredSearch {
+                hits: self.search(query, k, ef)?,
+                strategy: Strategy::Graph,
+            });
+        }
         let ef = ef.max(k).min(count);
         let walk_cost = VISITS_PER_EF * ef as f64 * n as f64 / count as f64;
         if count as f64 <= walk_cost || count <= k {
@@ -94,12 +106,14 @@ impl Index {
             rows.get(i * dim..(i + 1) * dim).unwrap_or(&[])
         };
         let admit = |i: u32| admitted.contains(i);
+        let two_hop = (count as f64) < TWO_HOP_BELOW * n as f64;
         let found = match &self.small {
             None => self.graph.search_filtered(
                 ef,
                 &mut |i| vectors::dot(&q, row(i)),
                 &|i| vectors::prefetch(row(i)),
                 &admit,
+                two_hop,
                 count,
             ),
             Some(small) => self.graph.search_filtered(
@@ -107,6 +121,7 @@ impl Index {
                 &mut |i| small.score(&q, i),
                 &|i| small.prefetch(i, dim),
                 &admit,
+                two_hop,
                 count,
             ),
         };

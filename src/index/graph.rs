@@ -176,10 +176,14 @@ pub(crate) fn search_layer(
     out
 }
 
-/// [`search_layer`] under a filter: every node is walked through (so the graph stays connected
-/// however few nodes the filter admits), only admitted nodes are kept as results, and the walk
-/// stops once the `ef` best admitted nodes are settled. `None` when it scores more than `budget`
+/// [`search_layer`] under a filter: only admitted nodes are kept as results, and the walk stops
+/// once the `ef` best admitted nodes are settled. `None` when it scores more than `budget`
 /// nodes: an exact scan of the admitted nodes is then the cheaper way (Lucene's rule).
+///
+/// With `two_hop` (a selective filter) only admitted nodes are scored: a neighbour the filter
+/// refuses is not scored but stepped through, its own neighbours taken in its place (ACORN-1's
+/// expansion), which keeps the admitted nodes connected without paying a dot product for each
+/// refused one. Without it (most nodes admitted) every node is scored and walked through.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn search_layer_filtered(
     entries: &[Scored],
@@ -188,6 +192,7 @@ pub(crate) fn search_layer_filtered(
     score: &mut impl FnMut(u32) -> f32,
     prefetch: &impl Fn(u32),
     admit: &impl Fn(u32) -> bool,
+    two_hop: bool,
     budget: usize,
     visited: &mut Visited,
 ) -> Option<Vec<Scored>> {
@@ -210,6 +215,7 @@ pub(crate) fn search_layer_filtered(
     }
     let mut scored = 0usize;
     let mut buf = Vec::new();
+    let mut hop = Vec::new();
     let mut fresh = Vec::new();
     while let Some(c) = candidates.pop() {
         let worst = results.peek().map_or(f32::NEG_INFINITY, |r| r.0 .0);
@@ -218,7 +224,22 @@ pub(crate) fn search_layer_filtered(
         }
         neighbours(c.1, 0, &mut buf);
         fresh.clear();
-        fresh.extend(buf.iter().copied().filter(|&nb| visited.insert(nb)));
+        for &nb in &buf {
+            if !visited.insert(nb) {
+                continue;
+            }
+            if !two_hop || admit(nb) {
+                fresh.push(nb);
+                continue;
+            }
+            // Refused: step through it to its admitted neighbours.
+            neighbours(nb, 0, &mut hop);
+            fresh.extend(
+                hop.iter()
+                    .copied()
+                    .filter(|&nb2| admit(nb2) && visited.insert(nb2)),
+            );
+        }
         scored += fresh.len();
         if scored > budget {
             return None;
@@ -231,7 +252,7 @@ pub(crate) fn search_layer_filtered(
             let worst = results.peek().map_or(f32::NEG_INFINITY, |r| r.0 .0);
             if results.len() < ef || s > worst {
                 candidates.push(Scored(s, nb));
-                if admit(nb) {
+                if two_hop || admit(nb) {
                     keep(&mut results, Scored(s, nb));
                 }
             }
@@ -405,14 +426,16 @@ impl Graph {
         })
     }
 
-    /// The `ef` best admitted nodes for `score` (best first), walking through every node, or
-    /// `None` past `budget` scored nodes (see [`search_layer_filtered`]).
+    /// The `ef` best admitted nodes for `score` (best first), or `None` past `budget` scored
+    /// nodes (see [`search_layer_filtered`]).
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn search_filtered(
         &self,
         ef: usize,
         score: &mut impl FnMut(u32) -> f32,
         prefetch: &impl Fn(u32),
         admit: &impl Fn(u32) -> bool,
+        two_hop: bool,
         budget: usize,
     ) -> Option<Vec<Scored>> {
         let mut neighbours = |node: u32, level: usize, buf: &mut Vec<u32>| {
@@ -434,6 +457,7 @@ impl Graph {
                 score,
                 prefetch,
                 admit,
+                two_hop,
                 budget,
                 &mut visited,
             )
