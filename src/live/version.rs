@@ -399,6 +399,91 @@ mod tests {
     }
 
     #[test]
+    fn a_compaction_keeps_the_metadata_and_every_payload_index() {
+        use crate::index::payload::{FieldSchema, FieldType, NumericRange};
+        let dir = tempfile::tempdir().unwrap();
+        let base = dir.path().join("index");
+        let docs: Vec<Document> = (0..20)
+            .map(|i| Document {
+                id: format!("f{i:02}"),
+                title: String::new(),
+                text: format!("frozen {i}"),
+            })
+            .collect();
+        let vectors: Vec<f32> = (0..20).flat_map(|i| vector(2000 + i, 8)).collect();
+        build(&base, "sha256:test", docs, vectors);
+        let fields: std::collections::BTreeMap<String, FieldSchema> =
+            [("seed", FieldType::Integer), ("kind", FieldType::Keyword)]
+                .into_iter()
+                .map(|(k, kind)| {
+                    (
+                        k.to_string(),
+                        FieldSchema {
+                            kind,
+                            tenant: false,
+                        },
+                    )
+                })
+                .collect();
+        Index::set_payload(
+            &base,
+            (0..20).map(|i| (i, serde_json::json!({"kind": "frozen", "seed": 100 + i}))),
+            fields.clone(),
+        )
+        .unwrap();
+        let live_dir = dir.path().join("data/corpus");
+        let (served, identity) = open_served(&base, &live_dir).unwrap();
+        let live = LiveCorpus::open(&live_dir, &identity, &served.index, 0, 100).unwrap();
+        let op = Operation::Upsert(vec![doc("new-a", 7), doc("f03", 8)]);
+        let seq = live.log(&op).unwrap();
+        live.apply(seq, &op, &served.index);
+        let no_metadata = HashMap::new();
+        let c = compact(
+            &live_dir,
+            &identity,
+            From {
+                index: &served.index,
+                version: 0,
+                metadata: &no_metadata,
+                live: &live,
+            },
+            &mut |_| {},
+        )
+        .unwrap()
+        .expect("a batch to fold");
+        assert_eq!(
+            c.index.payload_fields(),
+            fields,
+            "declarations carried over"
+        );
+        let at = |id: &str| c.index.index_of(id).unwrap().unwrap();
+        assert_eq!(
+            c.index.metadata(at("f04")),
+            Some(serde_json::json!({"kind": "frozen", "seed": 104}))
+        );
+        // The replaced document has its live metadata, the new one its own.
+        assert_eq!(
+            c.index.metadata(at("f03")),
+            Some(serde_json::json!({"seed": 8}))
+        );
+        let seed = c.index.payload_indexes();
+        let seed = seed.field("seed").unwrap();
+        let low = seed.range(&NumericRange {
+            lt: Some(100.0),
+            ..Default::default()
+        });
+        let mut got: Vec<u32> = low.iter().collect();
+        got.sort();
+        let mut want = vec![at("new-a") as u32, at("f03") as u32];
+        want.sort();
+        assert_eq!(got, want);
+        // A start serves the version with them.
+        let (again, _) = open_served(&base, &live_dir).unwrap();
+        assert_eq!(again.index.payload_fields(), fields);
+        assert!(again.index.has_metadata());
+    }
+
+    #[test]
     fn a_compacted_version_holds_frozen_plus_live_minus_deleted_and_a_start_serves_it() {
         let dir = tempfile::tempdir().unwrap();
         let base = dir.path().join("index");
