@@ -394,6 +394,21 @@ impl Graph {
         neighbours_in(self.words.as_slice(), &self.header, node, level)
     }
 
+    /// The layer-0 node a search starts from: greedy descent from the entry point through the
+    /// upper layers.
+    fn descend(&self, score: &mut impl FnMut(u32) -> f32) -> Scored {
+        let mut neighbours = |node: u32, level: usize, buf: &mut Vec<u32>| {
+            buf.clear();
+            buf.extend_from_slice(self.neighbours(node, level));
+        };
+        let entry = self.header.entry;
+        let mut cur = Scored(score(entry), entry);
+        for level in (1..=self.header.top_level).rev() {
+            cur = greedy(cur, level, &mut neighbours, score);
+        }
+        cur
+    }
+
     /// The `ef` best nodes for `score` (best first): greedy descent through the upper
     /// layers, then best-first search of layer 0.
     pub(crate) fn search(
@@ -406,11 +421,7 @@ impl Graph {
             buf.clear();
             buf.extend_from_slice(self.neighbours(node, level));
         };
-        let entry = self.header.entry;
-        let mut cur = Scored(score(entry), entry);
-        for level in (1..=self.header.top_level).rev() {
-            cur = greedy(cur, level, &mut neighbours, score);
-        }
+        let cur = self.descend(score);
         VISITED.with(|v| {
             let mut visited = v.borrow_mut();
             visited.reset(self.header.count);
@@ -442,11 +453,7 @@ impl Graph {
             buf.clear();
             buf.extend_from_slice(self.neighbours(node, level));
         };
-        let entry = self.header.entry;
-        let mut cur = Scored(score(entry), entry);
-        for level in (1..=self.header.top_level).rev() {
-            cur = greedy(cur, level, &mut neighbours, score);
-        }
+        let cur = self.descend(score);
         VISITED.with(|v| {
             let mut visited = v.borrow_mut();
             visited.reset(self.header.count);

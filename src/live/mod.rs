@@ -334,10 +334,15 @@ mod tests {
         v
     }
 
-    #[test]
-    fn concurrent_writers_never_pass_the_live_limit() {
-        let (n, dim, limit) = (50, 8, 100);
-        let mut rng = 0x1234_5678_u64;
+    /// `n` frozen documents `f0..` with random unit vectors of `dim`, built into an index at
+    /// `path` (M 16, the given ef_construction); returns the index and the vectors.
+    fn frozen(
+        path: &Path,
+        n: usize,
+        dim: usize,
+        rng: &mut u64,
+        ef_construction: usize,
+    ) -> (Index, Vec<f32>) {
         let docs: Vec<Document> = (0..n)
             .map(|i| Document {
                 id: format!("f{i}"),
@@ -345,10 +350,9 @@ mod tests {
                 text: format!("frozen {i}"),
             })
             .collect();
-        let vectors: Vec<f32> = (0..n).flat_map(|_| unit(&mut rng, dim)).collect();
-        let dir = tempfile::tempdir().unwrap();
+        let vectors: Vec<f32> = (0..n).flat_map(|_| unit(rng, dim)).collect();
         let index = IndexBuilder::new(
-            dir.path().join("index"),
+            path,
             ManifestFields {
                 encoder_fingerprint: "sha256:test".into(),
                 encoder_name: "test".into(),
@@ -356,8 +360,23 @@ mod tests {
                 capot_version: "0.0.0-test".into(),
             },
         )
-        .build(docs, vectors, &mut |_| Ok(()))
+        .params(HnswParams {
+            m: 16,
+            ef_construction,
+            ef_search: 64,
+            ..HnswParams::default()
+        })
+        .build(docs, vectors.clone(), &mut |_| Ok(()))
         .unwrap();
+        (index, vectors)
+    }
+
+    #[test]
+    fn concurrent_writers_never_pass_the_live_limit() {
+        let (n, dim, limit) = (50, 8, 100);
+        let mut rng = 0x1234_5678_u64;
+        let dir = tempfile::tempdir().unwrap();
+        let (index, _) = frozen(&dir.path().join("index"), n, dim, &mut rng, 100);
         let live = LiveCorpus::open(&dir.path().join("data"), "test", &index, 0, limit).unwrap();
         let accepted = std::sync::atomic::AtomicUsize::new(0);
         std::thread::scope(|s| {
@@ -401,33 +420,9 @@ mod tests {
         let (n, dim, k, live_n) = (2000, 16, 10, 10_000);
         let mut rng = 0x5eed_f11e_u64;
         let meta = |i: usize, round: usize| json!({"bucket": (i * 7 + round) % 100, "side": if i.is_multiple_of(2) { "even" } else { "odd" }});
-        let docs: Vec<Document> = (0..n)
-            .map(|i| Document {
-                id: format!("f{i}"),
-                title: String::new(),
-                text: format!("frozen {i}"),
-            })
-            .collect();
-        let vectors: Vec<f32> = (0..n).flat_map(|_| unit(&mut rng, dim)).collect();
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("index");
-        IndexBuilder::new(
-            &path,
-            ManifestFields {
-                encoder_fingerprint: "sha256:test".into(),
-                encoder_name: "test".into(),
-                dimension: dim,
-                capot_version: "0.0.0-test".into(),
-            },
-        )
-        .params(HnswParams {
-            m: 16,
-            ef_construction: 100,
-            ef_search: 64,
-            ..HnswParams::default()
-        })
-        .build(docs, vectors.clone(), &mut |_| Ok(()))
-        .unwrap();
+        let (_, vectors) = frozen(&path, n, dim, &mut rng, 100);
         let fields: std::collections::BTreeMap<String, FieldSchema> = [
             (
                 "bucket".to_string(),
@@ -536,32 +531,8 @@ mod tests {
     fn the_merged_answer_is_the_frozen_answer_filtered_merged_with_the_live_one() {
         let (n, dim, k) = (300, 16, 10);
         let mut rng = 0x9e37_79b9_7f4a_7c15u64;
-        let docs: Vec<Document> = (0..n)
-            .map(|i| Document {
-                id: format!("f{i}"),
-                title: String::new(),
-                text: format!("frozen {i}"),
-            })
-            .collect();
-        let vectors: Vec<f32> = (0..n).flat_map(|_| unit(&mut rng, dim)).collect();
         let dir = tempfile::tempdir().unwrap();
-        let index = IndexBuilder::new(
-            dir.path().join("index"),
-            ManifestFields {
-                encoder_fingerprint: "sha256:test".into(),
-                encoder_name: "test".into(),
-                dimension: dim,
-                capot_version: "0.0.0-test".into(),
-            },
-        )
-        .params(HnswParams {
-            m: 16,
-            ef_construction: 200,
-            ef_search: 64,
-            ..HnswParams::default()
-        })
-        .build(docs, vectors.clone(), &mut |_| Ok(()))
-        .unwrap();
+        let (index, vectors) = frozen(&dir.path().join("index"), n, dim, &mut rng, 200);
         let live = LiveCorpus::open(&dir.path().join("data"), "test", &index, 0, 1000).unwrap();
         // New documents, replacements of frozen ones, deletes of frozen and live ones.
         let write = |op: Operation| {
