@@ -115,7 +115,13 @@ pub struct Index {
     /// The declared payload indexes, built at load; replaced whole when one is declared or
     /// dropped on a running server.
     payload_indexes: RwLock<Arc<PayloadIndexes>>,
+    /// The admitted sets of the filters used last (see [`Index::admitted_cached`]).
+    admitted: std::sync::Mutex<std::collections::VecDeque<(String, Arc<roaring::RoaringBitmap>)>>,
 }
+
+/// Filters whose admitted sets an index keeps: a tenant's or a category's filter comes back
+/// with every query, and its set (up to 128 KiB at 1M documents) costs milliseconds to build.
+const ADMITTED_CACHE: usize = 64;
 
 impl std::fmt::Debug for Index {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -244,7 +250,32 @@ impl Index {
             vocab,
             payload,
             payload_indexes: RwLock::new(payload_indexes),
+            admitted: Default::default(),
         })
+    }
+
+    /// The admitted set of the filter `key` names (a bound filter's canonical form): from the
+    /// cache of the last [`ADMITTED_CACHE`] filters, else `compute`d and kept. The frozen
+    /// documents never change; a payload index declared or dropped empties the cache.
+    pub fn admitted_cached(
+        &self,
+        key: &str,
+        compute: impl FnOnce() -> Result<roaring::RoaringBitmap, IndexError>,
+    ) -> Result<Arc<roaring::RoaringBitmap>, IndexError> {
+        {
+            let mut cache = crate::sync::lock(&self.admitted);
+            if let Some(at) = cache.iter().position(|(k, _)| k == key) {
+                let hit = cache.remove(at).expect("position is in range");
+                let set = hit.1.clone();
+                cache.push_front(hit);
+                return Ok(set);
+            }
+        }
+        let set = Arc::new(compute()?);
+        let mut cache = crate::sync::lock(&self.admitted);
+        cache.push_front((key.to_string(), set.clone()));
+        cache.truncate(ADMITTED_CACHE);
+        Ok(set)
     }
 
     /// Writes `payload.bin` (each document's metadata, `(internal index, metadata)` in any
@@ -307,6 +338,7 @@ impl Index {
         let mut current = crate::sync::write(&self.payload_indexes);
         let next = current.with(key, built);
         *current = Arc::new(next);
+        crate::sync::lock(&self.admitted).clear();
         Ok(())
     }
 

@@ -396,6 +396,15 @@ impl Filter {
         Ok(out)
     }
 
+    /// [`Filter::admitted_in`] through the index's cache of recent filters' admitted sets
+    /// ([`Index::admitted_cached`]), keyed by the bound filter's canonical form.
+    pub fn admitted_cached(
+        &self,
+        index: &Index,
+    ) -> Result<std::sync::Arc<RoaringBitmap>, IndexError> {
+        index.admitted_cached(&format!("{self:?}"), || self.admitted_in(index))
+    }
+
     /// Whether any condition reads metadata without a payload index (a scan of every
     /// document).
     pub fn scans(&self, fields: &BTreeMap<String, FieldSchema>) -> bool {
@@ -1218,6 +1227,47 @@ mod index_tests {
                 "{s:?} never chosen: {strategies:?}"
             );
         }
+    }
+
+    #[test]
+    fn admitted_sets_are_cached_until_a_payload_index_changes() {
+        let dir = tempfile::tempdir().unwrap();
+        let (index, _, _) = index(&dir.path().join("idx"));
+        let f = bound(
+            &index,
+            json!({"must": [{"key": "cat", "match": {"value": "c0"}}]}),
+        );
+        let a = f.admitted_cached(&index).unwrap();
+        let b = f.admitted_cached(&index).unwrap();
+        assert!(
+            std::sync::Arc::ptr_eq(&a, &b),
+            "the second use is the cached set"
+        );
+        assert_eq!(*a, f.admitted_in(&index).unwrap());
+        let other = bound(
+            &index,
+            json!({"must": [{"key": "cat", "match": {"value": "c1"}}]}),
+        );
+        assert_ne!(
+            *other.admitted_cached(&index).unwrap(),
+            *a,
+            "keyed by the filter"
+        );
+        index
+            .set_payload_index(
+                "year",
+                Some(FieldSchema {
+                    kind: FieldType::Float,
+                    tenant: false,
+                }),
+            )
+            .unwrap();
+        let c = f.admitted_cached(&index).unwrap();
+        assert!(
+            !std::sync::Arc::ptr_eq(&a, &c),
+            "a payload index change empties the cache"
+        );
+        assert_eq!(*a, *c);
     }
 
     #[test]

@@ -476,13 +476,16 @@ pub async fn search(state: &AppState, p: SearchParams) -> Result<SearchOutput, A
         // The hits' documents are read here too: positioned reads of `docs.bin`, blocking I/O.
         let (results, filter_seconds, search_seconds) = tokio::task::spawn_blocking(move || {
             let filter_started = Instant::now();
-            let admitted = filter.as_ref().map(|f| f.admitted_in(&idx)).transpose()?;
+            let admitted = filter
+                .as_ref()
+                .map(|f| f.admitted_cached(&idx))
+                .transpose()?;
             let filter_seconds = filter_started.elapsed().as_secs_f64();
             let search_started = Instant::now();
             let scope = Scope {
                 k,
                 ef,
-                filter: filter.as_deref().zip(admitted.as_ref()),
+                filter: filter.as_deref().zip(admitted.as_deref()),
                 with_metadata,
                 frozen_metadata: Some(&corpus.frozen_metadata),
             };
