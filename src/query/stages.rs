@@ -624,14 +624,19 @@ pub fn corpus_search(
             (frozen, segment, None)
         }
         Some((_, admitted)) => {
-            // Hidden documents leave the admitted set, so the index is asked for exactly k.
+            // Hidden documents leave the admitted set, so the index is asked for exactly k (a
+            // copy only when there are any).
             let segment = live.map(|l| l.read());
-            let mut admitted = admitted.clone();
-            if let Some(s) = &segment {
-                for i in s.hidden_frozen() {
-                    admitted.remove(i as u32);
+            let admitted: std::borrow::Cow<'_, RoaringBitmap> = match &segment {
+                Some(s) if s.hidden() > 0 => {
+                    let mut own = admitted.clone();
+                    for i in s.hidden_frozen() {
+                        own.remove(i as u32);
+                    }
+                    std::borrow::Cow::Owned(own)
                 }
-            }
+                _ => std::borrow::Cow::Borrowed(admitted),
+            };
             let mut strategy = Strategy::Empty;
             let mut lists = Vec::with_capacity(vectors.len());
             for v in vectors {
