@@ -371,6 +371,35 @@ mod tests {
         (index, vectors)
     }
 
+    /// Every served document (frozen ones not hidden, live ones) that `admit(id, metadata)`
+    /// passes, scored exactly against `q`, best first: the merge a search must equal. Frozen
+    /// documents are `f{i}` with row `i` of `vectors` and no metadata given.
+    fn exact_merge(
+        live: &LiveCorpus,
+        vectors: &[f32],
+        dim: usize,
+        q: &[f32],
+        admit: &dyn Fn(&str, Option<&serde_json::Value>) -> bool,
+    ) -> Vec<(f32, String)> {
+        let segment = live.read();
+        let mut all: Vec<(f32, String)> = (0..vectors.len() / dim)
+            .filter(|&i| !segment.hides(i) && admit(&format!("f{i}"), None))
+            .map(|i| {
+                let v = &vectors[i * dim..(i + 1) * dim];
+                (q.iter().zip(v).map(|(a, b)| a * b).sum(), format!("f{i}"))
+            })
+            .chain(
+                segment
+                    .search(q, usize::MAX)
+                    .into_iter()
+                    .filter(|h| admit(&h.document.id, h.document.metadata.as_ref()))
+                    .map(|h| (h.score, h.document.id)),
+            )
+            .collect();
+        all.sort_by(|a, b| b.0.total_cmp(&a.0));
+        all
+    }
+
     #[test]
     fn concurrent_writers_never_pass_the_live_limit() {
         let (n, dim, limit) = (50, 8, 100);
@@ -497,23 +526,13 @@ mod tests {
                     ..Scope::top(k, 64)
                 };
                 let got = corpus_search(&index, Some(&live), &[&q], scope).unwrap();
-                let segment = live.read();
-                let mut all: Vec<(f32, String)> = (0..n)
-                    .filter(|&i| !segment.hides(i) && f.admits(&format!("f{i}"), Some(&meta(i, 0))))
-                    .map(|i| {
-                        let v = &vectors[i * dim..(i + 1) * dim];
-                        (q.iter().zip(v).map(|(a, b)| a * b).sum(), format!("f{i}"))
-                    })
-                    .chain(
-                        segment
-                            .search(&q, usize::MAX)
-                            .into_iter()
-                            .filter(|h| f.admits(&h.document.id, h.document.metadata.as_ref()))
-                            .map(|h| (h.score, h.document.id)),
-                    )
-                    .collect();
-                drop(segment);
-                all.sort_by(|a, b| b.0.total_cmp(&a.0));
+                let all = exact_merge(&live, &vectors, dim, &q, &|id, m| {
+                    let frozen = id.strip_prefix('f').and_then(|i| i.parse::<usize>().ok());
+                    match frozen {
+                        Some(i) if m.is_none() => f.admits(id, Some(&meta(i, 0))),
+                        _ => f.admits(id, m),
+                    }
+                });
                 let want: Vec<&str> = all.iter().take(k).map(|x| x.1.as_str()).collect();
                 let ids: Vec<&str> = got.hits.iter().map(|h| h.id.as_str()).collect();
                 assert_eq!(ids, want, "{fv}");
@@ -585,22 +604,7 @@ mod tests {
             .unwrap()
             .hits;
             // Expected: every served document scored exactly, the best k.
-            let segment = live.read();
-            let mut all: Vec<(f32, String)> = (0..n)
-                .filter(|&i| !segment.hides(i))
-                .map(|i| {
-                    let v = &vectors[i * dim..(i + 1) * dim];
-                    (q.iter().zip(v).map(|(a, b)| a * b).sum(), format!("f{i}"))
-                })
-                .chain(
-                    segment
-                        .search(&q, usize::MAX)
-                        .into_iter()
-                        .map(|h| (h.score, h.document.id)),
-                )
-                .collect();
-            drop(segment);
-            all.sort_by(|a, b| b.0.total_cmp(&a.0));
+            let all = exact_merge(&live, &vectors, dim, &q, &|_, _| true);
             let want: Vec<&str> = all.iter().take(k).map(|x| x.1.as_str()).collect();
             let ids: Vec<&str> = got.iter().map(|h| h.id.as_str()).collect();
             assert_eq!(ids, want);

@@ -398,11 +398,8 @@ mod tests {
         v
     }
 
-    #[test]
-    fn a_compaction_keeps_the_metadata_and_every_payload_index() {
-        use crate::index::payload::{FieldSchema, FieldType, NumericRange};
-        let dir = tempfile::tempdir().unwrap();
-        let base = dir.path().join("index");
+    /// Twenty frozen documents `f00..f19` (vectors from seeds `seed..seed + 20`) built at `base`.
+    fn frozen20(base: &Path, seed: u64) {
         let docs: Vec<Document> = (0..20)
             .map(|i| Document {
                 id: format!("f{i:02}"),
@@ -410,8 +407,16 @@ mod tests {
                 text: format!("frozen {i}"),
             })
             .collect();
-        let vectors: Vec<f32> = (0..20).flat_map(|i| vector(2000 + i, 8)).collect();
-        build(&base, "sha256:test", docs, vectors);
+        let vectors: Vec<f32> = (0..20).flat_map(|i| vector(seed + i, 8)).collect();
+        build(base, "sha256:test", docs, vectors);
+    }
+
+    #[test]
+    fn a_compaction_keeps_the_metadata_and_every_payload_index() {
+        use crate::index::payload::{FieldSchema, FieldType, NumericRange};
+        let dir = tempfile::tempdir().unwrap();
+        let base = dir.path().join("index");
+        frozen20(&base, 2000);
         let fields: std::collections::BTreeMap<String, FieldSchema> =
             [("seed", FieldType::Integer), ("kind", FieldType::Keyword)]
                 .into_iter()
@@ -487,15 +492,7 @@ mod tests {
     fn a_compacted_version_holds_frozen_plus_live_minus_deleted_and_a_start_serves_it() {
         let dir = tempfile::tempdir().unwrap();
         let base = dir.path().join("index");
-        let docs: Vec<Document> = (0..20)
-            .map(|i| Document {
-                id: format!("f{i:02}"),
-                title: String::new(),
-                text: format!("frozen {i}"),
-            })
-            .collect();
-        let vectors: Vec<f32> = (0..20).flat_map(|i| vector(1000 + i, 8)).collect();
-        build(&base, "sha256:test", docs, vectors);
+        frozen20(&base, 1000);
         let live_dir = dir.path().join("data/corpus");
         let (served, identity) = open_served(&base, &live_dir).unwrap();
         assert_eq!((served.version, served.covers), (0, 0));
