@@ -17,6 +17,7 @@ pub mod query;
 pub mod registry;
 pub mod repair;
 pub mod server;
+pub mod store;
 pub mod sync;
 
 #[cfg(test)]

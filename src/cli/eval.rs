@@ -409,8 +409,12 @@ pub fn run(args: EvalArgs, global: &GlobalArgs) -> anyhow::Result<()> {
             for e in &args.encoders {
                 let encoder = Encoder::load(Path::new(e), &runtime)
                     .with_context(|| format!("cannot load encoder {e}"))?;
-                capot::server::check_compatible(encoder.manifest(), index.manifest())
-                    .map_err(|r| anyhow::anyhow!("{e}: {r}"))?;
+                capot::server::check_compatible(
+                    encoder.manifest(),
+                    &index.manifest().encoder_fingerprint,
+                    index.manifest().dimension,
+                )
+                .map_err(|r| anyhow::anyhow!("{e}: {r}"))?;
                 let encoder = Arc::new(encoder);
                 for &mode in &args.repair {
                     let repair = mode

@@ -51,8 +51,22 @@ pub struct BuildArgs {
     #[arg(long, value_name = "PATH")]
     pub corpus: PathBuf,
     /// Index directory to create.
-    #[arg(long, value_name = "DIR")]
-    pub out: PathBuf,
+    #[arg(
+        long,
+        value_name = "DIR",
+        required_unless_present = "store",
+        conflicts_with = "store"
+    )]
+    pub out: Option<PathBuf>,
+    /// Load the corpus into PostgreSQL + pgvector instead of an index directory:
+    /// `postgres://USER@HOST:PORT/DB?table=NAME`. Creates the table, loads by binary COPY (a
+    /// load run again skips the ids stored already) and builds the HNSW index. The password
+    /// comes from the URL, `PGPASSWORD` or --store-password-file.
+    #[arg(long, env = "CAPOT_STORE", value_name = "URL", hide_env_values = true)]
+    pub store: Option<String>,
+    /// File holding the store's password (first line).
+    #[arg(long, value_name = "FILE")]
+    pub store_password_file: Option<PathBuf>,
     /// HNSW connections per node and layer.
     #[arg(long, default_value_t = 16)]
     pub m: usize,
@@ -154,6 +168,9 @@ impl From<GraphVectorsArg> for capot::index::GraphVectors {
 
 pub fn run(cmd: IndexCommand, global: &GlobalArgs) -> anyhow::Result<()> {
     match cmd {
+        IndexCommand::Build(args) if args.store.is_some() => {
+            super::index_store::build(*args, global)
+        }
         IndexCommand::Build(args) => build(*args, global),
         IndexCommand::Vocab { dir } => {
             let info = capot::index::Index::add_vocab(&dir)
@@ -210,7 +227,7 @@ fn show_build_progress(pb: &indicatif::ProgressBar, p: &capot::index::BuildProgr
 
 /// Encodes one chunk of documents with the pool, in order of length so each batch pads
 /// little; the vectors come back in the chunk's order.
-fn encode_chunk(
+pub(super) fn encode_chunk(
     pool: &EncoderPool,
     docs: &[(usize, dataset::Document)],
     batch_size: usize,
@@ -454,7 +471,7 @@ fn write_documents(
 
 /// Prints the lines the corpus reader skipped since the last call (above the progress bar);
 /// returns how many.
-fn report_skipped(corpus: &mut CorpusStream, pb: &ProgressBar) -> usize {
+pub(super) fn report_skipped(corpus: &mut CorpusStream, pb: &ProgressBar) -> usize {
     let skipped = corpus.take_skipped();
     for s in &skipped {
         pb.suspend(|| {
@@ -469,7 +486,7 @@ fn report_skipped(corpus: &mut CorpusStream, pb: &ProgressBar) -> usize {
     skipped.len()
 }
 
-fn bar(len: u64, template: &str) -> ProgressBar {
+pub(super) fn bar(len: u64, template: &str) -> ProgressBar {
     ProgressBar::new(len).with_style(
         ProgressStyle::with_template(template)
             .unwrap_or_else(|_| ProgressStyle::default_bar())
@@ -478,6 +495,7 @@ fn bar(len: u64, template: &str) -> ProgressBar {
 }
 
 fn build(args: BuildArgs, global: &GlobalArgs) -> anyhow::Result<()> {
+    let out = args.out.clone().context("--out is required")?;
     if args.batch_size == 0 {
         bail!("--batch-size must be at least 1");
     }
@@ -491,10 +509,10 @@ fn build(args: BuildArgs, global: &GlobalArgs) -> anyhow::Result<()> {
         seed: args.seed.unwrap_or(DEFAULT_LEVEL_SEED),
     };
     params.validate()?;
-    if args.out.exists() && !args.force {
+    if out.exists() && !args.force {
         bail!(
             "{} already exists (pass --force to replace it)",
-            args.out.display()
+            out.display()
         );
     }
     let mut device = args.device.clone();
@@ -542,7 +560,7 @@ fn build(args: BuildArgs, global: &GlobalArgs) -> anyhow::Result<()> {
         dimension: dim,
         capot_version: env!("CARGO_PKG_VERSION").to_string(),
     };
-    let builder = IndexBuilder::new(&args.out, fields)
+    let builder = IndexBuilder::new(&out, fields)
         .params(params)
         .overwrite(args.force)
         .graph_vectors(args.graph_vectors.into())
@@ -551,7 +569,7 @@ fn build(args: BuildArgs, global: &GlobalArgs) -> anyhow::Result<()> {
                 .then(|| Duration::from_secs(args.graph_checkpoint_secs)),
         );
     if args.restart && builder.discard_partial()? {
-        eprintln!("discarded the interrupted build of {}", args.out.display());
+        eprintln!("discarded the interrupted build of {}", out.display());
     }
     let (mut writer, resume) = builder.resumable_writer(&source)?;
     let resumed = match resume {
@@ -642,7 +660,7 @@ fn build(args: BuildArgs, global: &GlobalArgs) -> anyhow::Result<()> {
         m.count,
         m.dimension,
         manifest.label(),
-        args.out.display(),
+        out.display(),
         m.build_seconds,
         if with_metadata > 0 || !args.payload_index.is_empty() {
             format!(

@@ -9,6 +9,7 @@ mod encode;
 mod encoder_cmd;
 mod eval;
 mod index;
+mod index_store;
 mod noise;
 mod repair;
 mod serve;

@@ -22,8 +22,24 @@ pub struct ServeArgs {
     #[arg(long, env = "CAPOT_CONFIG", value_name = "FILE")]
     pub config: Option<PathBuf>,
     /// Index directory (from `capot index build`).
-    #[arg(long, env = "CAPOT_INDEX", value_name = "DIR")]
+    #[arg(
+        long,
+        env = "CAPOT_INDEX",
+        value_name = "DIR",
+        conflicts_with = "store"
+    )]
     pub index: Option<PathBuf>,
+    /// Serve from PostgreSQL + pgvector instead of an index directory:
+    /// `postgres://USER@HOST:PORT/DB?table=NAME` (loaded by `capot index build --store`). The
+    /// password comes from the URL, `PGPASSWORD` or --store-password-file.
+    #[arg(long, env = "CAPOT_STORE", value_name = "URL", hide_env_values = true)]
+    pub store: Option<String>,
+    /// File holding the store's password (first line).
+    #[arg(long, env = "CAPOT_STORE_PASSWORD_FILE", value_name = "FILE")]
+    pub store_password_file: Option<PathBuf>,
+    /// Connections to the store at most [default: 16].
+    #[arg(long, env = "CAPOT_STORE_MAX_CONNECTIONS", value_name = "N")]
+    pub store_max_connections: Option<usize>,
     /// Query encoder bundle; repeat for several. The first is the target of the alias `default`.
     #[arg(
         long = "encoder",
@@ -121,6 +137,9 @@ pub struct ServeArgs {
 #[serde(deny_unknown_fields)]
 struct ServeFile {
     index: Option<PathBuf>,
+    store: Option<String>,
+    store_password_file: Option<PathBuf>,
+    store_max_connections: Option<usize>,
     #[serde(default)]
     encoders: Vec<PathBuf>,
     document_encoder: Option<PathBuf>,
@@ -213,6 +232,18 @@ fn read_file(path: &Path) -> anyhow::Result<ServeFile> {
     })
 }
 
+/// The store's password: the first line of `file`, else `PGPASSWORD`, else none (the URL's).
+pub fn store_password(file: Option<&Path>) -> anyhow::Result<Option<String>> {
+    match file {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("cannot read store password file {}", path.display()))?;
+            Ok(Some(text.lines().next().unwrap_or("").to_string()))
+        }
+        None => Ok(std::env::var("PGPASSWORD").ok()),
+    }
+}
+
 /// Paths in the config file are relative to the file's directory.
 fn relative_to(base: &Path, p: PathBuf) -> PathBuf {
     if p.is_absolute() {
@@ -229,6 +260,7 @@ pub fn options(args: ServeArgs, global: &GlobalArgs) -> anyhow::Result<ServeOpti
             let base = p.parent().map(Path::to_path_buf).unwrap_or_default();
             ServeFile {
                 index: f.index.map(|p| relative_to(&base, p)),
+                store_password_file: f.store_password_file.map(|p| relative_to(&base, p)),
                 encoders: f
                     .encoders
                     .into_iter()
@@ -255,10 +287,33 @@ pub fn options(args: ServeArgs, global: &GlobalArgs) -> anyhow::Result<ServeOpti
         }
         None => ServeFile::default(),
     };
-    let index = args
-        .index
-        .or(file.index)
-        .context("--index is required (or `index` in the config file)")?;
+    let store = match args.store.or(file.store.clone()) {
+        Some(url) => {
+            let password = store_password(
+                args.store_password_file
+                    .or(file.store_password_file.clone())
+                    .as_deref(),
+            )?;
+            let location = capot::store::postgres::PgLocation::parse(&url, password)?;
+            let mut pool = capot::store::postgres::PoolOptions::default();
+            if let Some(n) = args.store_max_connections.or(file.store_max_connections) {
+                if n == 0 {
+                    bail!("--store-max-connections must be at least 1");
+                }
+                pool.max_connections = n;
+            }
+            Some((location, pool))
+        }
+        None => None,
+    };
+    let index = match (args.index.or(file.index.clone()), &store) {
+        (Some(_), Some(_)) => bail!("give either --index or --store, not both"),
+        (Some(i), None) => i,
+        (None, Some(_)) => PathBuf::new(),
+        (None, None) => {
+            bail!("--index or --store is required (or `index` / `store` in the config file)")
+        }
+    };
     let encoders = if args.encoders.is_empty() {
         file.encoders
     } else {
@@ -403,6 +458,7 @@ pub fn options(args: ServeArgs, global: &GlobalArgs) -> anyhow::Result<ServeOpti
     };
     Ok(ServeOptions {
         index,
+        store,
         encoders,
         document_encoder: args.document_encoder.or(file.document_encoder),
         repair,

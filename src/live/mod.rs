@@ -537,7 +537,7 @@ mod tests {
                 let ids: Vec<&str> = got.hits.iter().map(|h| h.id.as_str()).collect();
                 assert_eq!(ids, want, "{fv}");
                 let report = got.filter.unwrap();
-                assert_eq!(report.admitted as usize, all.len(), "{fv}");
+                assert_eq!(report.admitted, Some(all.len() as u64), "{fv}");
                 for h in &got.hits {
                     let m = h.metadata.as_ref().expect("with_metadata");
                     assert!(f.admits(&h.id, Some(m)), "{fv}: {} {m}", h.id);

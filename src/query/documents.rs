@@ -60,7 +60,7 @@ pub struct DocumentView {
     pub text: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub metadata: Option<Value>,
-    /// `live` (written since the index was built) or `frozen`.
+    /// `live` (written since the index was built), `frozen`, or `store` (a document store's).
     pub source: &'static str,
     /// The write that put it there (live documents).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -89,25 +89,33 @@ fn corpus(state: &AppState) -> Result<Arc<Corpus>, ApiError> {
 /// The loaded encoder whose vectors the index holds: the only one documents may be encoded
 /// with (an aligned query encoder's vectors fit queries, not documents).
 pub fn document_encoder(state: &AppState, index: &Index) -> Result<Arc<LoadedEncoder>, ApiError> {
+    let m = index.manifest();
+    document_encoder_of(state, &m.encoder_fingerprint, &m.encoder_name)
+}
+
+/// The loaded encoder with this fingerprint (`name` says which one, in the error).
+fn document_encoder_of(
+    state: &AppState,
+    fingerprint: &str,
+    name: &str,
+) -> Result<Arc<LoadedEncoder>, ApiError> {
     if let Some(e) = state.document_encoder.get() {
         return Ok(e.clone());
     }
-    let fingerprint = &index.manifest().encoder_fingerprint;
     let snapshot = state.registry.snapshot();
     let found = snapshot
         .encoders
         .values()
-        .find(|e| &e.encoder().manifest().fingerprint == fingerprint)
+        .find(|e| e.encoder().manifest().fingerprint == fingerprint)
         .cloned();
     found.ok_or_else(|| {
         ApiError::new(
             StatusCode::CONFLICT,
             "no_document_encoder",
             format!(
-                "no loaded encoder is the index's document encoder ({}, fingerprint {fingerprint}); \
+                "no loaded encoder is the index's document encoder ({name}, fingerprint {fingerprint}); \
                  load it (capot serve --encoder or --document-encoder, or POST /admin/encoders) \
-                 to write documents",
-                index.manifest().encoder_name
+                 to write documents"
             ),
         )
     })
@@ -214,13 +222,35 @@ async fn upsert_inner(
     if !reasons.is_empty() {
         return Err(refuse(reasons));
     }
-    let index = corpus(state)?.index.clone();
-    let encoder = document_encoder(state, &index)?;
+    let store = state.store.get().cloned();
+    let encoder = match &store {
+        Some(s) => {
+            let info = s.info();
+            document_encoder_of(state, &info.encoder_fingerprint, &info.encoder_name)?
+        }
+        None => document_encoder(state, &corpus(state)?.index)?,
+    };
     let texts: Vec<String> = docs
         .iter()
         .map(|d| crate::dataset::document_text(d.title.as_deref().unwrap_or(""), &d.text))
         .collect();
     let vectors = stages::encode_documents(&encoder, texts).await?;
+    if let Some(store) = store {
+        let records = docs
+            .into_iter()
+            .zip(vectors)
+            .map(|(d, vector)| crate::store::RecordWrite {
+                id: d.id,
+                title: d.title.unwrap_or_default(),
+                text: d.text,
+                metadata: d.metadata,
+                vector,
+            })
+            .collect::<Vec<_>>();
+        let n = records.len();
+        let position = store.upsert(records).await.map_err(stages::store_error)?;
+        return Ok(stored(state, "upsert", n, position));
+    }
     let documents = docs
         .into_iter()
         .zip(vectors)
@@ -263,7 +293,27 @@ async fn delete_inner(
     if !reasons.is_empty() {
         return Err(refuse(reasons));
     }
+    if let Some(store) = state.store.get() {
+        let n = ids.len();
+        let position = store.delete(ids).await.map_err(stages::store_error)?;
+        return Ok(stored(state, "delete", n, position));
+    }
     write(state, Operation::Delete(ids), wait).await
+}
+
+/// The answer to a write a document store committed: `operation_id` is the commit's position
+/// in the store's log (PostgreSQL: the WAL position in bytes), and it is visible to every search
+/// that starts afterwards whatever `wait` said.
+fn stored(state: &AppState, operation: &str, items: usize, position: u64) -> WriteResult {
+    state
+        .metrics
+        .corpus_documents_written
+        .with_label_values(&[operation])
+        .inc_by(items as u64);
+    WriteResult {
+        operation_id: position,
+        status: WriteStatus::Completed,
+    }
 }
 
 /// Runs a write and counts it by operation and outcome (`ok`, or the error code).
@@ -370,6 +420,25 @@ fn write_error(e: LiveError) -> ApiError {
         ),
         LiveError::Io(_) | LiveError::Log(_) => ApiError::internal(e.to_string()),
     }
+}
+
+/// The document `id` from the document store (`source: "store"`), absent when it holds none.
+pub async fn get_stored(
+    store: &dyn crate::store::DocumentStore,
+    id: &str,
+) -> Result<Option<DocumentView>, ApiError> {
+    Ok(store
+        .get(id)
+        .await
+        .map_err(stages::store_error)?
+        .map(|d| DocumentView {
+            id: d.id,
+            title: d.title,
+            text: d.text,
+            metadata: d.metadata,
+            source: "store",
+            operation_id: None,
+        }))
 }
 
 /// The document `id` as searches see it: live, frozen, or absent (deleted or never written).

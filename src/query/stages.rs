@@ -77,8 +77,10 @@ pub struct Hit {
 /// What a filter admitted and how the search was answered under it.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, utoipa::ToSchema)]
 pub struct FilterReport {
-    /// Documents the filter admits (frozen and live), counted before the search.
-    pub admitted: u64,
+    /// Documents the filter admits (frozen and live), counted before the search; absent where
+    /// the store does not count them (PostgreSQL).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub admitted: Option<u64>,
     /// How the frozen index was searched (see docs/api.md "Filters").
     pub strategy: Strategy,
 }
@@ -126,6 +128,13 @@ fn ready_or_503(state: &AppState) -> Result<(), ApiError> {
         Ok(())
     } else if state.draining.load(Ordering::Acquire) {
         Err(ApiError::not_ready("shutting down"))
+    } else if state.ready.load(Ordering::Acquire) {
+        // Loaded, so the store is what does not answer.
+        Err(ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "store_unavailable",
+            "the document store does not answer its health checks; retry shortly",
+        ))
     } else {
         Err(ApiError::not_ready("the service is still loading"))
     }
@@ -441,70 +450,68 @@ pub async fn search(state: &AppState, p: SearchParams) -> Result<SearchOutput, A
     };
     let mode = pipeline.repair.unwrap_or_default();
     let fusion = pipeline.fusion.unwrap_or_default();
-    // One corpus for the whole request, though a compaction may swap it meanwhile.
-    let corpus = state
-        .corpus()
-        .ok_or_else(|| ApiError::not_ready("the index is not loaded"))?;
-    let repairer = repairer_for(&corpus, mode)?;
-    let index = corpus.index.clone();
+    // One corpus (or store) for the whole request, though a compaction may swap it meanwhile.
+    let target = Target::of(state)?;
+    let repairer = match &target {
+        Target::Corpus(corpus) => repairer_for(corpus, mode)?,
+        Target::Store(_) => RepairMode::repairer(mode, None)
+            .map_err(|e| ApiError::invalid(format!("repair: {e}")).with_param("repair"))?,
+    };
     let k = p.k;
+    let default_ef = match &target {
+        Target::Corpus(c) => c.index.default_ef(),
+        Target::Store(s) => s.info().ef_search,
+    };
     let ef =
         p.ef.or(state.limits.default_ef)
-            .unwrap_or_else(|| index.default_ef())
+            .unwrap_or(default_ef)
             .max(k);
     let repair_ran = repairer.is_some();
     let filter = match p.filter {
         Some(mut f) => {
-            f.bind(
-                &index.payload_fields(),
-                state.limits.allow_unindexed_filters,
-                "filter",
-            )
-            .map_err(filter_error)?;
+            // A database reads any key of the metadata column: no field is refused there.
+            let (fields, allow_unindexed) = match &target {
+                Target::Corpus(c) => (
+                    c.index.payload_fields(),
+                    state.limits.allow_unindexed_filters,
+                ),
+                Target::Store(s) => (s.info().payload_fields.clone(), true),
+            };
+            f.bind(&fields, allow_unindexed, "filter")
+                .map_err(filter_error)?;
             Some(Arc::new(f))
         }
         None => None,
     };
     let with_metadata = p.with_metadata;
-    let live = Some(corpus.live.clone());
+    let live = match &target {
+        Target::Corpus(c) => Some(c.live.clone()),
+        Target::Store(_) => None,
+    };
     let work = async {
         let prepared = prepare(&loaded, p.texts, repairer, fusion, live.clone()).await?;
         let (vectors, timings, _) = infer(&loaded, prepared.tokens).await?;
-        let idx = index.clone();
         let slots = prepared.slots;
-        let corpus = corpus.clone();
-        // The hits' documents are read here too: positioned reads of `docs.bin`, blocking I/O.
-        let (results, filter_seconds, search_seconds) = tokio::task::spawn_blocking(move || {
-            let filter_started = Instant::now();
-            let admitted = filter
-                .as_ref()
-                .map(|f| f.admitted_cached(&idx))
-                .transpose()?;
-            let filter_seconds = filter_started.elapsed().as_secs_f64();
-            let search_started = Instant::now();
-            let scope = Scope {
-                k,
-                ef,
-                filter: filter.as_deref().zip(admitted.as_deref()),
-                with_metadata,
-                frozen_metadata: Some(&corpus.frozen_metadata),
-            };
-            let results = slots
-                .iter()
-                .map(|own| {
-                    let own: Vec<&[f32]> = own.iter().map(|&i| vectors[i].as_slice()).collect();
-                    corpus_search(&idx, live.as_deref(), &own, scope)
-                })
-                .collect::<Result<Vec<_>, _>>()?;
-            Ok::<_, IndexError>((
-                results,
-                filter_seconds,
-                search_started.elapsed().as_secs_f64(),
-            ))
-        })
-        .await
-        .map_err(|e| ApiError::internal(format!("search task failed: {e}")))?
-        .map_err(|e| ApiError::internal(e.to_string()))?;
+        let (results, filter_seconds, search_seconds) = match target {
+            Target::Corpus(corpus) => {
+                search_corpus(corpus, live, vectors, slots, filter, k, ef, with_metadata).await?
+            }
+            Target::Store(store) => {
+                let started = Instant::now();
+                let queries: Vec<Vec<Vec<f32>>> = slots
+                    .iter()
+                    .map(|own| own.iter().map(|&i| vectors[i].clone()).collect())
+                    .collect();
+                let scope = crate::store::StoreSearch {
+                    k,
+                    ef,
+                    filter,
+                    with_metadata,
+                };
+                let results = store.search(queries, scope).await.map_err(store_error)?;
+                (results, 0.0, started.elapsed().as_secs_f64())
+            }
+        };
         let stages = Stages {
             filter: filter_seconds,
             repair: prepared.repair_seconds,
@@ -562,6 +569,93 @@ pub async fn search(state: &AppState, p: SearchParams) -> Result<SearchOutput, A
         },
         filter: filter_report,
     })
+}
+
+/// Where a search finds its documents: the embedded corpus (frozen index and live segment), or
+/// a document store.
+enum Target {
+    Corpus(Arc<Corpus>),
+    Store(Arc<dyn crate::store::DocumentStore>),
+}
+
+impl Target {
+    /// The store when the service serves one, else the corpus served now; 503 while loading.
+    fn of(state: &AppState) -> Result<Target, ApiError> {
+        if let Some(store) = state.store.get() {
+            return Ok(Target::Store(store.clone()));
+        }
+        state
+            .corpus()
+            .map(Target::Corpus)
+            .ok_or_else(|| ApiError::not_ready("the index is not loaded"))
+    }
+}
+
+/// A store's failure as the client sees it: 503 `store_unavailable` (with `Retry-After`) while
+/// the database cannot be reached, else a 500 that says what the database reported.
+pub fn store_error(e: crate::store::StoreError) -> ApiError {
+    use crate::store::StoreError;
+    match e {
+        StoreError::Unavailable(_) => ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "store_unavailable",
+            e.to_string(),
+        ),
+        StoreError::Invalid(m) => ApiError::new(StatusCode::BAD_REQUEST, "invalid_request", m),
+        StoreError::Mismatch(_) | StoreError::Database(_) => ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "store_failed",
+            e.to_string(),
+        ),
+    }
+}
+
+/// Searches the embedded corpus for each query's vectors, off the runtime (the hits'
+/// documents are positioned reads of `docs.bin`): the hits, and the seconds spent evaluating
+/// the filter and searching.
+#[allow(clippy::too_many_arguments)]
+async fn search_corpus(
+    corpus: Arc<Corpus>,
+    live: Option<Arc<LiveCorpus>>,
+    vectors: Vec<Vec<f32>>,
+    slots: Vec<Vec<usize>>,
+    filter: Option<Arc<Filter>>,
+    k: usize,
+    ef: usize,
+    with_metadata: bool,
+) -> Result<(Vec<CorpusHits>, f64, f64), ApiError> {
+    tokio::task::spawn_blocking(move || {
+        let idx = &corpus.index;
+        let filter_started = Instant::now();
+        let admitted = filter
+            .as_ref()
+            .map(|f| f.admitted_cached(idx))
+            .transpose()?;
+        let filter_seconds = filter_started.elapsed().as_secs_f64();
+        let search_started = Instant::now();
+        let scope = Scope {
+            k,
+            ef,
+            filter: filter.as_deref().zip(admitted.as_deref()),
+            with_metadata,
+            frozen_metadata: Some(&corpus.frozen_metadata),
+        };
+        let results = slots
+            .iter()
+            .map(|own| {
+                let own: Vec<&[f32]> = own.iter().map(|&i| vectors[i].as_slice()).collect();
+                corpus_search(idx, live.as_deref(), &own, scope)
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok::<_, IndexError>((
+            results,
+            filter_seconds,
+            search_started.elapsed().as_secs_f64(),
+        ))
+    })
+    .await
+    .map_err(|e| ApiError::internal(format!("search task failed: {e}")))?
+    .map_err(|e| ApiError::internal(e.to_string()))
 }
 
 /// A refused filter as the client sees it: 400 `invalid_filter`, or `unindexed_field` for a
@@ -645,7 +739,7 @@ pub fn corpus_search(
                 lists.push(found.hits);
             }
             let report = FilterReport {
-                admitted: admitted.len(),
+                admitted: Some(admitted.len()),
                 strategy,
             };
             (crate::index::merge_best(lists, k), segment, Some(report))
@@ -724,7 +818,7 @@ pub fn corpus_search(
     Ok(CorpusHits {
         hits,
         filter: report.map(|r| FilterReport {
-            admitted: r.admitted + live_admitted,
+            admitted: r.admitted.map(|a| a + live_admitted),
             ..r
         }),
     })

@@ -210,6 +210,9 @@ pub struct AppState {
     pub repair_defaults: RepairDefaults,
     /// Payload indexes being built on this server (`PUT /admin/index/payload/{field}`).
     pub payload_builds: Mutex<std::collections::BTreeMap<String, PayloadBuild>>,
+    /// The document store searches and writes go to instead of the embedded corpus
+    /// (`--store`); set once at start.
+    pub store: OnceLock<Arc<dyn crate::store::DocumentStore>>,
 }
 
 impl AppState {
@@ -231,6 +234,7 @@ impl AppState {
             router: OnceLock::new(),
             repair_defaults: RepairDefaults::default(),
             payload_builds: Mutex::new(Default::default()),
+            store: OnceLock::new(),
         }
     }
 
@@ -244,9 +248,12 @@ impl AppState {
         crate::sync::write(&self.corpus).replace(corpus)
     }
 
-    /// Ready: index and default encoder loaded, and not shutting down.
+    /// Ready: index (or store) and default encoder loaded, the store answering its health
+    /// checks, and not shutting down.
     pub fn is_ready(&self) -> bool {
-        self.ready.load(Ordering::Acquire) && !self.draining.load(Ordering::Acquire)
+        self.ready.load(Ordering::Acquire)
+            && !self.draining.load(Ordering::Acquire)
+            && self.store.get().is_none_or(|s| s.healthy())
     }
 
     pub fn request_timeout(&self) -> Duration {

@@ -244,6 +244,10 @@ async fn info(State(state): State<Arc<AppState>>) -> Json<serde_json::Value> {
         "uptime_seconds": state.started.elapsed().as_secs(),
         "execution_providers": providers,
         "index": index,
+        "store": state.store.get().map(|s| json!({
+            "info": s.info(),
+            "healthy": s.healthy(),
+        })),
         "encoders": encoders,
         "aliases": snapshot.aliases,
         "pipelines": snapshot.pipelines,

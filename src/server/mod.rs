@@ -19,7 +19,7 @@ use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetReques
 use tower_http::trace::TraceLayer;
 
 use crate::encoder::{Encoder, EncoderManifest, RuntimeOptions};
-use crate::index::{Index, IndexManifest};
+use crate::index::Index;
 use crate::query::metrics::Metrics;
 use crate::query::{AppState, Limits, RepairDefaults};
 use crate::registry::batcher::{self, BatchConfig, Batcher};
@@ -29,7 +29,13 @@ use crate::repair::{Lexicon, Repairer};
 /// Everything `capot serve` needs, after flags, environment and config file are merged.
 #[derive(Debug, Clone)]
 pub struct ServeOptions {
+    /// The embedded index (unused when `store` is set).
     pub index: PathBuf,
+    /// A PostgreSQL store searched and written instead of the embedded index (`--store`).
+    pub store: Option<(
+        crate::store::postgres::PgLocation,
+        crate::store::postgres::PoolOptions,
+    )>,
     pub encoders: Vec<PathBuf>,
     /// The index's document encoder for writes, when no search encoder is it.
     pub document_encoder: Option<PathBuf>,
@@ -68,24 +74,24 @@ pub enum ServeError {
 
 /// Checks that an encoder's vectors fit the index: same dimension, and either the index's own
 /// document encoder or aligned to it.
-pub fn check_compatible(encoder: &EncoderManifest, index: &IndexManifest) -> Result<(), String> {
-    if encoder.dimension != index.dimension {
+pub fn check_compatible(
+    encoder: &EncoderManifest,
+    fingerprint: &str,
+    dimension: usize,
+) -> Result<(), String> {
+    if encoder.dimension != dimension {
         return Err(format!(
-            "encoder {} produces {}-dimensional vectors; the index holds {}-dimensional ones",
+            "encoder {} produces {}-dimensional vectors; the index holds {dimension}-dimensional ones",
             encoder.label(),
             encoder.dimension,
-            index.dimension
         ));
     }
-    if encoder.fingerprint != index.encoder_fingerprint
-        && encoder.aligned_to != index.encoder_fingerprint
-    {
+    if encoder.fingerprint != fingerprint && encoder.aligned_to != fingerprint {
         return Err(format!(
-            "encoder {} (fingerprint {}, aligned to {}) is neither the index's document encoder nor aligned to it ({})",
+            "encoder {} (fingerprint {}, aligned to {}) is neither the index's document encoder nor aligned to it ({fingerprint})",
             encoder.label(),
             encoder.fingerprint,
             encoder.aligned_to,
-            index.encoder_fingerprint
         ));
     }
     Ok(())
@@ -135,6 +141,9 @@ pub const LIVE_DIR: &str = "corpus";
 
 /// Loads the index and encoders into `state` (the caller marks it ready).
 fn load_all(state: &AppState, options: &ServeOptions) -> Result<(), String> {
+    if let Some((location, pool)) = &options.store {
+        return load_store(state, options, location, *pool);
+    }
     let started = Instant::now();
     // The index as built, or the newest version a compaction made of it and the live corpus.
     let live_dir = options.data_dir.join(LIVE_DIR);
@@ -144,46 +153,14 @@ fn load_all(state: &AppState, options: &ServeOptions) -> Result<(), String> {
     state.metrics.index_documents.set(index.len() as i64);
     state.metrics.corpus_version.set(served.version as i64);
     let repairer = load_repairer(&index, &options.lexicons)?;
-    let mut loaded = Vec::new();
-    for path in &options.encoders {
-        let e = load_encoder(path, &options.runtime, &options.batch, &state.metrics)?;
-        check_compatible(e.encoder().manifest(), index.manifest())
-            .map_err(|reason| format!("{}: {reason}", path.display()))?;
-        loaded.push(e);
-    }
-    if let Some(path) = &options.document_encoder {
-        let e = load_encoder(path, &options.runtime, &options.batch, &state.metrics)?;
-        let (got, want) = (
-            &e.encoder().manifest().fingerprint,
-            &index.manifest().encoder_fingerprint,
-        );
-        if got != want {
-            return Err(format!(
-                "--document-encoder {}: its fingerprint {got} is not the index's document encoder ({want}, {})",
-                path.display(),
-                index.manifest().encoder_name
-            ));
-        }
-        let _ = state.document_encoder.set(Arc::new(e));
-    }
-    let first = loaded
-        .first()
-        .map(|e| e.name().to_string())
-        .ok_or("at least one --encoder is required")?;
-    state.registry.update(|snap| {
-        for e in loaded {
-            let name = e.name().to_string();
-            if snap.encoders.contains_key(&name) {
-                return Err(format!(
-                    "two encoders are named {name:?}; give them distinct names"
-                ));
-            }
-            snap.encoders.insert(name, Arc::new(e));
-        }
-        snap.aliases
-            .insert(DEFAULT_ALIAS.to_string(), first.clone());
-        Ok(())
-    })?;
+    let m = index.manifest();
+    load_encoders(
+        state,
+        options,
+        &m.encoder_fingerprint,
+        &m.encoder_name,
+        m.dimension,
+    )?;
     let live = crate::live::LiveCorpus::open(
         &live_dir,
         &identity,
@@ -205,6 +182,101 @@ fn load_all(state: &AppState, options: &ServeOptions) -> Result<(), String> {
     tracing::info!(
         seconds = started.elapsed().as_secs_f64(),
         "index and encoders loaded"
+    );
+    Ok(())
+}
+
+/// Loads the encoders (`--encoder`, `--document-encoder`) for a corpus whose vectors come from
+/// the document encoder `fingerprint`: each must be it or aligned to it; the first is `default`.
+fn load_encoders(
+    state: &AppState,
+    options: &ServeOptions,
+    fingerprint: &str,
+    name: &str,
+    dimension: usize,
+) -> Result<(), String> {
+    let mut loaded = Vec::new();
+    for path in &options.encoders {
+        let e = load_encoder(path, &options.runtime, &options.batch, &state.metrics)?;
+        check_compatible(e.encoder().manifest(), fingerprint, dimension)
+            .map_err(|reason| format!("{}: {reason}", path.display()))?;
+        loaded.push(e);
+    }
+    if let Some(path) = &options.document_encoder {
+        let e = load_encoder(path, &options.runtime, &options.batch, &state.metrics)?;
+        let got = &e.encoder().manifest().fingerprint;
+        if got != fingerprint {
+            return Err(format!(
+                "--document-encoder {}: its fingerprint {got} is not the index's document encoder ({fingerprint}, {name})",
+                path.display(),
+            ));
+        }
+        let _ = state.document_encoder.set(Arc::new(e));
+    }
+    let first = loaded
+        .first()
+        .map(|e| e.name().to_string())
+        .ok_or("at least one --encoder is required")?;
+    state.registry.update(|snap| {
+        for e in loaded {
+            let name = e.name().to_string();
+            if snap.encoders.contains_key(&name) {
+                return Err(format!(
+                    "two encoders are named {name:?}; give them distinct names"
+                ));
+            }
+            snap.encoders.insert(name, Arc::new(e));
+        }
+        snap.aliases
+            .insert(DEFAULT_ALIAS.to_string(), first.clone());
+        Ok(())
+    })
+}
+
+/// Connects to the PostgreSQL store (retrying while the database does not answer: the service
+/// is live, not ready), loads the encoders its vectors fit and watches the database's health.
+fn load_store(
+    state: &AppState,
+    options: &ServeOptions,
+    location: &crate::store::postgres::PgLocation,
+    pool: crate::store::postgres::PoolOptions,
+) -> Result<(), String> {
+    use crate::store::{DocumentStore, StoreError};
+    let started = Instant::now();
+    let runtime = tokio::runtime::Handle::current();
+    let store = loop {
+        match runtime.block_on(crate::store::postgres::PgStore::open(
+            location.clone(),
+            pool,
+        )) {
+            Ok(s) => break s,
+            Err(StoreError::Unavailable(why)) => {
+                tracing::warn!(store = %location, reason = %why, "waiting for the document store");
+                std::thread::sleep(Duration::from_secs(1));
+            }
+            Err(e) => return Err(format!("cannot serve {location}: {e}")),
+        }
+    };
+    let info = store.info().clone();
+    load_encoders(
+        state,
+        options,
+        &info.encoder_fingerprint,
+        &info.encoder_name,
+        info.dimension,
+    )?;
+    let _watch = {
+        let _entered = runtime.enter();
+        store.watch_health(Duration::from_secs(1))
+    };
+    if let Ok(n) = runtime.block_on(store.count()) {
+        state.metrics.index_documents.set(n as i64);
+    }
+    let _ = state.store.set(Arc::new(store));
+    tracing::info!(
+        store = %location,
+        seconds = started.elapsed().as_secs_f64(),
+        "document store and encoders loaded"
     );
     Ok(())
 }

@@ -584,3 +584,4 @@ pub fn filtered_index() -> &'static Path {
         })
         .1
 }
+pub mod postgres;

@@ -104,7 +104,10 @@ async fn get_document(
     UrlPath(id): UrlPath<String>,
 ) -> Result<Json<DocumentView>, ApiError> {
     let state = admin.state.clone();
-    let found = blocking(move || documents::get(&state, &id).map(|d| (d, id))).await?;
+    let found = match state.store.get() {
+        Some(store) => (documents::get_stored(store.as_ref(), &id).await?, id),
+        None => blocking(move || documents::get(&state, &id).map(|d| (d, id))).await?,
+    };
     match found {
         (Some(d), _) => Ok(Json(d)),
         (None, id) => Err(ApiError::not_found(
@@ -115,6 +118,17 @@ async fn get_document(
 }
 
 async fn index_info(State(admin): State<Arc<Admin>>) -> Result<Json<Value>, ApiError> {
+    if let Some(store) = admin.state.store.get() {
+        let documents = store
+            .count()
+            .await
+            .map_err(crate::query::stages::store_error)?;
+        return Ok(Json(json!({
+            "store": store.info(),
+            "documents": documents,
+            "healthy": store.healthy(),
+        })));
+    }
     let Some(corpus) = admin.state.corpus() else {
         return Err(ApiError::not_ready("the index is not loaded yet"));
     };

@@ -139,7 +139,7 @@ impl Admin {
                     im.dimension
                 )))
             } else {
-                match check_compatible(m, im) {
+                match check_compatible(m, &im.encoder_fingerprint, im.dimension) {
                     Ok(()) => Ok(()),
                     Err(reason) if allow_incompatible => {
                         tracing::warn!(encoder = name, %reason, "loaded despite incompatibility (allow_incompatible)");

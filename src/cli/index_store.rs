@@ -1,0 +1,172 @@
+//! `capot index build --store URL`: a corpus encoded by the document encoder and loaded into
+//! PostgreSQL + pgvector (binary COPY, one transaction per chunk), then the HNSW index built.
+//! A load run again after a crash skips the ids the table holds already.
+
+use std::collections::{BTreeMap, HashMap};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context};
+
+use capot::dataset::{self, CorpusStream, ReadMode};
+use capot::encoder::pool::EncoderPool;
+use capot::encoder::Role;
+use capot::store::postgres::{self, PgLocation, PoolOptions, StoreRecord};
+use capot::store::RecordWrite;
+
+use super::index::{bar, encode_chunk, report_skipped, BuildArgs};
+use super::GlobalArgs;
+
+pub fn build(args: BuildArgs, global: &GlobalArgs) -> anyhow::Result<()> {
+    let url = args.store.clone().context("--store is required")?;
+    if args.batch_size == 0 {
+        bail!("--batch-size must be at least 1");
+    }
+    if args.chunk_size == 0 {
+        bail!("--chunk-size must be at least 1");
+    }
+    if args.vectors.is_some() {
+        bail!("--vectors is not supported with --store yet: the documents are encoded here");
+    }
+    if !(2..=100).contains(&args.m) || !(4..=1000).contains(&args.ef_construction) {
+        bail!("pgvector takes --m in 2..=100 and --ef-construction in 4..=1000");
+    }
+    let mut fields = BTreeMap::new();
+    for (k, s) in &args.payload_index {
+        if fields.insert(k.clone(), *s).is_some() {
+            bail!("--payload-index names {k} twice");
+        }
+    }
+    let password = super::serve::store_password(args.store_password_file.as_deref())?;
+    let location = PgLocation::parse(&url, password)?;
+
+    let mut device = args.device.clone();
+    let workers = super::encoder_workers(args.encoder_workers.as_deref(), &mut device)?;
+    let runtime = device.runtime(global)?;
+    let pool = EncoderPool::load(&args.doc_encoder, &runtime, workers)
+        .with_context(|| format!("cannot load encoder {}", args.doc_encoder.display()))?;
+    let manifest = pool.encoder().manifest().clone();
+    if manifest.role == Role::Query {
+        bail!(
+            "{} is a query encoder; load the corpus with its document encoder",
+            args.doc_encoder.display()
+        );
+    }
+    let record = StoreRecord {
+        encoder_fingerprint: manifest.fingerprint.clone(),
+        encoder_name: manifest.label(),
+        dimension: manifest.dimension,
+        ef_search: args.ef_search,
+        payload_fields: fields,
+    };
+
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    let db = location.pool(PoolOptions {
+        max_connections: 2,
+        connect_timeout: Duration::from_secs(10),
+        // COPY of a chunk and the HNSW build may take long; nothing here waits on a client.
+        statement_timeout: Duration::from_secs(24 * 3600),
+    })?;
+    rt.block_on(postgres::create(&db, &location, &record))
+        .with_context(|| format!("cannot prepare {location}"))?;
+    let stored = rt.block_on(postgres::stored_ids(&db, &location))?;
+    if !stored.is_empty() {
+        eprintln!(
+            "{location} holds {} documents already: those ids are skipped",
+            stored.len()
+        );
+    }
+    // Metadata by id (the corpus stream reads id, title and text).
+    let mut metadata: HashMap<String, serde_json::Value> = HashMap::new();
+    dataset::for_each_metadata(&args.corpus, |id, m| {
+        metadata.insert(id, m);
+    })?;
+
+    let mode = if args.strict {
+        ReadMode::Strict
+    } else {
+        ReadMode::Lenient
+    };
+    let mut corpus = CorpusStream::open(&args.corpus, mode)?;
+    let started = Instant::now();
+    let pb = bar(
+        corpus.len_bytes(),
+        "loading [{bar:30}] {bytes}/{total_bytes} · {msg} · ETA {eta}",
+    );
+    let (mut loaded, mut skipped) = (0usize, 0usize);
+    loop {
+        let mut chunk = Vec::with_capacity(args.chunk_size);
+        while chunk.len() < args.chunk_size {
+            match corpus.next_document()? {
+                Some((line, doc)) => {
+                    if stored.contains(&doc.id) {
+                        skipped += 1;
+                    } else {
+                        chunk.push((line, doc));
+                    }
+                }
+                None => break,
+            }
+        }
+        report_skipped(&mut corpus, &pb);
+        if chunk.is_empty() {
+            if corpus.position().0 >= corpus.len_bytes() {
+                break;
+            }
+            pb.set_position(corpus.position().0);
+            continue;
+        }
+        let vectors = encode_chunk(&pool, &chunk, args.batch_size, &|_| {})?;
+        let records: Vec<RecordWrite> = chunk
+            .into_iter()
+            .zip(vectors)
+            .map(|((_, d), vector)| RecordWrite {
+                metadata: metadata.remove(&d.id),
+                id: d.id,
+                title: d.title,
+                text: d.text,
+                vector,
+            })
+            .collect();
+        rt.block_on(postgres::copy_in(&db, &location, &records))
+            .with_context(|| {
+                format!(
+                    "cannot load into {location}; the {loaded} documents loaded before are kept, and running the same command again skips them"
+                )
+            })?;
+        loaded += records.len();
+        pb.set_position(corpus.position().0);
+        pb.set_message(format!(
+            "{loaded} docs · {:.0} docs/s",
+            loaded as f64 / started.elapsed().as_secs_f64().max(1e-9)
+        ));
+    }
+    pb.finish_and_clear();
+    let load_seconds = started.elapsed().as_secs_f64();
+    let spinner = bar(0, "building the HNSW index · {elapsed}");
+    spinner.enable_steady_tick(Duration::from_millis(200));
+    let hnsw_started = Instant::now();
+    rt.block_on(postgres::create_hnsw(
+        &db,
+        &location,
+        args.m,
+        args.ef_construction,
+    ))
+    .with_context(|| format!("cannot build the HNSW index of {location}"))?;
+    spinner.finish_and_clear();
+    eprintln!(
+        "loaded {loaded} documents ({}-d, {}) into {location}{} — encoding and COPY {load_seconds:.1}s ({:.0} docs/s), HNSW index {:.1}s",
+        manifest.dimension,
+        manifest.label(),
+        if skipped > 0 {
+            format!(", {skipped} skipped (stored already)")
+        } else {
+            String::new()
+        },
+        loaded as f64 / load_seconds.max(1e-9),
+        hnsw_started.elapsed().as_secs_f64()
+    );
+    Ok(())
+}

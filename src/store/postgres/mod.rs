@@ -1,0 +1,783 @@
+//! The PostgreSQL + pgvector store: documents in one table (`id`, `title`, `text`, `metadata`
+//! jsonb, `embedding` vector), an HNSW index on the embeddings, and a record in
+//! `capot_stores` of the document encoder whose vectors the table holds.
+//!
+//! Searches run pgvector's HNSW index scan with `hnsw.ef_search` from the request and, under a
+//! filter, `hnsw.iterative_scan = relaxed_order`, so a selective filter keeps scanning instead of
+//! returning fewer than `k` rows; when the scan still stops short, the same query runs once more
+//! without the HNSW index (every admitted row scored), so a filtered search returns
+//! `min(k, admitted)` hits like the embedded index does. Writes are one transaction each and
+//! answered after commit (durable by PostgreSQL's WAL). Connections come from a bounded pool
+//! with connect, wait and statement timeouts, so a database that is down answers 503 quickly
+//! instead of holding requests.
+
+use std::collections::{BTreeMap, HashSet};
+use std::str::FromStr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
+use futures_util::pin_mut;
+use pgvector::Vector;
+use tokio_postgres::binary_copy::BinaryCopyInWriter;
+use tokio_postgres::types::{Kind, ToSql, Type};
+use tokio_postgres::NoTls;
+
+use super::{merge_vectors, StoredRecord};
+use super::{BoxFuture, DocumentStore, RecordWrite, StoreError, StoreInfo, StoreSearch};
+use crate::index::payload::FieldSchema;
+use crate::index::Strategy;
+use crate::query::stages::{CorpusHits, FilterReport};
+use crate::query::Hit;
+
+pub mod sql;
+
+/// Where the store is: a PostgreSQL connection string with `?table=NAME`.
+#[derive(Clone)]
+pub struct PgLocation {
+    pub config: tokio_postgres::Config,
+    /// The documents table, possibly schema-qualified (`search.documents`).
+    pub table: String,
+}
+
+/// Connection options of the pool.
+#[derive(Debug, Clone, Copy)]
+pub struct PoolOptions {
+    /// Connections at most.
+    pub max_connections: usize,
+    /// How long a connection attempt, or a wait for a free connection, may take.
+    pub connect_timeout: Duration,
+    /// How long one statement may run before PostgreSQL cancels it.
+    pub statement_timeout: Duration,
+}
+
+impl Default for PoolOptions {
+    fn default() -> Self {
+        PoolOptions {
+            max_connections: 16,
+            connect_timeout: Duration::from_secs(3),
+            statement_timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+impl std::fmt::Debug for PgLocation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.to_string())
+    }
+}
+
+impl std::fmt::Display for PgLocation {
+    /// The location without its password: what logs and `/info` show.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let c = &self.config;
+        let user = c.get_user().unwrap_or("");
+        let host = c
+            .get_hosts()
+            .first()
+            .map(|h| match h {
+                tokio_postgres::config::Host::Tcp(h) => h.clone(),
+                tokio_postgres::config::Host::Unix(p) => p.display().to_string(),
+            })
+            .unwrap_or_default();
+        let port = c.get_ports().first().copied().unwrap_or(5432);
+        let db = c.get_dbname().unwrap_or(user);
+        write!(
+            f,
+            "postgres://{user}@{host}:{port}/{db}?table={}",
+            self.table
+        )
+    }
+}
+
+impl PgLocation {
+    /// Parses `postgres://user[:password]@host:port/db?table=NAME[&sslmode=disable&...]`;
+    /// `password` (from `PGPASSWORD` or a password file) is used when the URL gives none.
+    pub fn parse(url: &str, password: Option<String>) -> Result<PgLocation, StoreError> {
+        let invalid = |m: String| StoreError::Invalid(format!("--store: {m}"));
+        if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) {
+            return Err(invalid(
+                "expected a postgres://user@host:port/database?table=NAME connection string".into(),
+            ));
+        }
+        let (base, query) = url.split_once('?').unwrap_or((url, ""));
+        let mut table = None;
+        let mut kept = Vec::new();
+        for pair in query.split('&').filter(|p| !p.is_empty()) {
+            let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+            match k {
+                "table" => table = Some(v.to_string()),
+                "sslmode" if !matches!(v, "disable" | "prefer" | "allow") => {
+                    return Err(invalid(format!(
+                        "sslmode={v}: TLS to PostgreSQL is not built into this release; \
+                         use sslmode=disable on a trusted network or a local TLS proxy"
+                    )));
+                }
+                _ => kept.push(pair),
+            }
+        }
+        let table = table.ok_or_else(|| invalid("name the documents table: ?table=NAME".into()))?;
+        check_table(&table).map_err(invalid)?;
+        let rebuilt = if kept.is_empty() {
+            base.to_string()
+        } else {
+            format!("{base}?{}", kept.join("&"))
+        };
+        // The parser's message may quote the input; say what is wrong without it.
+        let mut config = tokio_postgres::Config::from_str(&rebuilt)
+            .map_err(|_| invalid("not a valid PostgreSQL connection string".into()))?;
+        if config.get_password().is_none() {
+            if let Some(p) = password {
+                config.password(p);
+            }
+        }
+        if config.get_hosts().is_empty() {
+            config.host("127.0.0.1");
+        }
+        Ok(PgLocation { config, table })
+    }
+
+    /// The table name quoted for SQL (`"search"."documents"`).
+    fn quoted_table(&self) -> String {
+        self.table
+            .split('.')
+            .map(|p| format!("\"{p}\""))
+            .collect::<Vec<_>>()
+            .join(".")
+    }
+
+    /// A bounded pool of connections with `options`' timeouts.
+    pub fn pool(&self, options: PoolOptions) -> Result<Pool, StoreError> {
+        let mut config = self.config.clone();
+        config.connect_timeout(options.connect_timeout);
+        config.application_name("capot");
+        config.options(format!(
+            "-c statement_timeout={}",
+            options.statement_timeout.as_millis()
+        ));
+        let manager = Manager::from_config(
+            config,
+            NoTls,
+            ManagerConfig {
+                recycling_method: RecyclingMethod::Fast,
+            },
+        );
+        Pool::builder(manager)
+            .max_size(options.max_connections.max(1))
+            .runtime(Runtime::Tokio1)
+            .wait_timeout(Some(options.connect_timeout))
+            .create_timeout(Some(options.connect_timeout))
+            .recycle_timeout(Some(options.connect_timeout))
+            .build()
+            .map_err(|e| StoreError::Invalid(format!("cannot make a connection pool: {e}")))
+    }
+}
+
+/// A table name: one or two (schema-qualified) identifiers of letters, digits and `_`.
+fn check_table(t: &str) -> Result<(), String> {
+    let ok = |p: &str| {
+        !p.is_empty()
+            && p.len() <= 63
+            && p.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+            && !p.starts_with(|c: char| c.is_ascii_digit())
+    };
+    let parts: Vec<&str> = t.split('.').collect();
+    if parts.len() > 2 || !parts.iter().all(|p| ok(p)) {
+        return Err(format!(
+            "table {t:?}: use letters, digits and _ (optionally schema.table)"
+        ));
+    }
+    Ok(())
+}
+
+/// An error of the database or of reaching it, as the store reports it.
+fn db_error(e: tokio_postgres::Error) -> StoreError {
+    if let Some(db) = e.as_db_error() {
+        let code = db.code().code();
+        // 08: connection exception; 57: operator intervention (shutdown, statement timeout);
+        // 53: insufficient resources (too many connections).
+        if code.starts_with("08") || code.starts_with("57") || code.starts_with("53") {
+            return StoreError::Unavailable(db.message().to_string());
+        }
+        return StoreError::Database(format!("{} ({code})", db.message()));
+    }
+    if e.is_closed() {
+        return StoreError::Unavailable("the connection was closed".into());
+    }
+    // Reaching the server (connect, I/O, timeouts) versus what capot sent or read.
+    let reaching = std::error::Error::source(&e)
+        .is_some_and(|s| s.downcast_ref::<std::io::Error>().is_some())
+        || e.to_string().contains("timeout")
+        || e.to_string().contains("connect");
+    if reaching {
+        StoreError::Unavailable(e.to_string())
+    } else {
+        StoreError::Database(e.to_string())
+    }
+}
+
+fn pool_error(e: deadpool_postgres::PoolError) -> StoreError {
+    match e {
+        deadpool_postgres::PoolError::Backend(e) => db_error(e),
+        other => StoreError::Unavailable(other.to_string()),
+    }
+}
+
+/// The record of the table's document encoder (`capot_stores`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoreRecord {
+    pub encoder_fingerprint: String,
+    pub encoder_name: String,
+    pub dimension: usize,
+    pub ef_search: usize,
+    pub payload_fields: BTreeMap<String, FieldSchema>,
+}
+
+/// DDL of the record table.
+const RECORD_TABLE: &str = "CREATE TABLE IF NOT EXISTS capot_stores (
+    table_name text PRIMARY KEY,
+    encoder_fingerprint text NOT NULL,
+    encoder_name text NOT NULL,
+    dimension integer NOT NULL,
+    ef_search integer NOT NULL,
+    payload jsonb NOT NULL DEFAULT '{}',
+    created_at timestamptz NOT NULL DEFAULT now())";
+
+/// Creates the documents table, its record and the metadata index if missing; refuses a table
+/// recorded for another encoder or dimension.
+pub async fn create(
+    pool: &Pool,
+    location: &PgLocation,
+    record: &StoreRecord,
+) -> Result<(), StoreError> {
+    let client = pool.get().await.map_err(pool_error)?;
+    client
+        .batch_execute("CREATE EXTENSION IF NOT EXISTS vector")
+        .await
+        .map_err(db_error)?;
+    client.batch_execute(RECORD_TABLE).await.map_err(db_error)?;
+    if let Some(found) = read_record(&client, &location.table).await? {
+        if found.encoder_fingerprint != record.encoder_fingerprint
+            || found.dimension != record.dimension
+        {
+            return Err(StoreError::Mismatch(format!(
+                "table {} holds vectors of {} ({}-d, fingerprint {}), not of {} ({}-d, fingerprint {})",
+                location.table,
+                found.encoder_name,
+                found.dimension,
+                found.encoder_fingerprint,
+                record.encoder_name,
+                record.dimension,
+                record.encoder_fingerprint
+            )));
+        }
+    }
+    let t = location.quoted_table();
+    let index_prefix = location.table.replace('.', "_");
+    client
+        .batch_execute(&format!(
+            "CREATE TABLE IF NOT EXISTS {t} (
+                id text PRIMARY KEY,
+                title text NOT NULL DEFAULT '',
+                text text NOT NULL,
+                metadata jsonb NOT NULL DEFAULT '{{}}',
+                embedding vector({dim}) NOT NULL);
+             CREATE INDEX IF NOT EXISTS \"{index_prefix}_metadata\" ON {t} USING gin (metadata jsonb_path_ops)",
+            dim = record.dimension
+        ))
+        .await
+        .map_err(db_error)?;
+    let payload = serde_json::to_value(&record.payload_fields)
+        .map_err(|e| StoreError::Invalid(e.to_string()))?;
+    client
+        .execute(
+            "INSERT INTO capot_stores (table_name, encoder_fingerprint, encoder_name, dimension, ef_search, payload)
+             VALUES ($1, $2, $3, $4, $5, $6)
+             ON CONFLICT (table_name) DO UPDATE SET ef_search = EXCLUDED.ef_search,
+                 payload = capot_stores.payload || EXCLUDED.payload",
+            &[
+                &location.table,
+                &record.encoder_fingerprint,
+                &record.encoder_name,
+                &(record.dimension as i32),
+                &(record.ef_search as i32),
+                &payload,
+            ],
+        )
+        .await
+        .map_err(db_error)?;
+    Ok(())
+}
+
+async fn read_record(
+    client: &tokio_postgres::Client,
+    table: &str,
+) -> Result<Option<StoreRecord>, StoreError> {
+    let exists = client
+        .query_one("SELECT to_regclass('capot_stores') IS NOT NULL", &[])
+        .await
+        .map_err(db_error)?;
+    if !exists.get::<_, bool>(0) {
+        return Ok(None);
+    }
+    let row = client
+        .query_opt(
+            "SELECT encoder_fingerprint, encoder_name, dimension, ef_search, payload
+             FROM capot_stores WHERE table_name = $1",
+            &[&table],
+        )
+        .await
+        .map_err(db_error)?;
+    let Some(row) = row else { return Ok(None) };
+    let payload: serde_json::Value = row.get(4);
+    Ok(Some(StoreRecord {
+        encoder_fingerprint: row.get(0),
+        encoder_name: row.get(1),
+        dimension: row.get::<_, i32>(2) as usize,
+        ef_search: row.get::<_, i32>(3) as usize,
+        payload_fields: serde_json::from_value(payload)
+            .map_err(|e| StoreError::Mismatch(format!("capot_stores.payload: {e}")))?,
+    }))
+}
+
+/// Ids the table holds already: what a resumed load skips.
+pub async fn stored_ids(pool: &Pool, location: &PgLocation) -> Result<HashSet<String>, StoreError> {
+    let client = pool.get().await.map_err(pool_error)?;
+    let rows = client
+        .query(&format!("SELECT id FROM {}", location.quoted_table()), &[])
+        .await
+        .map_err(db_error)?;
+    Ok(rows.into_iter().map(|r| r.get(0)).collect())
+}
+
+/// The `vector` type of the connected database (an extension type: its oid varies).
+async fn vector_type(client: &tokio_postgres::Client) -> Result<Type, StoreError> {
+    let row = client
+        .query_one(
+            "SELECT t.oid, n.nspname FROM pg_type t JOIN pg_namespace n ON n.oid = t.typnamespace
+             WHERE t.typname = 'vector'",
+            &[],
+        )
+        .await
+        .map_err(db_error)?;
+    Ok(Type::new(
+        "vector".into(),
+        row.get(0),
+        Kind::Simple,
+        row.get(1),
+    ))
+}
+
+/// Loads documents with binary `COPY` in one transaction: all of them or none.
+pub async fn copy_in(
+    pool: &Pool,
+    location: &PgLocation,
+    docs: &[RecordWrite],
+) -> Result<(), StoreError> {
+    let mut client = pool.get().await.map_err(pool_error)?;
+    let vector = vector_type(&client).await?;
+    let tx = client.transaction().await.map_err(db_error)?;
+    let sink = tx
+        .copy_in(&format!(
+            "COPY {} (id, title, text, metadata, embedding) FROM STDIN BINARY",
+            location.quoted_table()
+        ))
+        .await
+        .map_err(db_error)?;
+    let writer = BinaryCopyInWriter::new(
+        sink,
+        &[Type::TEXT, Type::TEXT, Type::TEXT, Type::JSONB, vector],
+    );
+    pin_mut!(writer);
+    let empty = serde_json::Value::Object(Default::default());
+    for d in docs {
+        let v = unit(d)?;
+        let metadata = d.metadata.as_ref().unwrap_or(&empty);
+        writer
+            .as_mut()
+            .write(&[&d.id, &d.title, &d.text, metadata, &v])
+            .await
+            .map_err(db_error)?;
+    }
+    writer.finish().await.map_err(db_error)?;
+    tx.commit().await.map_err(db_error)?;
+    Ok(())
+}
+
+/// A document's vector at unit length, as the embedded index keeps vectors: pgvector's inner
+/// product is then the cosine that scores report.
+fn unit(d: &RecordWrite) -> Result<Vector, StoreError> {
+    let mut v = d.vector.clone();
+    crate::index::vectors::normalize(&mut v)
+        .map_err(|e| StoreError::Invalid(format!("document {:?}: its vector {e}", d.id)))?;
+    Ok(Vector::from(v))
+}
+
+/// Builds the HNSW index on the embeddings (inner product of normalised vectors: cosine) if
+/// the table has none.
+pub async fn create_hnsw(
+    pool: &Pool,
+    location: &PgLocation,
+    m: usize,
+    ef_construction: usize,
+) -> Result<(), StoreError> {
+    let client = pool.get().await.map_err(pool_error)?;
+    // A large build outlives the statement timeout of searches.
+    client
+        .batch_execute(&format!(
+            "SET statement_timeout = 0;
+             CREATE INDEX IF NOT EXISTS \"{}_embedding\" ON {} USING hnsw (embedding vector_ip_ops)
+             WITH (m = {m}, ef_construction = {ef_construction})",
+            location.table.replace('.', "_"),
+            location.quoted_table()
+        ))
+        .await
+        .map_err(db_error)
+}
+
+/// A document store served from PostgreSQL.
+pub struct PgStore {
+    pool: Pool,
+    location: PgLocation,
+    info: StoreInfo,
+    healthy: Arc<AtomicBool>,
+}
+
+impl PgStore {
+    /// Connects and reads the table's record; fails when the table has none.
+    pub async fn open(location: PgLocation, options: PoolOptions) -> Result<PgStore, StoreError> {
+        let pool = location.pool(options)?;
+        let client = pool.get().await.map_err(pool_error)?;
+        let record = read_record(&client, &location.table)
+            .await?
+            .ok_or_else(|| {
+                StoreError::Mismatch(format!(
+                    "{location} has no capot record: load it with `capot index build --store`"
+                ))
+            })?;
+        drop(client);
+        let info = StoreInfo {
+            kind: "postgres",
+            location: location.to_string(),
+            encoder_fingerprint: record.encoder_fingerprint,
+            encoder_name: record.encoder_name,
+            dimension: record.dimension,
+            ef_search: record.ef_search,
+            payload_fields: record.payload_fields,
+        };
+        Ok(PgStore {
+            pool,
+            location,
+            info,
+            healthy: Arc::new(AtomicBool::new(true)),
+        })
+    }
+
+    /// Checks the database every `every` until the returned task is aborted: `healthy()` turns
+    /// false within one check of the database going away and true within one of its return.
+    pub fn watch_health(&self, every: Duration) -> tokio::task::JoinHandle<()> {
+        let pool = self.pool.clone();
+        let healthy = self.healthy.clone();
+        let location = self.location.to_string();
+        tokio::spawn(async move {
+            loop {
+                let ok = tokio::time::timeout(every.max(Duration::from_millis(500)), async {
+                    let client = pool.get().await.ok()?;
+                    client.simple_query("SELECT 1").await.ok()
+                })
+                .await
+                .ok()
+                .flatten()
+                .is_some();
+                if healthy.swap(ok, Ordering::AcqRel) != ok {
+                    if ok {
+                        tracing::info!(store = %location, "the document store answers again");
+                    } else {
+                        tracing::warn!(store = %location, "the document store does not answer");
+                    }
+                }
+                tokio::time::sleep(every).await;
+            }
+        })
+    }
+
+    fn mark(&self, e: StoreError) -> StoreError {
+        if matches!(e, StoreError::Unavailable(_)) {
+            self.healthy.store(false, Ordering::Release);
+        }
+        e
+    }
+
+    async fn search_all(
+        &self,
+        queries: Vec<Vec<Vec<f32>>>,
+        scope: StoreSearch,
+    ) -> Result<Vec<CorpusHits>, StoreError> {
+        let mut client = self.pool.get().await.map_err(pool_error)?;
+        let filter = scope.filter.as_deref().map(|f| sql::filter_sql(f, 3));
+        let where_clause = filter.as_ref().map_or("TRUE", |f| f.text.as_str());
+        let metadata = if scope.with_metadata {
+            "metadata"
+        } else {
+            "NULL::jsonb"
+        };
+        let statement = format!(
+            "SELECT id, title, text, {metadata}, (embedding <#> $1) FROM {} WHERE {where_clause}
+             ORDER BY embedding <#> $1 LIMIT $2",
+            self.location.quoted_table()
+        );
+        let ef = scope.ef.clamp(1, 1000);
+        let mut out = Vec::with_capacity(queries.len());
+        for vectors in queries {
+            let tx = client.transaction().await.map_err(db_error)?;
+            let iterative = if filter.is_some() {
+                "SET LOCAL hnsw.iterative_scan = relaxed_order;"
+            } else {
+                ""
+            };
+            tx.batch_execute(&format!("SET LOCAL hnsw.ef_search = {ef}; {iterative}"))
+                .await
+                .map_err(db_error)?;
+            let prepared = tx.prepare_cached(&statement).await.map_err(db_error)?;
+            let mut lists = Vec::with_capacity(vectors.len());
+            let mut strategy = Strategy::Graph;
+            for v in &vectors {
+                let mut hits = run(&tx, &prepared, v, scope.k, filter.as_ref()).await?;
+                if filter.is_some() && hits.len() < scope.k {
+                    // The walk stopped short: score every admitted row instead.
+                    tx.batch_execute("SET LOCAL enable_indexscan = off")
+                        .await
+                        .map_err(db_error)?;
+                    hits = run(&tx, &prepared, v, scope.k, filter.as_ref()).await?;
+                    tx.batch_execute("SET LOCAL enable_indexscan = on")
+                        .await
+                        .map_err(db_error)?;
+                    strategy = Strategy::GraphThenExact;
+                }
+                lists.push(hits);
+            }
+            tx.commit().await.map_err(db_error)?;
+            out.push(CorpusHits {
+                hits: merge_vectors(lists, scope.k),
+                filter: filter.as_ref().map(|_| FilterReport {
+                    admitted: None,
+                    strategy,
+                }),
+            });
+        }
+        Ok(out)
+    }
+}
+
+/// One statement's hits for one vector.
+async fn run(
+    tx: &deadpool_postgres::Transaction<'_>,
+    statement: &tokio_postgres::Statement,
+    vector: &[f32],
+    k: usize,
+    filter: Option<&sql::Sql>,
+) -> Result<Vec<Hit>, StoreError> {
+    let v = Vector::from(vector.to_vec());
+    let limit = k as i64;
+    let mut params: Vec<&(dyn ToSql + Sync)> = vec![&v, &limit];
+    if let Some(f) = filter {
+        for p in &f.order {
+            match p {
+                sql::Param::Path(i) => params.push(&f.paths[*i]),
+                sql::Param::Ids(i) => params.push(&f.ids[*i]),
+            }
+        }
+    }
+    let rows = tx.query(statement, &params).await.map_err(db_error)?;
+    Ok(rows
+        .into_iter()
+        .enumerate()
+        .map(|(i, r)| Hit {
+            id: r.get(0),
+            title: r.get(1),
+            text: r.get(2),
+            metadata: metadata_of(r.get(3)),
+            score: -(r.get::<_, f64>(4) as f32),
+            rank: i + 1,
+        })
+        .collect())
+}
+
+/// Metadata as responses carry it: none for an empty object (the column's default).
+fn metadata_of(v: Option<serde_json::Value>) -> Option<serde_json::Value> {
+    v.filter(|m| m.as_object().is_none_or(|o| !o.is_empty()))
+}
+
+impl DocumentStore for PgStore {
+    fn info(&self) -> &StoreInfo {
+        &self.info
+    }
+
+    fn healthy(&self) -> bool {
+        self.healthy.load(Ordering::Acquire)
+    }
+
+    fn search<'a>(
+        &'a self,
+        queries: Vec<Vec<Vec<f32>>>,
+        scope: StoreSearch,
+    ) -> BoxFuture<'a, Result<Vec<CorpusHits>, StoreError>> {
+        Box::pin(async move {
+            self.search_all(queries, scope)
+                .await
+                .map_err(|e| self.mark(e))
+        })
+    }
+
+    fn get<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Option<StoredRecord>, StoreError>> {
+        Box::pin(async move {
+            let client = self
+                .pool
+                .get()
+                .await
+                .map_err(pool_error)
+                .map_err(|e| self.mark(e))?;
+            let row = client
+                .query_opt(
+                    &format!(
+                        "SELECT id, title, text, metadata FROM {} WHERE id = $1",
+                        self.location.quoted_table()
+                    ),
+                    &[&id],
+                )
+                .await
+                .map_err(db_error)
+                .map_err(|e| self.mark(e))?;
+            Ok(row.map(|r| StoredRecord {
+                id: r.get(0),
+                title: r.get(1),
+                text: r.get(2),
+                metadata: metadata_of(r.get(3)),
+            }))
+        })
+    }
+
+    fn upsert(&self, docs: Vec<RecordWrite>) -> BoxFuture<'_, Result<u64, StoreError>> {
+        Box::pin(async move {
+            let write = async {
+                let mut client = self.pool.get().await.map_err(pool_error)?;
+                let tx = client.transaction().await.map_err(db_error)?;
+                let statement = tx
+                    .prepare_cached(&format!(
+                        "INSERT INTO {} (id, title, text, metadata, embedding)
+                         VALUES ($1, $2, $3, $4, $5)
+                         ON CONFLICT (id) DO UPDATE SET title = EXCLUDED.title,
+                             text = EXCLUDED.text, metadata = EXCLUDED.metadata,
+                             embedding = EXCLUDED.embedding",
+                        self.location.quoted_table()
+                    ))
+                    .await
+                    .map_err(db_error)?;
+                let empty = serde_json::Value::Object(Default::default());
+                for d in &docs {
+                    let v = unit(d)?;
+                    let metadata = d.metadata.as_ref().unwrap_or(&empty);
+                    tx.execute(&statement, &[&d.id, &d.title, &d.text, metadata, &v])
+                        .await
+                        .map_err(db_error)?;
+                }
+                tx.commit().await.map_err(db_error)?;
+                commit_position(&client).await
+            };
+            write.await.map_err(|e| self.mark(e))
+        })
+    }
+
+    fn delete(&self, ids: Vec<String>) -> BoxFuture<'_, Result<u64, StoreError>> {
+        Box::pin(async move {
+            let write = async {
+                let client = self.pool.get().await.map_err(pool_error)?;
+                client
+                    .execute(
+                        &format!(
+                            "DELETE FROM {} WHERE id = ANY($1::text[])",
+                            self.location.quoted_table()
+                        ),
+                        &[&ids],
+                    )
+                    .await
+                    .map_err(db_error)?;
+                commit_position(&client).await
+            };
+            write.await.map_err(|e| self.mark(e))
+        })
+    }
+
+    fn count(&self) -> BoxFuture<'_, Result<u64, StoreError>> {
+        Box::pin(async move {
+            let client = self
+                .pool
+                .get()
+                .await
+                .map_err(pool_error)
+                .map_err(|e| self.mark(e))?;
+            let row = client
+                .query_one(
+                    &format!("SELECT count(*) FROM {}", self.location.quoted_table()),
+                    &[],
+                )
+                .await
+                .map_err(db_error)
+                .map_err(|e| self.mark(e))?;
+            Ok(row.get::<_, i64>(0) as u64)
+        })
+    }
+}
+
+/// The WAL position after a committed write (bytes from the log's start): it orders writes,
+/// and a replica that has replayed this far has the write.
+async fn commit_position(client: &tokio_postgres::Client) -> Result<u64, StoreError> {
+    let row = client
+        .query_one("SELECT (pg_current_wal_lsn() - '0/0'::pg_lsn)::text", &[])
+        .await
+        .map_err(db_error)?;
+    let text: String = row.get(0);
+    text.parse()
+        .map_err(|_| StoreError::Database(format!("unexpected WAL position {text:?}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn locations_never_show_their_password() {
+        let l = PgLocation::parse(
+            "postgres://capot:s3cret@db.internal:6543/search?table=docs&connect_timeout=2",
+            None,
+        )
+        .unwrap();
+        assert_eq!(
+            l.to_string(),
+            "postgres://capot@db.internal:6543/search?table=docs"
+        );
+        assert_eq!(format!("{l:?}"), l.to_string());
+        assert_eq!(l.config.get_password(), Some(&b"s3cret"[..]));
+        let l = PgLocation::parse("postgres://capot@db/search?table=s.docs", Some("pw".into()))
+            .unwrap();
+        assert_eq!(l.config.get_password(), Some(&b"pw"[..]));
+        assert_eq!(l.quoted_table(), "\"s\".\"docs\"");
+    }
+
+    #[test]
+    fn bad_locations_are_refused_with_a_reason() {
+        for (url, why) in [
+            ("mysql://x/y?table=t", "postgres://"),
+            ("postgres://u@h/db", "?table=NAME"),
+            ("postgres://u@h/db?table=a;drop", "letters, digits"),
+            ("postgres://u@h/db?table=a.b.c", "letters, digits"),
+            ("postgres://u@h/db?table=t&sslmode=require", "TLS"),
+            ("postgres://u:secret@h:notaport/db?table=t", "not a valid"),
+        ] {
+            let e = PgLocation::parse(url, None).unwrap_err().to_string();
+            assert!(e.contains(why), "{url}: {e}");
+            assert!(!e.contains("secret"), "{e}");
+        }
+    }
+}
