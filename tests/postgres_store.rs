@@ -289,3 +289,435 @@ fn searches_return_the_exact_top_k_filtered_or_not_with_metadata() {
         }
     });
 }
+
+/// `curl -X METHOD URL [-d BODY]`: (status, headers, JSON body).
+fn curl(
+    method: &str,
+    url: &str,
+    body: Option<&Value>,
+    token: Option<&str>,
+) -> (u16, String, Value) {
+    let mut cmd = std::process::Command::new("curl");
+    cmd.args(["-sS", "--max-time", "60", "-D", "-", "-X", method]);
+    if let Some(b) = body {
+        cmd.args(["-H", "content-type: application/json", "-d"])
+            .arg(b.to_string());
+    }
+    if let Some(t) = token {
+        cmd.args(["-H", &format!("authorization: Bearer {t}")]);
+    }
+    let out = cmd.arg(url).output().expect("run curl");
+    let text = String::from_utf8_lossy(&out.stdout).replace("\r\n", "\n");
+    let (head, body) = text.split_once("\n\n").unwrap_or((&text, ""));
+    let status = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    (
+        status,
+        head.to_lowercase(),
+        serde_json::from_str(body).unwrap_or(Value::Null),
+    )
+}
+
+/// `capot index build --store` of `corpus` into `table`; returns its stderr.
+fn load(pg: &Postgres, corpus: &std::path::Path, table: &str, extra: &[&str]) -> String {
+    let url = pg.url(table);
+    let mut args = vec![
+        "index",
+        "build",
+        "--doc-encoder",
+        common::minilm_bundle().to_str().unwrap(),
+        "--corpus",
+        corpus.to_str().unwrap(),
+        "--store",
+        &url,
+        "--chunk-size",
+        "64",
+    ];
+    args.extend_from_slice(extra);
+    let o = common::run_capot(&args, b"");
+    let stderr = String::from_utf8_lossy(&o.stderr).to_string();
+    assert!(o.status.success(), "index build --store: {stderr}");
+    stderr
+}
+
+fn serve_store(pg: &Postgres, table: &str, data: &std::path::Path) -> common::Server {
+    common::Server::start(&[
+        "--store",
+        &pg.url(table),
+        "--encoder",
+        common::minilm_bundle().to_str().unwrap(),
+        "--data-dir",
+        data.to_str().unwrap(),
+    ])
+}
+
+fn search(server: &common::Server, body: &Value) -> Value {
+    let (code, _, v) = curl("POST", &format!("{}/search", server.base), Some(body), None);
+    assert_eq!(code, 200, "{body} -> {v}");
+    v
+}
+
+#[test]
+fn serving_from_postgres_gives_the_embedded_index_answers() {
+    let pg = Postgres::start();
+    let tmp = tempfile::tempdir().unwrap();
+    let corpus = common::metadata_corpus(tmp.path());
+    let first = load(
+        &pg,
+        &corpus,
+        "docs",
+        &[
+            "--payload-index",
+            "tenant:keyword:tenant",
+            "--payload-index",
+            "year:integer",
+        ],
+    );
+    assert!(first.contains("loaded 200 documents"), "{first}");
+    // Loading again skips what is stored: nothing twice, nothing lost.
+    let again = load(&pg, &corpus, "docs", &[]);
+    assert!(
+        again.contains("loaded 0 documents") && again.contains("200 skipped"),
+        "{again}"
+    );
+    assert_eq!(pg.psql("SELECT count(*) FROM docs"), "200");
+    assert_eq!(
+        pg.psql("SELECT metadata->>'tenant' FROM docs WHERE id = 'd002'"),
+        common::test_metadata(1).unwrap()["tenant"]
+            .as_str()
+            .unwrap()
+    );
+
+    let data = tempfile::tempdir().unwrap();
+    let stored = serve_store(&pg, "docs", data.path());
+    let embedded_data = tempfile::tempdir().unwrap();
+    let embedded = common::Server::start(&[
+        "--index",
+        common::filtered_index().to_str().unwrap(),
+        "--encoder",
+        common::minilm_bundle().to_str().unwrap(),
+        "--data-dir",
+        embedded_data.path().to_str().unwrap(),
+        "--allow-unindexed-filters",
+    ]);
+    let info = curl("GET", &format!("{}/info", stored.base), None, None).2;
+    assert_eq!(info["store"]["info"]["kind"], "postgres", "{info}");
+    assert!(!info.to_string().contains("password"));
+    let queries = [
+        "what is the capital of france",
+        "how do vaccines work",
+        "symptoms of vitamin deficiency",
+        "history of the roman empire",
+    ];
+    let filters = [
+        Value::Null,
+        json!({"must": [{"key": "tenant", "match": {"value": "t1"}}]}),
+        json!({"must": [{"key": "lang", "match": {"any": ["de", "fr"]}}],
+               "must_not": [{"key": "author.country", "match": {"value": "nz"}}]}),
+        json!({"must": [{"key": "year", "range": {"gte": 2003, "lt": 2006}}]}),
+        json!({"must": [{"key": "published", "range": {"gt": "2024-01-20T00:00:00Z"}}]}),
+        json!({"must": [{"has_id": ["d001", "d007", "d150"]}]}),
+    ];
+    for q in queries {
+        for f in &filters {
+            // Exact on both sides: every document scored (ef above the corpus).
+            let mut body =
+                json!({"query": q, "k": 10, "ef": 1000, "repair": "off", "with_metadata": true});
+            if !f.is_null() {
+                body["filter"] = f.clone();
+            }
+            let a = search(&embedded, &body);
+            let b = search(&stored, &body);
+            assert_eq!(common::hit_ids(&a), common::hit_ids(&b), "{body}");
+            for (x, y) in a["results"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .zip(b["results"].as_array().unwrap())
+            {
+                let (sx, sy) = (x["score"].as_f64().unwrap(), y["score"].as_f64().unwrap());
+                assert!((sx - sy).abs() < 1e-4, "{body}: {sx} vs {sy}");
+                assert_eq!(x["metadata"], y["metadata"], "{body}");
+            }
+            if !f.is_null() {
+                assert!(b["filter"]["strategy"].is_string(), "{b}");
+            }
+        }
+    }
+    // A bad filter gets the same 400 from either store.
+    let bad = json!({"query": "x", "filter": {"must": [{"key": "year", "range": {"gt": "soon"}}]}});
+    let (ca, _, ea) = curl(
+        "POST",
+        &format!("{}/search", embedded.base),
+        Some(&bad),
+        None,
+    );
+    let (cb, _, eb) = curl("POST", &format!("{}/search", stored.base), Some(&bad), None);
+    assert_eq!((ca, cb), (400, 400));
+    assert_eq!(ea["error"]["code"], eb["error"]["code"]);
+}
+
+fn admin_token(data: &std::path::Path) -> String {
+    std::fs::read_to_string(data.join("admin-token"))
+        .expect("admin-token")
+        .trim()
+        .to_string()
+}
+
+fn admin_base(server: &common::Server) -> String {
+    let log = server.stderr.lock().unwrap().clone();
+    let addr = log
+        .lines()
+        .find_map(|l| l.strip_prefix("capot: admin listening on "))
+        .expect("admin address");
+    addr.trim().to_string()
+}
+
+/// Waits (bounded) until `/ready` answers `want`; returns how long it took.
+fn wait_ready_is(
+    server: &common::Server,
+    want: u16,
+    limit: std::time::Duration,
+) -> std::time::Duration {
+    let started = std::time::Instant::now();
+    loop {
+        let code = common::http_get(server.addr, "/ready")
+            .map(|(c, _)| c)
+            .unwrap_or(0);
+        if code == want {
+            return started.elapsed();
+        }
+        assert!(started.elapsed() < limit, "/ready never answered {want}");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn writes_are_committed_before_they_are_answered_and_survive_sigkill() {
+    let pg = Postgres::start();
+    load(
+        &pg,
+        &common::root().join("data/default-corpus"),
+        "docs",
+        &[],
+    );
+    let data = tempfile::tempdir().unwrap();
+    let mut server = serve_store(&pg, "docs", data.path());
+    let token = admin_token(data.path());
+    let zorb = "The zorblax is a purple flightless bird of the outer moons.";
+    let body = json!({"documents": [
+        {"id": "new-1", "title": "Zorblax", "text": zorb, "metadata": {"lang": "en"}},
+        {"id": "d002", "text": "Sourdough needs a lively starter."},
+    ]});
+    let admin = admin_base(&server);
+    let (code, _, v) = curl(
+        "POST",
+        &format!("{admin}/admin/documents"),
+        Some(&body),
+        Some(&token),
+    );
+    assert_eq!(code, 200, "{v}");
+    assert_eq!(v["result"]["status"], "completed", "{v}");
+    let first = v["result"]["operation_id"].as_u64().expect("position");
+    // In the table once answered, and found by the next search.
+    assert_eq!(
+        pg.psql("SELECT text FROM docs WHERE id = 'd002'"),
+        "Sourdough needs a lively starter."
+    );
+    let hits = search(
+        &server,
+        &json!({"query": format!("Zorblax {zorb}"), "k": 3}),
+    );
+    assert_eq!(common::hit_ids(&hits)[0], "new-1");
+    let hits = search(
+        &server,
+        &json!({"query": "zorblax", "filter": {"must": [{"key": "lang", "match": {"value": "en"}}]}}),
+    );
+    assert_eq!(common::hit_ids(&hits), ["new-1"]);
+    let (code, _, doc) = curl(
+        "GET",
+        &format!("{admin}/admin/documents/new-1"),
+        None,
+        Some(&token),
+    );
+    assert_eq!(code, 200, "{doc}");
+    assert_eq!(
+        (doc["source"].as_str(), doc["metadata"]["lang"].as_str()),
+        (Some("store"), Some("en"))
+    );
+    let (code, _, v) = curl(
+        "DELETE",
+        &format!("{admin}/admin/documents/new-1"),
+        None,
+        Some(&token),
+    );
+    assert_eq!(code, 200, "{v}");
+    assert!(v["result"]["operation_id"].as_u64().unwrap() > first);
+    assert_eq!(pg.psql("SELECT count(*) FROM docs WHERE id = 'new-1'"), "0");
+    let (code, _, _) = curl(
+        "GET",
+        &format!("{admin}/admin/documents/new-1"),
+        None,
+        Some(&token),
+    );
+    assert_eq!(code, 404);
+
+    // SIGKILL the service while a client writes; every write it answered is in the table and
+    // every delete it answered is not.
+    const KILLS: usize = 20;
+    let mut acked_upserts: Vec<String> = Vec::new();
+    let mut acked_deletes: Vec<String> = Vec::new();
+    let mut tried_deletes: Vec<String> = Vec::new();
+    let mut n = 0usize;
+    for round in 0..KILLS {
+        let admin = admin_base(&server);
+        let token = admin_token(data.path());
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let writer = {
+            let (admin, token, stop) = (admin.clone(), token.clone(), stop.clone());
+            let start = n;
+            std::thread::spawn(move || {
+                let (mut ups, mut dels, mut tried) = (Vec::new(), Vec::new(), Vec::new());
+                let mut i = start;
+                while !stop.load(std::sync::atomic::Ordering::Acquire) {
+                    let id = format!("w-{i}");
+                    let body =
+                        json!({"documents": [{"id": id, "text": format!("write number {i}")}]});
+                    let (code, _, _) = curl(
+                        "POST",
+                        &format!("{admin}/admin/documents"),
+                        Some(&body),
+                        Some(&token),
+                    );
+                    if code == 200 {
+                        ups.push(id);
+                    }
+                    if i.is_multiple_of(3) && i > start {
+                        let gone = format!("w-{}", i - 1);
+                        // Sent: it may be applied though its answer never comes.
+                        tried.push(gone.clone());
+                        let (code, _, _) = curl(
+                            "DELETE",
+                            &format!("{admin}/admin/documents/{gone}"),
+                            None,
+                            Some(&token),
+                        );
+                        if code == 200 {
+                            dels.push(gone);
+                        }
+                    }
+                    i += 1;
+                    if code != 200 {
+                        break;
+                    }
+                }
+                (ups, dels, tried, i)
+            })
+        };
+        // Kill once some writes of this round were answered.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        while pg
+            .psql(&format!(
+                "SELECT count(*) FROM docs WHERE id LIKE 'w-%' AND substr(id, 3)::int >= {n}"
+            ))
+            .parse::<usize>()
+            .unwrap()
+            < 3 + round
+        {
+            assert!(std::time::Instant::now() < deadline, "no write landed");
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        server.child.kill().expect("SIGKILL capot");
+        let _ = server.child.wait();
+        stop.store(true, std::sync::atomic::Ordering::Release);
+        let (ups, dels, tried, next) = writer.join().expect("writer");
+        acked_upserts.extend(ups);
+        acked_deletes.extend(dels);
+        tried_deletes.extend(tried);
+        n = next;
+        server = serve_store(&pg, "docs", data.path());
+    }
+    let present: BTreeSet<String> = pg
+        .psql("SELECT id FROM docs WHERE id LIKE 'w-%'")
+        .lines()
+        .map(str::to_string)
+        .collect();
+    for id in &acked_upserts {
+        assert!(
+            present.contains(id) || tried_deletes.contains(id),
+            "acknowledged {id} is missing"
+        );
+    }
+    for id in &acked_deletes {
+        assert!(
+            !present.contains(id),
+            "acknowledged delete of {id} is present"
+        );
+    }
+    assert!(acked_upserts.len() >= KILLS * 3, "{}", acked_upserts.len());
+}
+
+#[test]
+fn a_database_that_goes_away_makes_the_service_unready_and_it_recovers_by_itself() {
+    let pg = Postgres::start();
+    load(
+        &pg,
+        &common::root().join("data/default-corpus"),
+        "docs",
+        &[],
+    );
+    let data = tempfile::tempdir().unwrap();
+    let server = serve_store(&pg, "docs", data.path());
+    let token = admin_token(data.path());
+    let admin = admin_base(&server);
+    let body = json!({"query": "how do vaccines work", "k": 5});
+    let before = search(&server, &body);
+
+    for (round, how) in ["stop", "kill"].into_iter().enumerate() {
+        match how {
+            "stop" => pg.stop(),
+            _ => pg.kill(),
+        }
+        // Searches and writes answer 503 with a reason and Retry-After, never hang or panic.
+        let (code, head, v) = curl(
+            "POST",
+            &format!("{}/search", server.base),
+            Some(&body),
+            None,
+        );
+        assert_eq!(code, 503, "{v}");
+        assert!(head.contains("retry-after"), "{head}");
+        assert!(
+            ["store_unavailable", "not_ready"].contains(&v["error"]["code"].as_str().unwrap_or("")),
+            "{v}"
+        );
+        let doc =
+            json!({"documents": [{"id": format!("down-{round}"), "text": "written while down"}]});
+        let (code, _, v) = curl(
+            "POST",
+            &format!("{admin}/admin/documents"),
+            Some(&doc),
+            Some(&token),
+        );
+        assert_eq!(code, 503, "{v}");
+        wait_ready_is(&server, 503, std::time::Duration::from_secs(30));
+        pg.start_again();
+        let took = wait_ready_is(&server, 200, std::time::Duration::from_secs(30));
+        eprintln!("{how}: ready again {took:?} after the database started");
+        assert_eq!(
+            common::hit_ids(&search(&server, &body)),
+            common::hit_ids(&before)
+        );
+        // The write that was refused was not made.
+        assert_eq!(
+            pg.psql(&format!(
+                "SELECT count(*) FROM docs WHERE id = 'down-{round}'"
+            )),
+            "0"
+        );
+    }
+    assert!(!server.stderr.lock().unwrap().contains("panicked"));
+}
