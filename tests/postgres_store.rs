@@ -564,6 +564,25 @@ fn writes_are_committed_before_they_are_answered_and_survive_sigkill() {
         Some(&token),
     );
     assert_eq!(code, 404);
+    // The store's own view, and what belongs to the embedded index only.
+    let (code, _, v) = curl("GET", &format!("{admin}/admin/index"), None, Some(&token));
+    assert_eq!(code, 200, "{v}");
+    assert_eq!(
+        (v["documents"].as_u64(), v["healthy"].as_bool()),
+        (Some(200), Some(true)),
+        "{v}"
+    );
+    let (code, _, v) = curl(
+        "PUT",
+        &format!("{admin}/admin/index/payload/lang"),
+        Some(&json!({"type": "keyword"})),
+        Some(&token),
+    );
+    assert_eq!(
+        (code, v["error"]["code"].as_str()),
+        (409, Some("served_from_store")),
+        "{v}"
+    );
 
     // SIGKILL the service while a client writes; every write it answered is in the table and
     // every delete it answered is not.

@@ -170,6 +170,7 @@ async fn put_payload_index(
     if req.tenant && req.kind != FieldType::Keyword {
         return Err(ApiError::invalid("a tenant key must be a keyword field").with_param("tenant"));
     }
+    embedded_only(&admin)?;
     let Some(corpus) = admin.state.corpus() else {
         return Err(ApiError::not_ready("the index is not loaded yet"));
     };
@@ -224,11 +225,28 @@ async fn put_payload_index(
 
 /// `DELETE /admin/index/payload/{field}`: drops a payload index (filters on the field are then
 /// refused, or scan with `--allow-unindexed-filters`); 404 when none is declared.
+/// 409 when the service serves a document store: payload indexes are the embedded index's.
+fn embedded_only(admin: &Admin) -> Result<(), ApiError> {
+    match admin.state.store.get() {
+        Some(store) => Err(ApiError::new(
+            StatusCode::CONFLICT,
+            "served_from_store",
+            format!(
+                "payload indexes are the embedded index's; {} is filtered on any metadata key \
+                 (declare fields with `capot index build --store --payload-index`)",
+                store.info().location
+            ),
+        )),
+        None => Ok(()),
+    }
+}
+
 async fn delete_payload_index(
     State(admin): State<Arc<Admin>>,
     UrlPath(field): UrlPath<String>,
 ) -> Result<Json<Value>, ApiError> {
     let started = Instant::now();
+    embedded_only(&admin)?;
     let Some(corpus) = admin.state.corpus() else {
         return Err(ApiError::not_ready("the index is not loaded yet"));
     };
