@@ -4,7 +4,10 @@
 //! - every overlay rendered with kustomize (`kustomize build`, else `kubectl kustomize`);
 //! - every rendered object validated against the Kubernetes 1.37 schemas by `kubernetes-validate
 //!   --strict`; the custom resources it has no schema for (ServiceMonitor, PrometheusRule,
-//!   RayCluster) by tests/deploy/check_crds.py, which says how for each kind;
+//!   RayCluster) by tests/deploy/check_crds.py, which says how for each kind, and CloudNativePG's
+//!   Cluster by hand here (`check_cnpg_cluster`: no validator for it installs offline);
+//! - the postgres overlay's wiring: `--store` at the Cluster's read-write Service as its owner, the
+//!   password file from the operator's app Secret, no writer, and a load Job that matches;
 //! - the PrometheusRule's groups through `promtool check rules` and the alert unit tests in
 //!   tests/deploy/alerts.test.yaml through `promtool test rules`;
 //! - the dashboard's queries parsed by promtool, and every metric they name one that capot
@@ -62,7 +65,11 @@ const PENDING_METRICS: &[(&str, &str)] = &[];
 const PENDING_FLAGS: &[(&str, &str)] = &[("--grpc-addr", "gRPC API")];
 
 /// Overlays rendered by the tests (the base too: it must stand on its own).
-const OVERLAYS: &[&str] = &["base", "overlays/cpu", "overlays/gpu"];
+const OVERLAYS: &[&str] = &["base", "overlays/cpu", "overlays/gpu", "overlays/postgres"];
+
+/// The one-off load Job of an overlay that serves from a CloudNativePG cluster (`--store`), a
+/// kustomization of its own beside it: (overlay, load kustomization).
+const STORE_LOADS: &[(&str, &str)] = &[("overlays/postgres", "overlays/postgres/load")];
 
 fn deploy() -> PathBuf {
     root().join("deploy")
@@ -192,6 +199,440 @@ fn labels_match(selector: &Value, labels: &Value) -> bool {
         .is_some_and(|s| !s.is_empty() && s.iter().all(|(k, v)| labels.get(k) == Some(v)))
 }
 
+/// The volume mounted at `path` in a pod spec's first container.
+fn mounted_volume<'a>(spec: &'a Value, path: &str) -> &'a Value {
+    let mount = spec["containers"][0]["volumeMounts"]
+        .as_array()
+        .and_then(|m| m.iter().find(|m| m["mountPath"] == path))
+        .unwrap_or_else(|| panic!("nothing mounted at {path}"));
+    spec["volumes"]
+        .as_array()
+        .and_then(|v| v.iter().find(|v| v["name"] == mount["name"]))
+        .unwrap_or_else(|| panic!("no volume {} for {path}", mount["name"]))
+}
+
+/// `postgres://USER@HOST:PORT/DB?k=v&...` → (user, host, port, database, query pairs).
+fn parse_store_url(url: &str) -> (String, String, u16, String, BTreeMap<String, String>) {
+    let rest = url
+        .strip_prefix("postgres://")
+        .unwrap_or_else(|| panic!("--store {url} is not postgres://"));
+    let (authority, rest) = rest.split_once('/').expect("postgres://USER@HOST:PORT/DB");
+    let (user, hostport) = authority.split_once('@').expect("a user in the URL");
+    assert!(
+        !user.contains(':'),
+        "--store {url} carries a password: use --store-password-file"
+    );
+    let (host, port) = hostport.split_once(':').unwrap_or((hostport, "5432"));
+    let (db, query) = rest.split_once('?').unwrap_or((rest, ""));
+    let pairs = query
+        .split('&')
+        .filter_map(|p| p.split_once('='))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    (
+        user.into(),
+        host.into(),
+        port.parse().expect("a port"),
+        db.into(),
+        pairs,
+    )
+}
+
+/// Fields of a CloudNativePG `Cluster` (postgresql.cnpg.io/v1, operator 1.25–1.27), by object.
+const CNPG_FIELDS: &[(&str, &[&str])] = &[
+    (
+        "spec",
+        &[
+            "description",
+            "inheritedMetadata",
+            "imageName",
+            "imageCatalogRef",
+            "imagePullPolicy",
+            "imagePullSecrets",
+            "schedulerName",
+            "postgresUID",
+            "postgresGID",
+            "instances",
+            "minSyncReplicas",
+            "maxSyncReplicas",
+            "postgresql",
+            "replicationSlots",
+            "bootstrap",
+            "replica",
+            "superuserSecret",
+            "enableSuperuserAccess",
+            "certificates",
+            "storage",
+            "walStorage",
+            "tablespaces",
+            "serviceAccountTemplate",
+            "serviceAccountName",
+            "ephemeralVolumeSource",
+            "ephemeralVolumesSizeLimit",
+            "startDelay",
+            "stopDelay",
+            "smartShutdownTimeout",
+            "switchoverDelay",
+            "failoverDelay",
+            "livenessProbeTimeout",
+            "probes",
+            "affinity",
+            "topologySpreadConstraints",
+            "resources",
+            "priorityClassName",
+            "primaryUpdateStrategy",
+            "primaryUpdateMethod",
+            "backup",
+            "nodeMaintenanceWindow",
+            "monitoring",
+            "externalClusters",
+            "logLevel",
+            "projectedVolumeTemplate",
+            "env",
+            "envFrom",
+            "managed",
+            "seccompProfile",
+            "podSecurityContext",
+            "securityContext",
+            "enablePDB",
+            "plugins",
+        ],
+    ),
+    ("spec.bootstrap", &["initdb", "recovery", "pg_basebackup"]),
+    (
+        "spec.bootstrap.initdb",
+        &[
+            "database",
+            "owner",
+            "secret",
+            "options",
+            "dataChecksums",
+            "encoding",
+            "localeCollate",
+            "localeCType",
+            "locale",
+            "localeProvider",
+            "icuLocale",
+            "icuRules",
+            "builtinLocale",
+            "walSegmentSize",
+            "postInitSQL",
+            "postInitApplicationSQL",
+            "postInitTemplateSQL",
+            "postInitSQLRefs",
+            "postInitApplicationSQLRefs",
+            "postInitTemplateSQLRefs",
+            "import",
+        ],
+    ),
+    (
+        "spec.postgresql",
+        &[
+            "parameters",
+            "synchronous",
+            "pg_hba",
+            "pg_ident",
+            "epas",
+            "promotionTimeout",
+            "shared_preload_libraries",
+            "ldap",
+            "enableAlterSystem",
+            "extensions",
+        ],
+    ),
+    (
+        "spec.storage",
+        &["size", "storageClass", "resizeInUseVolumes", "pvcTemplate"],
+    ),
+    (
+        "spec.affinity",
+        &[
+            "enablePodAntiAffinity",
+            "topologyKey",
+            "nodeSelector",
+            "nodeAffinity",
+            "tolerations",
+            "podAntiAffinityType",
+            "additionalPodAntiAffinity",
+            "additionalPodAffinity",
+        ],
+    ),
+    ("spec.resources", &["requests", "limits", "claims"]),
+];
+
+/// Checks a CloudNativePG `Cluster`. No validator for it installs offline: kubernetes-validate
+/// knows only the core API, PyPI has no CloudNativePG model package (none under cloudcoil's
+/// `cloudcoil-models-*`, which the Prometheus Operator CRDs are checked with), and the CRD is not
+/// vendored here. So the fields the overlay uses are checked by hand against the v1 API
+/// (`CNPG_FIELDS`: a misspelt key fails), with the rules of the operator's admission webhook that
+/// a manifest can break: `instances` ≥ 1, one bootstrap method, storage `size` or `pvcTemplate`,
+/// an image tag that starts with the PostgreSQL major version (never `latest`), `imageName` and
+/// `imageCatalogRef` not both, string-valued `postgresql.parameters`, SQL lists of strings.
+fn check_cnpg_cluster(doc: &Value) -> Result<&'static str, String> {
+    if doc["apiVersion"] != "postgresql.cnpg.io/v1" || doc["kind"] != "Cluster" {
+        return Err(format!(
+            "{} {}: expected postgresql.cnpg.io/v1 Cluster",
+            doc["apiVersion"], doc["kind"]
+        ));
+    }
+    if doc["metadata"]["name"].as_str().is_none_or(str::is_empty) {
+        return Err("metadata.name is required".into());
+    }
+    let spec = &doc["spec"];
+    for (path, known) in CNPG_FIELDS {
+        let obj = path.split('.').skip(1).fold(spec, |v, k| &v[k]);
+        if obj.is_null() {
+            continue;
+        }
+        let map = obj
+            .as_object()
+            .ok_or_else(|| format!("{path} must be an object"))?;
+        let unknown: Vec<&String> = map
+            .keys()
+            .filter(|k| !known.contains(&k.as_str()))
+            .collect();
+        if !unknown.is_empty() {
+            return Err(format!(
+                "fields unknown to the Cluster CRD under {path}: {unknown:?}"
+            ));
+        }
+    }
+    if spec["instances"].as_u64().is_none_or(|n| n < 1) {
+        return Err(format!(
+            "spec.instances must be an integer ≥ 1, got {}",
+            spec["instances"]
+        ));
+    }
+    if let Some(b) = spec["bootstrap"].as_object() {
+        if b.len() != 1 {
+            return Err(format!(
+                "spec.bootstrap needs exactly one method, got {:?}",
+                b.keys()
+            ));
+        }
+    }
+    let storage = &spec["storage"];
+    if storage["size"].as_str().is_none() && !storage["pvcTemplate"].is_object() {
+        return Err("spec.storage needs size or pvcTemplate".into());
+    }
+    if spec["imageName"].is_string() && spec["imageCatalogRef"].is_object() {
+        return Err("spec.imageName and spec.imageCatalogRef exclude each other".into());
+    }
+    if let Some(image) = spec["imageName"].as_str() {
+        let tag = image.rsplit_once(':').map(|(_, t)| t).unwrap_or("");
+        if !tag.starts_with(|c: char| c.is_ascii_digit()) {
+            return Err(format!(
+                "spec.imageName {image}: the tag must start with the PostgreSQL major version"
+            ));
+        }
+    }
+    if let Some(params) = spec["postgresql"]["parameters"].as_object() {
+        if let Some((k, v)) = params.iter().find(|(_, v)| !v.is_string()) {
+            return Err(format!(
+                "spec.postgresql.parameters.{k} must be a string, got {v}"
+            ));
+        }
+    }
+    if let Some(s) = spec["primaryUpdateStrategy"].as_str() {
+        if !["unsupervised", "supervised"].contains(&s) {
+            return Err(format!("spec.primaryUpdateStrategy {s}"));
+        }
+    }
+    let initdb = &spec["bootstrap"]["initdb"];
+    for key in [
+        "postInitSQL",
+        "postInitApplicationSQL",
+        "postInitTemplateSQL",
+    ] {
+        if !initdb[key].is_null()
+            && !initdb[key]
+                .as_array()
+                .is_some_and(|a| a.iter().all(Value::is_string))
+        {
+            return Err(format!(
+                "spec.bootstrap.initdb.{key} must be a list of strings"
+            ));
+        }
+    }
+    for key in ["database", "owner"] {
+        if !initdb[key].is_null() && !initdb[key].is_string() {
+            return Err(format!("spec.bootstrap.initdb.{key} must be a string"));
+        }
+    }
+    Ok("structural CloudNativePG v1 check in tests/deploy_manifests.rs (no installable Cluster schema or models)")
+}
+
+/// An overlay serving from PostgreSQL: `--store` names the read-write Service of the
+/// CloudNativePG cluster it deploys, as the database's owner, with the password from the Secret
+/// the operator generates for that owner (`<cluster>-app`, key `password`) mounted as a file;
+/// the cluster is a primary with two replicas on an image that has pgvector, and creates the
+/// extension; the overlay's load Job writes where the Deployment reads.
+fn check_store_deployment(r: &Rendered, url: &str) {
+    let name = r.name;
+    let deploy = find(&r.docs, "Deployment", "capot");
+    let spec = &deploy["spec"]["template"]["spec"];
+    let args = strs(&spec["containers"][0]["args"]);
+    let (user, host, port, db, query) = parse_store_url(url);
+    let cluster = r
+        .docs
+        .iter()
+        .find(|d| d["kind"] == "Cluster" && d["apiVersion"] == "postgresql.cnpg.io/v1")
+        .unwrap_or_else(|| panic!("{name}: --store without a CloudNativePG Cluster"));
+    let cname = cluster["metadata"]["name"].as_str().unwrap();
+    let cspec = &cluster["spec"];
+    assert_eq!(
+        host,
+        format!("{cname}-rw"),
+        "{name}: --store must name the primary's Service"
+    );
+    assert_eq!(port, 5432, "{name}");
+    let initdb = &cspec["bootstrap"]["initdb"];
+    assert_eq!(
+        initdb["owner"],
+        user.as_str(),
+        "{name}: --store user is the database owner"
+    );
+    assert_eq!(initdb["database"], db.as_str(), "{name}");
+    assert!(
+        query.get("table").is_some_and(|t| !t.is_empty()),
+        "{name}: no ?table="
+    );
+    // capot has no TLS client yet: sslmode=require / verify-full are refused at start.
+    assert!(
+        query
+            .get("sslmode")
+            .is_none_or(|m| ["disable", "prefer", "allow"].contains(&m.as_str())),
+        "{name}: {url}"
+    );
+    assert_eq!(
+        cspec["instances"], 3,
+        "{name}: one primary and two replicas"
+    );
+    let image = cspec["imageName"].as_str().expect("imageName");
+    assert!(
+        image.contains("-standard-"),
+        "{name}: {image} is not a CloudNativePG standard image (the ones that ship pgvector)"
+    );
+    assert!(
+        strs(&initdb["postInitApplicationSQL"]).contains(&"CREATE EXTENSION IF NOT EXISTS vector"),
+        "{name}: the application database must get the vector extension"
+    );
+    // The password: a file from the operator's app Secret, key `password`.
+    let password_file = Path::new(
+        arg_value(&args, "--store-password-file")
+            .unwrap_or_else(|| panic!("{name}: no --store-password-file")),
+    );
+    let check_password = |spec: &Value, who: &str| {
+        let secret =
+            &mounted_volume(spec, password_file.parent().unwrap().to_str().unwrap())["secret"];
+        assert_eq!(
+            secret["secretName"],
+            format!("{cname}-app"),
+            "{name}: {who}"
+        );
+        assert!(
+            secret["items"]
+                .as_array()
+                .is_some_and(|i| i.iter().any(|i| {
+                    i["key"] == "password"
+                        && Some(i["path"].as_str().unwrap_or(""))
+                            == password_file.file_name().and_then(|f| f.to_str())
+                })),
+            "{name}: {who} must mount the key `password` at {}",
+            password_file.display()
+        );
+    };
+    check_password(spec, "Deployment");
+    // Connections: the HPA's replicas at --store-max-connections fit max_connections.
+    let per_replica: u64 =
+        arg_value(&args, "--store-max-connections").map_or(16, |n| n.parse().unwrap());
+    let hpa = find(&r.docs, "HorizontalPodAutoscaler", "capot");
+    let max_conn: u64 = cspec["postgresql"]["parameters"]["max_connections"]
+        .as_str()
+        .map_or(100, |n| n.parse().unwrap());
+    assert!(
+        hpa["spec"]["maxReplicas"].as_u64().unwrap() * per_replica + 10 <= max_conn,
+        "{name}: {} replicas × {per_replica} connections exceed max_connections {max_conn}",
+        hpa["spec"]["maxReplicas"]
+    );
+
+    // The load Job: `index build --store` with the same URL and password, non-root, read-only.
+    let (_, load) = STORE_LOADS
+        .iter()
+        .find(|(o, _)| *o == name)
+        .unwrap_or_else(|| panic!("{name}: no load kustomization in STORE_LOADS"));
+    let (_, _, docs) = rendered_loads()
+        .iter()
+        .find(|(n, _, _)| n == load)
+        .expect("rendered load");
+    let job = docs
+        .iter()
+        .find(|d| d["kind"] == "Job")
+        .unwrap_or_else(|| panic!("{load}: no Job"));
+    assert_eq!(
+        job["metadata"]["namespace"], deploy["metadata"]["namespace"],
+        "{load}"
+    );
+    let jspec = &job["spec"]["template"]["spec"];
+    let jargs = strs(&jspec["containers"][0]["args"]);
+    assert_eq!(jargs[..2], ["index", "build"], "{load}");
+    assert_eq!(
+        arg_value(&jargs, "--store"),
+        Some(url),
+        "{load}: --store differs"
+    );
+    assert_eq!(
+        arg_value(&jargs, "--store-password-file"),
+        password_file.to_str(),
+        "{load}"
+    );
+    check_password(jspec, "load Job");
+    for flag in ["--doc-encoder", "--corpus"] {
+        let path = arg_value(&jargs, flag).unwrap_or_else(|| panic!("{load}: no {flag}"));
+        let dir = format!(
+            "/{}",
+            path.trim_start_matches('/').split('/').next().unwrap()
+        );
+        let claim = &mounted_volume(jspec, &dir)["persistentVolumeClaim"];
+        assert_eq!(claim["claimName"], "capot-models", "{load}: {flag} {path}");
+        assert_eq!(claim["readOnly"], true, "{load}");
+    }
+    assert_eq!(jspec["securityContext"]["runAsUser"], 10001, "{load}");
+    let c = &jspec["containers"][0];
+    assert_eq!(
+        c["securityContext"]["readOnlyRootFilesystem"], true,
+        "{load}"
+    );
+    assert_eq!(
+        c["securityContext"]["allowPrivilegeEscalation"], false,
+        "{load}"
+    );
+    assert!(
+        mounted_volume(jspec, "/tmp")["emptyDir"].is_object(),
+        "{load}"
+    );
+    assert_eq!(jspec["restartPolicy"], "Never", "{load}");
+}
+
+/// Every load kustomization of `STORE_LOADS` rendered once per test binary: (name, file, docs).
+fn rendered_loads() -> &'static [(&'static str, PathBuf, Vec<Value>)] {
+    static R: OnceLock<Vec<(&'static str, PathBuf, Vec<Value>)>> = OnceLock::new();
+    R.get_or_init(|| {
+        let dir = fixture_dir("rendered-loads");
+        STORE_LOADS
+            .iter()
+            .map(|&(_, name)| {
+                let file = dir.join(format!("{}.yaml", name.replace('/', "-")));
+                std::fs::write(&file, kustomize(&deploy().join(name)))
+                    .expect("write rendered manifests");
+                let docs = yaml_docs(&file);
+                assert!(!docs.is_empty(), "{name} rendered nothing");
+                (name, file, docs)
+            })
+            .collect()
+    })
+}
+
 #[test]
 fn rendered_overlays_pass_the_kubernetes_schemas_and_the_crd_checks() {
     let validate = venv_tool("kubernetes-validate", "kubernetes-validate");
@@ -212,12 +653,40 @@ fn rendered_overlays_pass_the_kubernetes_schemas_and_the_crd_checks() {
             .filter_map(|l| l.split("Couldn't find schema for kind ").nth(1))
             .filter_map(|l| l.split_whitespace().next().map(str::to_string))
             .collect();
-        let (ok, crds) = run(Command::new(python()).arg(&check_crds).arg(&r.file));
+        // CloudNativePG's Cluster is checked here (check_cnpg_cluster); check_crds.py gets the
+        // other documents.
+        let (cnpg, others): (Vec<&Value>, Vec<&Value>) = r
+            .docs
+            .iter()
+            .partition(|d| d["apiVersion"] == "postgresql.cnpg.io/v1");
+        let crd_input = if cnpg.is_empty() {
+            r.file.clone()
+        } else {
+            let file = r.file.with_extension("no-cnpg.yaml");
+            let text: Vec<String> = others
+                .iter()
+                .map(|d| serde_json::to_string(d).unwrap())
+                .collect();
+            std::fs::write(&file, text.join("\n---\n")).unwrap();
+            file
+        };
+        let (ok, mut crds) = run(Command::new(python()).arg(&check_crds).arg(&crd_input));
         assert!(
             ok,
             "{}: custom resources failed their checks:\n{crds}",
             r.name
         );
+        for d in &cnpg {
+            let what = format!(
+                "{}/{}",
+                d["kind"].as_str().unwrap(),
+                d["metadata"]["name"].as_str().unwrap_or("?")
+            );
+            match check_cnpg_cluster(d) {
+                Ok(how) => crds.push_str(&format!("OK   {}: {what}: {how}\n", r.name)),
+                Err(e) => panic!("{}: {what} failed its check: {e}", r.name),
+            }
+        }
         for kind in &unschemed {
             let line = crds
                 .lines()
@@ -253,6 +722,50 @@ fn rendered_overlays_pass_the_kubernetes_schemas_and_the_crd_checks() {
             unschemed.contains("ServiceMonitor") && unschemed.contains("PrometheusRule"),
             "{out}"
         );
+        if !cnpg.is_empty() {
+            assert!(unschemed.contains("Cluster"), "{out}");
+        }
+    }
+    // The load Jobs of the store overlays: core objects only.
+    for (name, file, _) in rendered_loads() {
+        let (ok, out) = run(Command::new(&validate)
+            .args(["--strict", "--quiet"])
+            .arg(file));
+        assert!(
+            ok && !out.contains("Couldn't find schema"),
+            "{name}: kubernetes-validate --strict failed:\n{out}"
+        );
+    }
+
+    // The hand check of the CloudNativePG Cluster rejects what it should: a misspelt field, no
+    // storage, two bootstrap methods, a `latest` image, a parameter that is not a string.
+    let cluster = rendered()
+        .iter()
+        .flat_map(|r| r.docs.iter())
+        .find(|d| d["apiVersion"] == "postgresql.cnpg.io/v1" && d["kind"] == "Cluster")
+        .expect("an overlay with a CloudNativePG Cluster");
+    type Break = (&'static str, fn(&mut Value));
+    let breaks: [Break; 6] = [
+        ("instaces", |c| c["spec"]["instaces"] = json!(3)),
+        ("postInitAplicationSQL", |c| {
+            c["spec"]["bootstrap"]["initdb"]["postInitAplicationSQL"] = json!([])
+        }),
+        ("storage", |c| c["spec"]["storage"] = json!({})),
+        ("exactly one", |c| {
+            c["spec"]["bootstrap"]["recovery"] = json!({"source": "x"})
+        }),
+        ("major version", |c| {
+            c["spec"]["imageName"] = json!("postgresql:latest")
+        }),
+        ("max_connections", |c| {
+            c["spec"]["postgresql"]["parameters"]["max_connections"] = json!(200)
+        }),
+    ];
+    for (needle, f) in breaks {
+        let mut broken = cluster.clone();
+        f(&mut broken);
+        let err = check_cnpg_cluster(&broken).expect_err(needle);
+        assert!(err.contains(needle), "{needle}: {err}");
     }
 
     // The validators reject what they should: a misspelt field in a core object and in a CRD.
@@ -391,8 +904,19 @@ fn deployment_keeps_the_operational_promises() {
             volume_of("/tmp")["emptyDir"].is_object(),
             "{name}: /tmp must be a writable volume"
         );
-        // Index and encoders from the read-only models claim.
-        for (flag, dir) in [("--index", "/indexes"), ("--encoder", "/encoders")] {
+        // Index and encoders from the read-only models claim; an overlay that serves from
+        // PostgreSQL (`--store`) has no index directory (checked in full below).
+        let store = arg_value(&args, "--store");
+        assert!(
+            store.is_none() || arg_value(&args, "--index").is_none(),
+            "{name}: --store and --index conflict"
+        );
+        let model_dirs: &[(&str, &str)] = if store.is_some() {
+            &[("--encoder", "/encoders")]
+        } else {
+            &[("--index", "/indexes"), ("--encoder", "/encoders")]
+        };
+        for &(flag, dir) in model_dirs {
             let path = arg_value(&args, flag).unwrap_or_else(|| panic!("{name}: no {flag}"));
             assert!(
                 path.starts_with(dir),
@@ -486,13 +1010,8 @@ fn deployment_keeps_the_operational_promises() {
         }
 
         // The one writer: a StatefulSet of one with a claim for its data directory (the log);
-        // the Deployment's replicas refuse writes.
-        let writer = find(&r.docs, "StatefulSet", "capot-writer");
-        assert_eq!(writer["spec"]["replicas"], 1, "{name}: one writer");
-        assert_eq!(
-            writer["spec"]["volumeClaimTemplates"][0]["metadata"]["name"], "data",
-            "{name}: the writer's data directory is a claim"
-        );
+        // the Deployment's replicas refuse writes. Served from PostgreSQL there is no writer:
+        // every replica writes through the database.
         let read_only = |p: &Value| {
             p["spec"]["containers"][0]["env"]
                 .as_array()
@@ -501,15 +1020,37 @@ fn deployment_keeps_the_operational_promises() {
                         .any(|v| v["name"] == "CAPOT_READ_ONLY" && v["value"] == "true")
                 })
         };
-        assert!(
-            read_only(pod),
-            "{name}: the Deployment's replicas must refuse writes"
-        );
-        let writer_pod = &writer["spec"]["template"];
-        assert!(
-            !read_only(&writer_pod["spec"]),
-            "{name}: the writer takes writes"
-        );
+        let writer_pod = if let Some(url) = store {
+            assert!(
+                !read_only(pod),
+                "{name}: replicas served from a store take writes"
+            );
+            assert!(
+                !r.docs.iter().any(|d| d["metadata"]["name"]
+                    .as_str()
+                    .is_some_and(|n| n.starts_with("capot-writer"))),
+                "{name}: no writer objects with a store"
+            );
+            check_store_deployment(r, url);
+            None
+        } else {
+            let writer = find(&r.docs, "StatefulSet", "capot-writer");
+            assert_eq!(writer["spec"]["replicas"], 1, "{name}: one writer");
+            assert_eq!(
+                writer["spec"]["volumeClaimTemplates"][0]["metadata"]["name"], "data",
+                "{name}: the writer's data directory is a claim"
+            );
+            assert!(
+                read_only(pod),
+                "{name}: the Deployment's replicas must refuse writes"
+            );
+            let writer_pod = &writer["spec"]["template"];
+            assert!(
+                !read_only(&writer_pod["spec"]),
+                "{name}: the writer takes writes"
+            );
+            Some(writer_pod)
+        };
 
         // Services select the pods (the replicas' or the writer's); only the admin Services carry
         // the admin port, and they are internal.
@@ -518,7 +1059,9 @@ fn deployment_keeps_the_operational_promises() {
             let sname = svc["metadata"]["name"].as_str().unwrap();
             assert!(
                 labels_match(&svc["spec"]["selector"], pod_labels)
-                    || labels_match(&svc["spec"]["selector"], &writer_pod["metadata"]["labels"]),
+                    || writer_pod.is_some_and(|w| {
+                        labels_match(&svc["spec"]["selector"], &w["metadata"]["labels"])
+                    }),
                 "{name}: Service {sname} selects no pod"
             );
             let targets: Vec<&str> = svc["spec"]["ports"]
@@ -979,6 +1522,27 @@ fn every_serve_flag_the_artefacts_pass_exists() {
         used.contains_key("--index") && used.contains_key("--addr"),
         "{used:?}"
     );
+    // The load Jobs' `capot index build` flags.
+    let out = capot()
+        .args(["index", "build", "--help"])
+        .output()
+        .expect("capot index build --help");
+    assert!(out.status.success());
+    let build_help = String::from_utf8_lossy(&out.stdout);
+    let build_known: BTreeSet<&str> = build_help
+        .split_whitespace()
+        .filter(|w| w.starts_with("--"))
+        .map(|w| w.trim_end_matches(','))
+        .collect();
+    for (name, _, docs) in rendered_loads() {
+        let job = docs.iter().find(|d| d["kind"] == "Job").expect("a Job");
+        for a in strs(&job["spec"]["template"]["spec"]["containers"][0]["args"]) {
+            assert!(
+                !a.starts_with("--") || build_known.contains(a),
+                "deploy/{name} Job passes {a}, which `capot index build` does not know:\n{build_help}"
+            );
+        }
+    }
     for (flag, where_) in &used {
         if known.contains(flag.as_str()) {
             if let Some((_, feature)) = PENDING_FLAGS.iter().find(|(p, _)| p == flag) {
