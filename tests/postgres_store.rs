@@ -740,3 +740,98 @@ fn a_database_that_goes_away_makes_the_service_unready_and_it_recovers_by_itself
     }
     assert!(!server.stderr.lock().unwrap().contains("panicked"));
 }
+
+#[test]
+fn repair_reads_the_vocabulary_built_from_the_table_and_rebuilt_as_it_grows() {
+    let pg = Postgres::start();
+    load(
+        &pg,
+        &common::root().join("data/default-corpus"),
+        "docs",
+        &[],
+    );
+    let data = tempfile::tempdir().unwrap();
+    let typo = json!({"query": "symptoms of vitamin d deficeincy", "repair": "on"});
+    {
+        // No vocabulary yet: `on` is refused with the way to build one, `auto` skips.
+        let server = serve_store(&pg, "docs", data.path());
+        let (code, _, v) = curl(
+            "POST",
+            &format!("{}/search", server.base),
+            Some(&typo),
+            None,
+        );
+        assert_eq!(code, 422, "{v}");
+        assert!(
+            v["error"]["message"].as_str().unwrap().contains("vocab"),
+            "{v}"
+        );
+        let info = curl("GET", &format!("{}/info", server.base), None, None).2;
+        assert_eq!(info["repair"]["status"], "no_vocabulary", "{info}");
+    }
+    let url = pg.url("docs");
+    let o = common::run_capot(
+        &[
+            "index",
+            "vocab",
+            "--store",
+            &url,
+            "--data-dir",
+            data.path().to_str().unwrap(),
+        ],
+        b"",
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let server = serve_store(&pg, "docs", data.path());
+    let v = search(&server, &typo);
+    assert_eq!(
+        v["repair"]["text"], "symptoms of vitamin d deficiency",
+        "{v}"
+    );
+    let info = curl("GET", &format!("{}/info", server.base), None, None).2;
+    assert_eq!(
+        info["repair"]["store_vocabulary"]["documents"], 200,
+        "{info}"
+    );
+
+    // A word the table did not hold is not a correction until the vocabulary is rebuilt.
+    let token = admin_token(data.path());
+    let admin = admin_base(&server);
+    let doc = json!({"documents": [
+        {"id": "z1", "text": "The zorblaxian migration crosses the outer moons each winter."},
+        {"id": "z2", "text": "Zorblaxian herds graze on moss; a zorblaxian calf walks within hours."},
+        {"id": "z3", "text": "Watching the zorblaxian migration needs a permit and a telescope."},
+    ]});
+    let (code, _, v) = curl(
+        "POST",
+        &format!("{admin}/admin/documents"),
+        Some(&doc),
+        Some(&token),
+    );
+    assert_eq!(code, 200, "{v}");
+    let novel = json!({"query": "zorblaxain migration", "repair": "on"});
+    let before = search(&server, &novel);
+    assert!(
+        before["repair"]["text"] != "zorblaxian migration",
+        "{before}"
+    );
+    let (code, _, v) = curl(
+        "POST",
+        &format!("{admin}/admin/index/vocab"),
+        None,
+        Some(&token),
+    );
+    assert_eq!(code, 202, "{v}");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let v = curl("GET", &format!("{admin}/admin/index"), None, Some(&token)).2;
+        if v["vocabulary"]["state"] == "idle" && v["vocabulary"]["built"]["documents"] == 203 {
+            break;
+        }
+        assert_ne!(v["vocabulary"]["state"], "failed", "{v}");
+        assert!(std::time::Instant::now() < deadline, "never rebuilt: {v}");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let after = search(&server, &novel);
+    assert_eq!(after["repair"]["text"], "zorblaxian migration", "{after}");
+}

@@ -32,7 +32,19 @@ pub enum IndexCommand {
     /// documents, without re-encoding any: for indexes built before it existed.
     Vocab {
         /// Index directory.
-        dir: PathBuf,
+        #[arg(required_unless_present = "store", conflicts_with = "store")]
+        dir: Option<PathBuf>,
+        /// Build the vocabulary of a PostgreSQL store's table instead (its titles and texts,
+        /// read through a server-side cursor) into --data-dir, where `capot serve --store`
+        /// loads it.
+        #[arg(long, env = "CAPOT_STORE", value_name = "URL", hide_env_values = true)]
+        store: Option<String>,
+        /// File holding the store's password (first line).
+        #[arg(long, value_name = "FILE")]
+        store_password_file: Option<PathBuf>,
+        /// The service's data directory (with --store) [default: .data].
+        #[arg(long, env = "CAPOT_DATA_DIR", value_name = "DIR")]
+        data_dir: Option<PathBuf>,
     },
     /// Convert an index of an older format (1: hnsw_rs dump) to the current one in place, from
     /// its stored vectors: no re-encoding; the directory is replaced atomically.
@@ -172,7 +184,18 @@ pub fn run(cmd: IndexCommand, global: &GlobalArgs) -> anyhow::Result<()> {
             super::index_store::build(*args, global)
         }
         IndexCommand::Build(args) => build(*args, global),
-        IndexCommand::Vocab { dir } => {
+        IndexCommand::Vocab {
+            store: Some(url),
+            store_password_file,
+            data_dir,
+            ..
+        } => super::index_store::vocab(
+            &url,
+            store_password_file.as_deref(),
+            &data_dir.unwrap_or_else(|| PathBuf::from(".data")),
+        ),
+        IndexCommand::Vocab { dir: None, .. } => bail!("give an index directory or --store"),
+        IndexCommand::Vocab { dir: Some(dir), .. } => {
             let info = capot::index::Index::add_vocab(&dir)
                 .with_context(|| format!("cannot add a vocabulary to {}", dir.display()))?;
             println!("{}", serde_json::to_string_pretty(&info)?);

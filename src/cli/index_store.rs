@@ -170,3 +170,43 @@ pub fn build(args: BuildArgs, global: &GlobalArgs) -> anyhow::Result<()> {
     );
     Ok(())
 }
+
+/// `capot index vocab --store URL`: query repair's vocabulary from the table's titles and texts,
+/// written into `data_dir` where `capot serve --store` (same table, same data directory) loads it.
+pub fn vocab(
+    url: &str,
+    password_file: Option<&std::path::Path>,
+    data_dir: &std::path::Path,
+) -> anyhow::Result<()> {
+    let password = super::serve::store_password(password_file)?;
+    let location = PgLocation::parse(url, password)?;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    let db = location.pool(PoolOptions {
+        max_connections: 1,
+        connect_timeout: Duration::from_secs(10),
+        statement_timeout: Duration::from_secs(24 * 3600),
+    })?;
+    let spinner = bar(0, "reading titles and texts · {elapsed}");
+    spinner.enable_steady_tick(Duration::from_millis(200));
+    let started = Instant::now();
+    let texts = rt
+        .block_on(postgres::texts(&db, &location))
+        .with_context(|| format!("cannot read {location}"))?;
+    spinner.set_message(format!("{} documents", texts.len()));
+    let dir = capot::store::vocab::vocab_dir(data_dir, &location.table);
+    let record = capot::store::vocab::build(&dir, &location.to_string(), &texts)
+        .with_context(|| format!("cannot write the vocabulary into {}", dir.display()))?;
+    spinner.finish_and_clear();
+    eprintln!(
+        "vocabulary of {location}: {} words from {} documents in {:.1}s, in {}",
+        record.info.words,
+        record.documents,
+        started.elapsed().as_secs_f64(),
+        dir.display()
+    );
+    println!("{}", serde_json::to_string_pretty(&record.info)?);
+    Ok(())
+}

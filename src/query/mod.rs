@@ -167,7 +167,10 @@ async fn routed(state: &Arc<AppState>, req: SearchRequest) -> Result<SearchOutco
     let snapshot = state.registry.snapshot();
     let texts = p.texts.clone();
     let corpus = state.corpus();
-    let repairer = corpus.as_ref().and_then(|c| c.repairer.clone());
+    let repairer = corpus
+        .as_ref()
+        .and_then(|c| c.repairer.clone())
+        .or_else(|| state.store_speller.get().and_then(|s| s.repairer()));
     let live = corpus.map(|c| c.live.clone());
     let aliases: Vec<String> = tokio::task::spawn_blocking(move || {
         let segment = live.as_ref().map(|l| l.read());

@@ -454,8 +454,11 @@ pub async fn search(state: &AppState, p: SearchParams) -> Result<SearchOutput, A
     let target = Target::of(state)?;
     let repairer = match &target {
         Target::Corpus(corpus) => repairer_for(corpus, mode)?,
-        Target::Store(_) => RepairMode::repairer(mode, None)
-            .map_err(|e| ApiError::invalid(format!("repair: {e}")).with_param("repair"))?,
+        Target::Store(_) => {
+            let vocabulary = state.store_speller.get().and_then(|s| s.repairer());
+            mode.repairer(vocabulary.as_ref())
+                .map_err(|e| ApiError::invalid(format!("repair: {e}")).with_param("repair"))?
+        }
     };
     let k = p.k;
     let default_ef = match &target {

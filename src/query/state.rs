@@ -213,6 +213,61 @@ pub struct AppState {
     /// The document store searches and writes go to instead of the embedded corpus
     /// (`--store`); set once at start.
     pub store: OnceLock<Arc<dyn crate::store::DocumentStore>>,
+    /// Query repair over the store's vocabulary (`--store`).
+    pub store_speller: OnceLock<Arc<StoreSpeller>>,
+}
+
+/// Query repair for a document store: the vocabulary built from its table into the data
+/// directory, swapped whole when it is rebuilt (`POST /admin/index/vocab`).
+pub struct StoreSpeller {
+    /// Where the vocabulary's files live (`<data-dir>/store-vocab/<table>`).
+    pub dir: PathBuf,
+    /// The word lists repair weighs corrections with (`--lexicon`).
+    pub lexicon: Option<Arc<crate::repair::lexicon::Lexicon>>,
+    current: RwLock<Option<(Arc<Repairer>, crate::store::vocab::StoreVocab)>>,
+    /// A rebuild running (`None`), or the last one's failure.
+    pub build: Mutex<Option<Result<(), String>>>,
+}
+
+impl StoreSpeller {
+    /// A speller over the vocabulary in `dir`, if one was built there.
+    pub fn open(
+        dir: PathBuf,
+        lexicon: Option<Arc<crate::repair::lexicon::Lexicon>>,
+    ) -> Result<Self, crate::store::vocab::VocabError> {
+        let speller = StoreSpeller {
+            current: RwLock::new(None),
+            build: Mutex::new(Some(Ok(()))),
+            dir,
+            lexicon,
+        };
+        speller.reload()?;
+        Ok(speller)
+    }
+
+    /// Reads the vocabulary in `dir` again and serves it; false when none was built.
+    pub fn reload(&self) -> Result<bool, crate::store::vocab::VocabError> {
+        let Some((vocab, record)) = crate::store::vocab::load(&self.dir)? else {
+            return Ok(false);
+        };
+        let repairer = Arc::new(Repairer::new(vocab, self.lexicon.clone()));
+        *crate::sync::write(&self.current) = Some((repairer, record));
+        Ok(true)
+    }
+
+    /// The repairer served now, if a vocabulary was built.
+    pub fn repairer(&self) -> Option<Arc<Repairer>> {
+        crate::sync::read(&self.current)
+            .as_ref()
+            .map(|(r, _)| r.clone())
+    }
+
+    /// When and from what the vocabulary served now was built.
+    pub fn record(&self) -> Option<crate::store::vocab::StoreVocab> {
+        crate::sync::read(&self.current)
+            .as_ref()
+            .map(|(_, v)| v.clone())
+    }
 }
 
 impl AppState {
@@ -235,6 +290,7 @@ impl AppState {
             repair_defaults: RepairDefaults::default(),
             payload_builds: Mutex::new(Default::default()),
             store: OnceLock::new(),
+            store_speller: OnceLock::new(),
         }
     }
 

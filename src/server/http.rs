@@ -259,7 +259,12 @@ async fn info(State(state): State<Arc<AppState>>) -> Json<serde_json::Value> {
 /// `/info`'s `repair`: the defaults, the vocabulary and the lexicon, and whether `auto` runs.
 pub(crate) fn repair_info(state: &AppState) -> serde_json::Value {
     let served = state.corpus();
-    let repairer = served.as_ref().and_then(|c| c.repairer.as_ref());
+    let speller = state.store_speller.get();
+    let from_store = speller.and_then(|s| s.repairer());
+    let repairer = served
+        .as_ref()
+        .and_then(|c| c.repairer.as_ref())
+        .or(from_store.as_ref());
     let vocabulary = repairer.map(|r| {
         let v = r.vocab().info();
         json!({
@@ -273,7 +278,7 @@ pub(crate) fn repair_info(state: &AppState) -> serde_json::Value {
         .map(|l| json!({ "words": l.len(), "pairs": l.bigram_len(), "sources": l.sources() }));
     let model = repairer.map(|r| r.model_info());
     let status = match (repairer, repairer.and_then(|r| r.lexicon())) {
-        (None, _) if served.is_none() => "loading",
+        (None, _) if served.is_none() && speller.is_none() => "loading",
         (None, _) => "no_vocabulary",
         (Some(_), None) => "no_lexicon",
         (Some(_), Some(_)) => "ready",
@@ -283,6 +288,12 @@ pub(crate) fn repair_info(state: &AppState) -> serde_json::Value {
         "default_mode": state.repair_defaults.mode,
         "default_fusion": state.repair_defaults.fusion,
         "vocabulary": vocabulary,
+        // Served from a store: when its vocabulary was built, and from how many documents.
+        "store_vocabulary": speller.and_then(|s| s.record()).map(|v| json!({
+            "built_at": v.built_at,
+            "age_seconds": crate::clock::now_unix().saturating_sub(v.built_unix),
+            "documents": v.documents,
+        })),
         "lexicon": lexicon,
         "model": model,
     })

@@ -272,6 +272,20 @@ fn load_store(
     if let Ok(n) = runtime.block_on(store.count()) {
         state.metrics.index_documents.set(n as i64);
     }
+    let lexicon = load_lexicon(&options.lexicons)?;
+    let dir = crate::store::vocab::vocab_dir(&options.data_dir, &location.table);
+    let speller = crate::query::state::StoreSpeller::open(dir.clone(), lexicon)
+        .map_err(|e| format!("cannot load the store's vocabulary: {e}"))?;
+    match speller.record() {
+        Some(v) => {
+            tracing::info!(words = v.info.words, built_at = %v.built_at, "query repair ready")
+        }
+        None => tracing::warn!(
+            dir = %dir.display(),
+            "the store has no vocabulary: query repair is off (build one with `capot index vocab --store` or POST /admin/index/vocab)"
+        ),
+    }
+    let _ = state.store_speller.set(Arc::new(speller));
     let _ = state.store.set(Arc::new(store));
     tracing::info!(
         store = %location,
@@ -303,14 +317,18 @@ fn log_failure(
 
 /// The index's query repairer with the language prior, `None` when the index has no
 /// vocabulary. What is missing is logged: repair degrades, serving does not.
+/// The word lists of `--lexicon` (none given: none).
+fn load_lexicon(lexicons: &[PathBuf]) -> Result<Option<Arc<Lexicon>>, String> {
+    if lexicons.is_empty() {
+        return Ok(None);
+    }
+    Ok(Some(Arc::new(
+        Lexicon::load(lexicons).map_err(|e| e.to_string())?,
+    )))
+}
+
 fn load_repairer(index: &Index, lexicons: &[PathBuf]) -> Result<Option<Arc<Repairer>>, String> {
-    let lexicon = if lexicons.is_empty() {
-        None
-    } else {
-        Some(Arc::new(
-            Lexicon::load(lexicons).map_err(|e| e.to_string())?,
-        ))
-    };
+    let lexicon = load_lexicon(lexicons)?;
     let Some(vocab) = index.vocab() else {
         tracing::warn!(
             "the index has no vocabulary: query repair is off (add one with `capot index vocab {}`)",

@@ -18,6 +18,7 @@ use crate::query::filter::Filter;
 use crate::query::stages::CorpusHits;
 
 pub mod postgres;
+pub mod vocab;
 
 /// A boxed future, so the trait stays usable as `dyn DocumentStore`.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
@@ -114,6 +115,9 @@ pub trait DocumentStore: Send + Sync + 'static {
 
     /// Documents stored now.
     fn count(&self) -> BoxFuture<'_, Result<u64, StoreError>>;
+
+    /// Every document's title and text, for query repair's vocabulary.
+    fn texts(&self) -> BoxFuture<'_, Result<Vec<(String, String)>, StoreError>>;
 }
 
 /// Hits of a query searched with several vectors: each document once, with its best score,

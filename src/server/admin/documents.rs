@@ -53,6 +53,7 @@ pub(super) fn routes() -> Router<Arc<Admin>> {
         )
         .layer(DefaultBodyLimit::max(DOCUMENTS_BODY_LIMIT))
         .route("/admin/index", get(index_info))
+        .route("/admin/index/vocab", axum::routing::post(rebuild_vocab))
         .route("/admin/index/compact", axum::routing::post(compact))
         .route("/admin/index/compaction/events", get(compaction_events))
         .route(
@@ -127,6 +128,7 @@ async fn index_info(State(admin): State<Arc<Admin>>) -> Result<Json<Value>, ApiE
             "store": store.info(),
             "documents": documents,
             "healthy": store.healthy(),
+            "vocabulary": store_vocabulary(&admin.state),
         })));
     }
     let Some(corpus) = admin.state.corpus() else {
@@ -225,6 +227,86 @@ async fn put_payload_index(
 
 /// `DELETE /admin/index/payload/{field}`: drops a payload index (filters on the field are then
 /// refused, or scan with `--allow-unindexed-filters`); 404 when none is declared.
+/// The store's vocabulary as `GET /admin/index` reports it: when it was built, from how many
+/// documents, and whether a rebuild runs or failed.
+fn store_vocabulary(state: &crate::query::AppState) -> Value {
+    let Some(speller) = state.store_speller.get() else {
+        return Value::Null;
+    };
+    let build = crate::sync::lock(&speller.build).clone();
+    json!({
+        "built": speller.record().map(|v| json!({
+            "built_at": v.built_at,
+            "age_seconds": crate::clock::now_unix().saturating_sub(v.built_unix),
+            "documents": v.documents,
+            "words": v.info.words,
+        })),
+        "state": match &build {
+            None => "building",
+            Some(Ok(())) => "idle",
+            Some(Err(_)) => "failed",
+        },
+        "error": build.and_then(Result::err),
+    })
+}
+
+/// `POST /admin/index/vocab`: rebuilds the store's vocabulary from its table in the background
+/// and serves it once built (202; `GET /admin/index` → `vocabulary` follows it). The embedded
+/// index's vocabulary is built with its index (`capot index vocab DIR`): 409 there.
+async fn rebuild_vocab(
+    State(admin): State<Arc<Admin>>,
+) -> Result<(StatusCode, Json<Value>), ApiError> {
+    let state = admin.state.clone();
+    let (Some(store), Some(speller)) = (state.store.get(), state.store_speller.get()) else {
+        return Err(ApiError::new(
+            StatusCode::CONFLICT,
+            "embedded_index",
+            "the embedded index's vocabulary is built with it (`capot index build`, or `capot index vocab DIR` on a stopped copy)",
+        ));
+    };
+    {
+        let mut build = crate::sync::lock(&speller.build);
+        if build.is_none() {
+            return Err(ApiError::new(
+                StatusCode::CONFLICT,
+                "vocabulary_building",
+                "a rebuild of the vocabulary is running; GET /admin/index follows it",
+            ));
+        }
+        *build = None;
+    }
+    let (store, speller) = (store.clone(), speller.clone());
+    tokio::spawn(async move {
+        let started = Instant::now();
+        let result = async {
+            let texts = store.texts().await.map_err(|e| e.to_string())?;
+            let location = store.info().location.clone();
+            let dir = speller.dir.clone();
+            let speller2 = speller.clone();
+            tokio::task::spawn_blocking(move || {
+                crate::store::vocab::build(&dir, &location, &texts).map_err(|e| e.to_string())?;
+                speller2.reload().map_err(|e| e.to_string())
+            })
+            .await
+            .map_err(|e| e.to_string())??;
+            Ok::<_, String>(())
+        }
+        .await;
+        match &result {
+            Ok(()) => tracing::info!(
+                seconds = started.elapsed().as_secs_f64(),
+                "store vocabulary rebuilt"
+            ),
+            Err(e) => tracing::warn!(error = %e, "store vocabulary rebuild failed"),
+        }
+        *crate::sync::lock(&speller.build) = Some(result);
+    });
+    Ok((
+        StatusCode::ACCEPTED,
+        Json(json!({"state": "building", "vocabulary": store_vocabulary(&state)})),
+    ))
+}
+
 /// 409 when the service serves a document store: payload indexes are the embedded index's.
 fn embedded_only(admin: &Admin) -> Result<(), ApiError> {
     match admin.state.store.get() {

@@ -169,6 +169,15 @@ fn index_info() {}
 #[allow(dead_code)]
 fn compact_index() {}
 
+/// Rebuilds query repair's vocabulary from the document store's table in the background and
+/// serves it once built (`capot serve --store`); `GET /admin/index`'s `vocabulary` follows it.
+#[utoipa::path(post, path = "/admin/index/vocab", tag = "documents",
+    responses((status = 202, description = "building", body = Object),
+        (status = 401, body = ErrorBody),
+        (status = 409, description = "a rebuild runs, or the service serves the embedded index", body = ErrorBody)))]
+#[allow(dead_code)]
+fn rebuild_vocab() {}
+
 /// The events of the compaction running or last run (`started`, `stage`, `built`, then
 /// `succeeded`, `nothing_to_do` or `failed`): JSON, or with `Accept: text/event-stream` a stream
 /// from `?after=N` (or `Last-Event-ID`) that follows the compaction and ends after its final event.
@@ -219,7 +228,7 @@ const ADMIN_TOKEN: Bearer = Bearer {
     info(title = "capot admin", description = "Encoders, aliases, the state file, alignment jobs and the live corpus."),
     paths(list_encoders, post_encoder, delete_encoder, list_aliases, put_alias, delete_alias,
         get_state, list_jobs, create_job, show_job, job_events, cancel_job, upsert_documents,
-        delete_documents, delete_document, get_document, index_info, compact_index, compaction_events,
+        delete_documents, delete_document, get_document, index_info, compact_index, rebuild_vocab, compaction_events,
         put_payload_index, delete_payload_index, openapi),
     components(schemas(LoadRequest, AliasRequest, RepairMode, RepairFusion, ErrorBody, ErrorDetail,
         UpsertRequest, DeleteRequest, DocumentInput, DocumentView, WriteResult, WriteStatus,

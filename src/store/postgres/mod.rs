@@ -709,6 +709,13 @@ impl DocumentStore for PgStore {
         })
     }
 
+    fn texts(&self) -> BoxFuture<'_, Result<Vec<(String, String)>, StoreError>> {
+        Box::pin(async move {
+            let pool = self.pool.clone();
+            texts(&pool, &self.location).await.map_err(|e| self.mark(e))
+        })
+    }
+
     fn count(&self) -> BoxFuture<'_, Result<u64, StoreError>> {
         Box::pin(async move {
             let client = self
@@ -728,6 +735,37 @@ impl DocumentStore for PgStore {
             Ok(row.get::<_, i64>(0) as u64)
         })
     }
+}
+
+/// Every row's title and text, read through a server-side cursor (a portal) a batch at a time,
+/// with no statement timeout: a large table takes as long as it takes.
+pub async fn texts(
+    pool: &Pool,
+    location: &PgLocation,
+) -> Result<Vec<(String, String)>, StoreError> {
+    let mut client = pool.get().await.map_err(pool_error)?;
+    let tx = client.transaction().await.map_err(db_error)?;
+    tx.batch_execute("SET LOCAL statement_timeout = 0")
+        .await
+        .map_err(db_error)?;
+    let statement = tx
+        .prepare(&format!(
+            "SELECT title, text FROM {}",
+            location.quoted_table()
+        ))
+        .await
+        .map_err(db_error)?;
+    let portal = tx.bind(&statement, &[]).await.map_err(db_error)?;
+    let mut out = Vec::new();
+    loop {
+        let rows = tx.query_portal(&portal, 10_000).await.map_err(db_error)?;
+        if rows.is_empty() {
+            break;
+        }
+        out.extend(rows.into_iter().map(|r| (r.get(0), r.get(1))));
+    }
+    tx.commit().await.map_err(db_error)?;
+    Ok(out)
 }
 
 /// The WAL position after a committed write (bytes from the log's start): it orders writes,
