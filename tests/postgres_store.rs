@@ -185,7 +185,7 @@ async fn random_store(pg: &Postgres, table: &str, n: usize) -> (PgStore, Vec<Rec
     postgres::create_hnsw(&pool, &location, 16, 64)
         .await
         .expect("hnsw");
-    let store = PgStore::open(location, PoolOptions::default())
+    let store = PgStore::open(location, PoolOptions::default(), &[])
         .await
         .expect("open");
     (store, docs)
@@ -222,6 +222,7 @@ fn filters_in_sql_admit_exactly_what_the_embedded_filter_admits() {
                         ef: 1000,
                         filter: Some(Arc::new(f)),
                         with_metadata: false,
+                        after: None,
                     },
                 )
                 .await
@@ -268,6 +269,7 @@ fn searches_return_the_exact_top_k_filtered_or_not_with_metadata() {
                         ef: 400,
                         filter: (qi > 0).then(|| Arc::new(f)),
                         with_metadata: true,
+                        after: None,
                     },
                 )
                 .await
@@ -834,4 +836,133 @@ fn repair_reads_the_vocabulary_built_from_the_table_and_rebuilt_as_it_grows() {
     }
     let after = search(&server, &novel);
     assert_eq!(after["repair"]["text"], "zorblaxian migration", "{after}");
+}
+
+#[test]
+fn replicas_serve_searches_a_stopped_one_fails_none_and_writes_are_read_back_through_lag() {
+    let primary = Postgres::start();
+    load(
+        &primary,
+        &common::root().join("data/default-corpus"),
+        "docs",
+        &[],
+    );
+    let replica = Postgres::replica_of(&primary);
+    let caught_up = |pg: &Postgres, id: &str| {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while pg.psql(&format!("SELECT count(*) FROM docs WHERE id = '{id}'")) != "1" {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the replica never replayed {id}"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    };
+    assert_eq!(replica.psql("SELECT count(*) FROM docs"), "200");
+    let data = tempfile::tempdir().unwrap();
+    let server = common::Server::start(&[
+        "--store",
+        &primary.url("docs"),
+        "--store-replica",
+        &replica.url("docs"),
+        "--encoder",
+        common::minilm_bundle().to_str().unwrap(),
+        "--data-dir",
+        data.path().to_str().unwrap(),
+    ]);
+    let info = curl("GET", &format!("{}/info", server.base), None, None).2;
+    assert_eq!(
+        info["store"]["replicas"][0]["healthy"], true,
+        "{}",
+        info["store"]
+    );
+    let token = admin_token(data.path());
+    let admin = admin_base(&server);
+
+    // Replay paused: a write is on the primary only. A search that names it is served by a
+    // node that has it; one that does not may be served by the lagging replica.
+    replica.psql("SELECT pg_wal_replay_pause()");
+    let text = "Glassblowers anneal each vase overnight so it does not crack.";
+    let doc = json!({"documents": [{"id": "ryw-1", "text": text}]});
+    let (code, _, v) = curl(
+        "POST",
+        &format!("{admin}/admin/documents"),
+        Some(&doc),
+        Some(&token),
+    );
+    assert_eq!(code, 200, "{v}");
+    let op = v["result"]["operation_id"].as_u64().unwrap();
+    assert_eq!(
+        replica.psql("SELECT count(*) FROM docs WHERE id = 'ryw-1'"),
+        "0"
+    );
+    let mut stale = 0;
+    for _ in 0..6 {
+        let fresh = search(&server, &json!({"query": text, "k": 1, "after": op}));
+        assert_eq!(common::hit_ids(&fresh), ["ryw-1"], "{fresh}");
+        let any = search(&server, &json!({"query": text, "k": 1}));
+        if common::hit_ids(&any) != ["ryw-1"] {
+            stale += 1;
+        }
+    }
+    // Searches without `after` go to the replica in turn: the lag shows.
+    assert!(stale > 0, "no search was served by the paused replica");
+    replica.psql("SELECT pg_wal_replay_resume()");
+    caught_up(&replica, "ryw-1");
+
+    // The replica stops under search load: no search fails.
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let served = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let load_thread = {
+        let (base, stop, served) = (server.base.clone(), stop.clone(), served.clone());
+        std::thread::spawn(move || {
+            let mut failed = Vec::new();
+            while !stop.load(std::sync::atomic::Ordering::Acquire) {
+                let body = json!({"query": "how do vaccines work", "k": 3});
+                let (code, _, v) = curl("POST", &format!("{base}/search"), Some(&body), None);
+                if code == 200 {
+                    served.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+                } else {
+                    failed.push((code, v));
+                }
+            }
+            failed
+        })
+    };
+    let wait_served = |n: usize| {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        while served.load(std::sync::atomic::Ordering::Acquire) < n {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "searches stopped being served"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    };
+    wait_served(5);
+    replica.stop();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let info = curl("GET", &format!("{}/info", server.base), None, None).2;
+        if info["store"]["replicas"][0]["healthy"] == false {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the stopped replica is still healthy"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    // And afterwards, on the primary.
+    wait_served(served.load(std::sync::atomic::Ordering::Acquire) + 5);
+    stop.store(true, std::sync::atomic::Ordering::Release);
+    let failed = load_thread.join().unwrap();
+    assert!(
+        failed.is_empty(),
+        "{} of {} searches failed: {:?}",
+        failed.len(),
+        served.load(std::sync::atomic::Ordering::Acquire) + failed.len(),
+        failed.first()
+    );
+    assert_eq!(common::http_get(server.addr, "/ready").unwrap().0, 200);
 }

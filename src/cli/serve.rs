@@ -34,6 +34,17 @@ pub struct ServeArgs {
     /// password comes from the URL, `PGPASSWORD` or --store-password-file.
     #[arg(long, env = "CAPOT_STORE", value_name = "URL", hide_env_values = true)]
     pub store: Option<String>,
+    /// A streaming replica of the --store database that searches may be served by
+    /// (`postgres://USER@HOST:PORT/DB?table=NAME`, same table); repeat for several. Searches go
+    /// to healthy replicas in turn, to the primary when none can serve.
+    #[arg(
+        long = "store-replica",
+        env = "CAPOT_STORE_REPLICAS",
+        value_delimiter = ',',
+        value_name = "URL",
+        hide_env_values = true
+    )]
+    pub store_replicas: Vec<String>,
     /// File holding the store's password (first line).
     #[arg(long, env = "CAPOT_STORE_PASSWORD_FILE", value_name = "FILE")]
     pub store_password_file: Option<PathBuf>,
@@ -138,6 +149,8 @@ pub struct ServeArgs {
 struct ServeFile {
     index: Option<PathBuf>,
     store: Option<String>,
+    #[serde(default)]
+    store_replicas: Vec<String>,
     store_password_file: Option<PathBuf>,
     store_max_connections: Option<usize>,
     #[serde(default)]
@@ -294,7 +307,16 @@ pub fn options(args: ServeArgs, global: &GlobalArgs) -> anyhow::Result<ServeOpti
                     .or(file.store_password_file.clone())
                     .as_deref(),
             )?;
-            let location = capot::store::postgres::PgLocation::parse(&url, password)?;
+            let location = capot::store::postgres::PgLocation::parse(&url, password.clone())?;
+            let replicas = if args.store_replicas.is_empty() {
+                file.store_replicas.clone()
+            } else {
+                args.store_replicas
+            };
+            let replicas = replicas
+                .iter()
+                .map(|r| capot::store::postgres::PgLocation::parse(r, password.clone()))
+                .collect::<Result<Vec<_>, _>>()?;
             let mut pool = capot::store::postgres::PoolOptions::default();
             if let Some(n) = args.store_max_connections.or(file.store_max_connections) {
                 if n == 0 {
@@ -302,7 +324,11 @@ pub fn options(args: ServeArgs, global: &GlobalArgs) -> anyhow::Result<ServeOpti
                 }
                 pool.max_connections = n;
             }
-            Some((location, pool))
+            Some(capot::server::StoreOptions {
+                primary: location,
+                replicas,
+                pool,
+            })
         }
         None => None,
     };

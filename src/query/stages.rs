@@ -41,6 +41,9 @@ pub struct SearchParams {
     pub filter: Option<Filter>,
     /// Each hit carries its document's metadata.
     pub with_metadata: bool,
+    /// Read-your-writes: served only by a node that holds the write with this `operation_id`
+    /// (a PostgreSQL store's replicas; the embedded index has every acknowledged write).
+    pub after: Option<u64>,
 }
 
 impl SearchParams {
@@ -56,6 +59,7 @@ impl SearchParams {
             repair_fusion: None,
             filter: None,
             with_metadata: false,
+            after: None,
         }
     }
 }
@@ -487,6 +491,7 @@ pub async fn search(state: &AppState, p: SearchParams) -> Result<SearchOutput, A
         None => None,
     };
     let with_metadata = p.with_metadata;
+    let after = p.after;
     let live = match &target {
         Target::Corpus(c) => Some(c.live.clone()),
         Target::Store(_) => None,
@@ -510,6 +515,7 @@ pub async fn search(state: &AppState, p: SearchParams) -> Result<SearchOutput, A
                     ef,
                     filter,
                     with_metadata,
+                    after,
                 };
                 let results = store.search(queries, scope).await.map_err(store_error)?;
                 (results, 0.0, started.elapsed().as_secs_f64())

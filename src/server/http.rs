@@ -247,6 +247,7 @@ async fn info(State(state): State<Arc<AppState>>) -> Json<serde_json::Value> {
         "store": state.store.get().map(|s| json!({
             "info": s.info(),
             "healthy": s.healthy(),
+            "replicas": s.replicas(),
         })),
         "encoders": encoders,
         "aliases": snapshot.aliases,
@@ -334,6 +335,10 @@ pub struct SearchRequest {
     /// Each hit carries its document's metadata.
     #[serde(default)]
     with_metadata: bool,
+    /// Read-your-writes: served only by a node that holds the write whose `operation_id` this
+    /// is (a PostgreSQL store's replicas, else its primary).
+    #[serde(default)]
+    after: Option<u64>,
 }
 
 /// The `repair` member of a search response for one query: `None` when nothing changed.
@@ -446,6 +451,7 @@ async fn search(
                 repair_fusion: req.repair_fusion,
                 filter,
                 with_metadata: req.with_metadata,
+                after: req.after,
             },
             fusion: req.fusion,
         },

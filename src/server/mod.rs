@@ -32,10 +32,7 @@ pub struct ServeOptions {
     /// The embedded index (unused when `store` is set).
     pub index: PathBuf,
     /// A PostgreSQL store searched and written instead of the embedded index (`--store`).
-    pub store: Option<(
-        crate::store::postgres::PgLocation,
-        crate::store::postgres::PoolOptions,
-    )>,
+    pub store: Option<StoreOptions>,
     pub encoders: Vec<PathBuf>,
     /// The index's document encoder for writes, when no search encoder is it.
     pub document_encoder: Option<PathBuf>,
@@ -55,6 +52,14 @@ pub struct ServeOptions {
     pub repair: RepairDefaults,
     /// Word lists of the language prior (none: repair without one, `auto` skips).
     pub lexicons: Vec<PathBuf>,
+}
+
+/// The PostgreSQL store to serve from (`--store`), its streaming replicas and pool options.
+#[derive(Debug, Clone)]
+pub struct StoreOptions {
+    pub primary: crate::store::postgres::PgLocation,
+    pub replicas: Vec<crate::store::postgres::PgLocation>,
+    pub pool: crate::store::postgres::PoolOptions,
 }
 
 /// Errors that stop the service from starting.
@@ -141,8 +146,8 @@ pub const LIVE_DIR: &str = "corpus";
 
 /// Loads the index and encoders into `state` (the caller marks it ready).
 fn load_all(state: &AppState, options: &ServeOptions) -> Result<(), String> {
-    if let Some((location, pool)) = &options.store {
-        return load_store(state, options, location, *pool);
+    if let Some(store) = &options.store {
+        return load_store(state, options, store);
     }
     let started = Instant::now();
     // The index as built, or the newest version a compaction made of it and the live corpus.
@@ -238,16 +243,17 @@ fn load_encoders(
 fn load_store(
     state: &AppState,
     options: &ServeOptions,
-    location: &crate::store::postgres::PgLocation,
-    pool: crate::store::postgres::PoolOptions,
+    store_options: &StoreOptions,
 ) -> Result<(), String> {
+    let location = &store_options.primary;
     use crate::store::{DocumentStore, StoreError};
     let started = Instant::now();
     let runtime = tokio::runtime::Handle::current();
     let store = loop {
         match runtime.block_on(crate::store::postgres::PgStore::open(
             location.clone(),
-            pool,
+            store_options.pool,
+            &store_options.replicas,
         )) {
             Ok(s) => break s,
             Err(StoreError::Unavailable(why)) => {

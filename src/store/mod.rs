@@ -49,6 +49,9 @@ pub struct StoreSearch {
     /// A bound filter ([`Filter::bind`] against [`StoreInfo::payload_fields`]).
     pub filter: Option<Arc<Filter>>,
     pub with_metadata: bool,
+    /// Served only by a node that holds this write (its `operation_id`): read-your-writes
+    /// across replicas.
+    pub after: Option<u64>,
 }
 
 /// A document as a store keeps it.
@@ -87,13 +90,26 @@ pub struct StoreInfo {
     pub payload_fields: std::collections::BTreeMap<String, FieldSchema>,
 }
 
+/// A read replica as `/info` reports it.
+#[derive(Debug, Clone, Serialize)]
+pub struct ReplicaHealth {
+    /// Without credentials.
+    pub location: String,
+    pub healthy: bool,
+}
+
 /// The seam between the query pipeline and a document store (see the module doc).
 pub trait DocumentStore: Send + Sync + 'static {
     /// What the store serves.
     fn info(&self) -> &StoreInfo;
 
-    /// Whether the store answered its last health check.
+    /// Whether the store answered its last health check (any node that can serve searches).
     fn healthy(&self) -> bool;
+
+    /// Read replicas and whether each answered its last health check (none by default).
+    fn replicas(&self) -> Vec<ReplicaHealth> {
+        Vec::new()
+    }
 
     /// The `k` best documents for each query's vectors (one list per query; a query with two
     /// vectors — raw and repaired — gets each document once with its best score).

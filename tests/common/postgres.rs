@@ -136,6 +136,59 @@ impl Postgres {
         unreachable!()
     }
 
+    /// A streaming replica of `primary` (`pg_basebackup -R`), started on a port of its own.
+    pub fn replica_of(primary: &Postgres) -> Postgres {
+        let dir = tempfile::Builder::new()
+            .prefix("capot-pg-replica-")
+            .tempdir()
+            .expect("tempdir");
+        if let Some(u) = primary.user {
+            let ok = Command::new("chown")
+                .args([&format!("{u}:"), dir.path().to_str().unwrap()])
+                .status()
+                .expect("chown");
+            assert!(ok.success());
+        }
+        let mut pg = Postgres {
+            port: 0,
+            bin: primary.bin.clone(),
+            dir,
+            user: primary.user,
+        };
+        let data = pg.data_dir();
+        let port = primary.port.to_string();
+        let o = pg.run(
+            "pg_basebackup",
+            &[
+                "-h",
+                "127.0.0.1",
+                "-p",
+                &port,
+                "-U",
+                "postgres",
+                "-D",
+                data.to_str().unwrap(),
+                "-R",
+                "-X",
+                "stream",
+                "--no-sync",
+            ],
+        );
+        assert!(
+            o.status.success(),
+            "pg_basebackup: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        for attempt in 0..5 {
+            pg.port = free_port();
+            if pg.try_start() {
+                return pg;
+            }
+            assert!(attempt < 4, "the replica did not start: {}", pg.log());
+        }
+        unreachable!()
+    }
+
     fn data_dir(&self) -> PathBuf {
         self.dir.path().join("data")
     }

@@ -115,6 +115,7 @@ pub(super) fn search_request(req: pb::SearchRequest) -> Result<query::SearchRequ
             repair_fusion: parse_name(req.repair_fusion, "repair_fusion")?,
             filter,
             with_metadata: req.with_metadata,
+            after: req.after,
         },
         fusion: (!req.fusion.is_empty()).then_some(req.fusion),
     })

@@ -436,17 +436,36 @@ pub async fn create_hnsw(
         .map_err(db_error)
 }
 
-/// A document store served from PostgreSQL.
+/// A streaming replica searches may be served by.
+struct Replica {
+    pool: Pool,
+    /// Without its password.
+    location: String,
+    healthy: Arc<AtomicBool>,
+}
+
+/// A document store served from PostgreSQL: the primary takes writes (and searches when no
+/// replica can), streaming replicas take searches in turn.
 pub struct PgStore {
     pool: Pool,
     location: PgLocation,
     info: StoreInfo,
     healthy: Arc<AtomicBool>,
+    replicas: Vec<Replica>,
+    /// Round-robin position over the replicas.
+    turn: std::sync::atomic::AtomicUsize,
 }
 
 impl PgStore {
-    /// Connects and reads the table's record; fails when the table has none.
-    pub async fn open(location: PgLocation, options: PoolOptions) -> Result<PgStore, StoreError> {
+    /// Connects and reads the table's record; fails when the table has none. Searches are
+    /// spread over `replicas` (streaming replicas of the primary), health-checked by
+    /// [`PgStore::watch_health`]; a replica that cannot be reached at start is skipped until it
+    /// answers.
+    pub async fn open(
+        location: PgLocation,
+        options: PoolOptions,
+        replicas: &[PgLocation],
+    ) -> Result<PgStore, StoreError> {
         let pool = location.pool(options)?;
         let client = pool.get().await.map_err(pool_error)?;
         let record = read_record(&client, &location.table)
@@ -466,35 +485,61 @@ impl PgStore {
             ef_search: record.ef_search,
             payload_fields: record.payload_fields,
         };
+        let replicas = replicas
+            .iter()
+            .map(|r| {
+                if r.table != location.table {
+                    return Err(StoreError::Invalid(format!(
+                        "--store-replica {r} names table {}, the primary {}",
+                        r.table, location.table
+                    )));
+                }
+                Ok(Replica {
+                    pool: r.pool(options)?,
+                    location: r.to_string(),
+                    healthy: Arc::new(AtomicBool::new(true)),
+                })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
         Ok(PgStore {
             pool,
             location,
             info,
             healthy: Arc::new(AtomicBool::new(true)),
+            replicas,
+            turn: Default::default(),
         })
     }
 
-    /// Checks the database every `every` until the returned task is aborted: `healthy()` turns
-    /// false within one check of the database going away and true within one of its return.
+    /// Checks the primary and each replica every `every` until the returned task is aborted:
+    /// a node turns unhealthy within one check of going away and healthy within one of its
+    /// return.
     pub fn watch_health(&self, every: Duration) -> tokio::task::JoinHandle<()> {
-        let pool = self.pool.clone();
-        let healthy = self.healthy.clone();
-        let location = self.location.to_string();
+        let mut nodes = vec![(
+            self.pool.clone(),
+            self.healthy.clone(),
+            self.location.to_string(),
+        )];
+        for r in &self.replicas {
+            nodes.push((r.pool.clone(), r.healthy.clone(), r.location.clone()));
+        }
         tokio::spawn(async move {
             loop {
-                let ok = tokio::time::timeout(every.max(Duration::from_millis(500)), async {
-                    let client = pool.get().await.ok()?;
-                    client.simple_query("SELECT 1").await.ok()
-                })
-                .await
-                .ok()
-                .flatten()
-                .is_some();
-                if healthy.swap(ok, Ordering::AcqRel) != ok {
-                    if ok {
-                        tracing::info!(store = %location, "the document store answers again");
-                    } else {
-                        tracing::warn!(store = %location, "the document store does not answer");
+                for (pool, healthy, location) in &nodes {
+                    let ok = tokio::time::timeout(every.max(Duration::from_millis(500)), async {
+                        let client = pool.get().await.ok()?;
+                        client.simple_query("SELECT 1").await.ok()
+                    })
+                    .await
+                    .ok()
+                    .flatten()
+                    .is_some();
+                    if healthy.swap(ok, Ordering::AcqRel) != ok {
+                        if ok {
+                            tracing::info!(store = %location, "the database answers again");
+                        } else {
+                            tracing::warn!(store = %location, "the database does not answer");
+                        }
                     }
                 }
                 tokio::time::sleep(every).await;
@@ -509,65 +554,123 @@ impl PgStore {
         e
     }
 
-    async fn search_all(
+    /// Serves a search on a healthy replica that has replayed past `scope.after` (in turn), or
+    /// else on the primary; a replica that fails to answer is marked down and the next one
+    /// asked, so a replica going away fails no search.
+    async fn search_routed(
         &self,
         queries: Vec<Vec<Vec<f32>>>,
         scope: StoreSearch,
     ) -> Result<Vec<CorpusHits>, StoreError> {
-        let mut client = self.pool.get().await.map_err(pool_error)?;
-        let filter = scope.filter.as_deref().map(|f| sql::filter_sql(f, 3));
-        let where_clause = filter.as_ref().map_or("TRUE", |f| f.text.as_str());
-        let metadata = if scope.with_metadata {
-            "metadata"
-        } else {
-            "NULL::jsonb"
-        };
-        let statement = format!(
-            "SELECT id, title, text, {metadata}, (embedding <#> $1) FROM {} WHERE {where_clause}
-             ORDER BY embedding <#> $1 LIMIT $2",
-            self.location.quoted_table()
-        );
-        let ef = scope.ef.clamp(1, 1000);
-        let mut out = Vec::with_capacity(queries.len());
-        for vectors in queries {
-            let tx = client.transaction().await.map_err(db_error)?;
-            let iterative = if filter.is_some() {
-                "SET LOCAL hnsw.iterative_scan = relaxed_order;"
-            } else {
-                ""
-            };
-            tx.batch_execute(&format!("SET LOCAL hnsw.ef_search = {ef}; {iterative}"))
-                .await
-                .map_err(db_error)?;
-            let prepared = tx.prepare_cached(&statement).await.map_err(db_error)?;
-            let mut lists = Vec::with_capacity(vectors.len());
-            let mut strategy = Strategy::Graph;
-            for v in &vectors {
-                let mut hits = run(&tx, &prepared, v, scope.k, filter.as_ref()).await?;
-                if filter.is_some() && hits.len() < scope.k {
-                    // The walk stopped short: score every admitted row instead.
-                    tx.batch_execute("SET LOCAL enable_indexscan = off")
-                        .await
-                        .map_err(db_error)?;
-                    hits = run(&tx, &prepared, v, scope.k, filter.as_ref()).await?;
-                    tx.batch_execute("SET LOCAL enable_indexscan = on")
-                        .await
-                        .map_err(db_error)?;
-                    strategy = Strategy::GraphThenExact;
-                }
-                lists.push(hits);
+        let n = self.replicas.len();
+        let start = self.turn.fetch_add(1, Ordering::Relaxed);
+        for i in 0..n {
+            let r = &self.replicas[(start + i) % n];
+            if !r.healthy.load(Ordering::Acquire) {
+                continue;
             }
-            tx.commit().await.map_err(db_error)?;
-            out.push(CorpusHits {
-                hits: merge_vectors(lists, scope.k),
-                filter: filter.as_ref().map(|_| FilterReport {
-                    admitted: None,
-                    strategy,
-                }),
-            });
+            let answer = async {
+                if let Some(after) = scope.after {
+                    if replayed(&r.pool).await? < after {
+                        return Ok(None);
+                    }
+                }
+                search_on(&r.pool, &self.location, &queries, &scope)
+                    .await
+                    .map(Some)
+            };
+            match answer.await {
+                Ok(Some(hits)) => return Ok(hits),
+                Ok(None) => {}
+                Err(StoreError::Unavailable(why)) => {
+                    tracing::warn!(store = %r.location, reason = %why, "replica skipped");
+                    r.healthy.store(false, Ordering::Release);
+                }
+                Err(e) => return Err(e),
+            }
         }
-        Ok(out)
+        search_on(&self.pool, &self.location, &queries, &scope)
+            .await
+            .map_err(|e| self.mark(e))
     }
+}
+
+/// How far a replica has replayed the primary's WAL (bytes); a primary answers its own
+/// position.
+async fn replayed(pool: &Pool) -> Result<u64, StoreError> {
+    let client = pool.get().await.map_err(pool_error)?;
+    let row = client
+        .query_one(
+            "SELECT (coalesce(pg_last_wal_replay_lsn(), pg_current_wal_lsn()) - '0/0'::pg_lsn)::text",
+            &[],
+        )
+        .await
+        .map_err(db_error)?;
+    let text: String = row.get(0);
+    text.parse()
+        .map_err(|_| StoreError::Database(format!("unexpected WAL position {text:?}")))
+}
+
+/// The `k` best rows for each query's vectors, searched on `pool`.
+async fn search_on(
+    pool: &Pool,
+    location: &PgLocation,
+    queries: &[Vec<Vec<f32>>],
+    scope: &StoreSearch,
+) -> Result<Vec<CorpusHits>, StoreError> {
+    let mut client = pool.get().await.map_err(pool_error)?;
+    let filter = scope.filter.as_deref().map(|f| sql::filter_sql(f, 3));
+    let where_clause = filter.as_ref().map_or("TRUE", |f| f.text.as_str());
+    let metadata = if scope.with_metadata {
+        "metadata"
+    } else {
+        "NULL::jsonb"
+    };
+    let statement = format!(
+        "SELECT id, title, text, {metadata}, (embedding <#> $1) FROM {} WHERE {where_clause}
+             ORDER BY embedding <#> $1 LIMIT $2",
+        location.quoted_table()
+    );
+    let ef = scope.ef.clamp(1, 1000);
+    let mut out = Vec::with_capacity(queries.len());
+    for vectors in queries {
+        let tx = client.transaction().await.map_err(db_error)?;
+        let iterative = if filter.is_some() {
+            "SET LOCAL hnsw.iterative_scan = relaxed_order;"
+        } else {
+            ""
+        };
+        tx.batch_execute(&format!("SET LOCAL hnsw.ef_search = {ef}; {iterative}"))
+            .await
+            .map_err(db_error)?;
+        let prepared = tx.prepare_cached(&statement).await.map_err(db_error)?;
+        let mut lists = Vec::with_capacity(vectors.len());
+        let mut strategy = Strategy::Graph;
+        for v in vectors.iter() {
+            let mut hits = run(&tx, &prepared, v, scope.k, filter.as_ref()).await?;
+            if filter.is_some() && hits.len() < scope.k {
+                // The walk stopped short: score every admitted row instead.
+                tx.batch_execute("SET LOCAL enable_indexscan = off")
+                    .await
+                    .map_err(db_error)?;
+                hits = run(&tx, &prepared, v, scope.k, filter.as_ref()).await?;
+                tx.batch_execute("SET LOCAL enable_indexscan = on")
+                    .await
+                    .map_err(db_error)?;
+                strategy = Strategy::GraphThenExact;
+            }
+            lists.push(hits);
+        }
+        tx.commit().await.map_err(db_error)?;
+        out.push(CorpusHits {
+            hits: merge_vectors(lists, scope.k),
+            filter: filter.as_ref().map(|_| FilterReport {
+                admitted: None,
+                strategy,
+            }),
+        });
+    }
+    Ok(out)
 }
 
 /// One statement's hits for one vector.
@@ -616,6 +719,20 @@ impl DocumentStore for PgStore {
 
     fn healthy(&self) -> bool {
         self.healthy.load(Ordering::Acquire)
+            || self
+                .replicas
+                .iter()
+                .any(|r| r.healthy.load(Ordering::Acquire))
+    }
+
+    fn replicas(&self) -> Vec<super::ReplicaHealth> {
+        self.replicas
+            .iter()
+            .map(|r| super::ReplicaHealth {
+                location: r.location.clone(),
+                healthy: r.healthy.load(Ordering::Acquire),
+            })
+            .collect()
     }
 
     fn search<'a>(
@@ -623,11 +740,7 @@ impl DocumentStore for PgStore {
         queries: Vec<Vec<Vec<f32>>>,
         scope: StoreSearch,
     ) -> BoxFuture<'a, Result<Vec<CorpusHits>, StoreError>> {
-        Box::pin(async move {
-            self.search_all(queries, scope)
-                .await
-                .map_err(|e| self.mark(e))
-        })
+        Box::pin(self.search_routed(queries, scope))
     }
 
     fn get<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Option<StoredRecord>, StoreError>> {
