@@ -966,3 +966,149 @@ fn replicas_serve_searches_a_stopped_one_fails_none_and_writes_are_read_back_thr
     );
     assert_eq!(common::http_get(server.addr, "/ready").unwrap().0, 200);
 }
+
+#[test]
+fn the_primary_killed_under_search_and_write_load_loses_no_acknowledged_write() {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    const KILLS: usize = 5;
+    let pg = Postgres::start();
+    load(
+        &pg,
+        &common::root().join("data/default-corpus"),
+        "docs",
+        &[],
+    );
+    let data = tempfile::tempdir().unwrap();
+    let server = serve_store(&pg, "docs", data.path());
+    let token = admin_token(data.path());
+    let admin = admin_base(&server);
+    let query = json!({"query": "how do vaccines work", "k": 5});
+    let want = common::hit_ids(&search(&server, &query));
+    let stop = Arc::new(AtomicBool::new(false));
+    let (searched, written) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    // Searches: a 200 is the right answer, or a 503 while the database is away; nothing else.
+    let searcher = {
+        let (base, stop, searched, want, query) = (
+            server.base.clone(),
+            stop.clone(),
+            searched.clone(),
+            want.clone(),
+            query.clone(),
+        );
+        std::thread::spawn(move || {
+            let mut wrong = Vec::new();
+            while !stop.load(Ordering::Acquire) {
+                let (code, _, v) = curl("POST", &format!("{base}/search"), Some(&query), None);
+                match code {
+                    200 if common::hit_ids(&v) == want => {
+                        searched.fetch_add(1, Ordering::AcqRel);
+                    }
+                    503 => {}
+                    _ => wrong.push((code, v)),
+                }
+            }
+            wrong
+        })
+    };
+    // Writes (unrelated to the query): acknowledged ones are kept, as are deletes sent.
+    let writer = {
+        let (admin, token, stop, written) =
+            (admin.clone(), token.clone(), stop.clone(), written.clone());
+        std::thread::spawn(move || {
+            let (mut acked, mut deleted, mut tried) = (Vec::new(), Vec::new(), Vec::new());
+            let mut i = 0usize;
+            while !stop.load(Ordering::Acquire) {
+                let id = format!("k-{i}");
+                let body = json!({"documents": [{"id": id, "text": format!("ledger entry {i} for the warehouse")}]});
+                let (code, _, v) = curl(
+                    "POST",
+                    &format!("{admin}/admin/documents"),
+                    Some(&body),
+                    Some(&token),
+                );
+                match code {
+                    200 => {
+                        acked.push(id);
+                        written.fetch_add(1, Ordering::AcqRel);
+                    }
+                    503 => {}
+                    _ => panic!("write answered {code}: {v}"),
+                }
+                if i % 4 == 3 {
+                    let gone = format!("k-{}", i - 1);
+                    tried.push(gone.clone());
+                    let (code, _, _) = curl(
+                        "DELETE",
+                        &format!("{admin}/admin/documents/{gone}"),
+                        None,
+                        Some(&token),
+                    );
+                    if code == 200 {
+                        deleted.push(gone);
+                    }
+                }
+                i += 1;
+            }
+            (acked, deleted, tried)
+        })
+    };
+    let progress = |counter: &AtomicUsize| {
+        let from = counter.load(Ordering::Acquire);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        while counter.load(Ordering::Acquire) < from + 3 {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the load made no progress"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    };
+    let mut recoveries = Vec::new();
+    for _ in 0..KILLS {
+        progress(&searched);
+        progress(&written);
+        pg.kill();
+        wait_ready_is(&server, 503, std::time::Duration::from_secs(30));
+        pg.start_again();
+        recoveries.push(wait_ready_is(
+            &server,
+            200,
+            std::time::Duration::from_secs(30),
+        ));
+    }
+    progress(&searched);
+    progress(&written);
+    stop.store(true, Ordering::Release);
+    let wrong = searcher.join().unwrap();
+    let (acked, deleted, tried) = writer.join().unwrap();
+    assert!(
+        wrong.is_empty(),
+        "{} searches answered wrongly: {:?}",
+        wrong.len(),
+        wrong.first()
+    );
+    let present: BTreeSet<String> = pg
+        .psql("SELECT id FROM docs WHERE id LIKE 'k-%'")
+        .lines()
+        .map(str::to_string)
+        .collect();
+    for id in &acked {
+        assert!(
+            present.contains(id) || tried.contains(id),
+            "acknowledged {id} is missing"
+        );
+    }
+    for id in &deleted {
+        assert!(
+            !present.contains(id),
+            "acknowledged delete of {id} is present"
+        );
+    }
+    eprintln!(
+        "{KILLS} SIGKILLs of PostgreSQL: {} writes and {} deletes acknowledged, {} searches answered; ready again after {recoveries:?}",
+        acked.len(),
+        deleted.len(),
+        searched.load(Ordering::Acquire)
+    );
+    assert!(!server.stderr.lock().unwrap().contains("panicked"));
+}
