@@ -586,6 +586,23 @@ fn writes_are_committed_before_they_are_answered_and_survive_sigkill() {
         "{v}"
     );
 
+    // An encoder loaded through the admin API is checked against the store's document encoder
+    // and serves searches like the one loaded at start.
+    let load_body = json!({"name": "minilm-2", "path": common::minilm_bundle()});
+    let (code, _, v) = curl(
+        "POST",
+        &format!("{admin}/admin/encoders"),
+        Some(&load_body),
+        Some(&token),
+    );
+    assert_eq!(code, 201, "{v}");
+    let a = search(&server, &json!({"query": "how do vaccines work", "k": 5}));
+    let b = search(
+        &server,
+        &json!({"query": "how do vaccines work", "k": 5, "encoder": "minilm-2"}),
+    );
+    assert_eq!(common::hit_ids(&a), common::hit_ids(&b));
+
     // SIGKILL the service while a client writes; every write it answered is in the table and
     // every delete it answered is not.
     const KILLS: usize = 20;

@@ -110,11 +110,21 @@ impl Admin {
         path: &Path,
         allow_incompatible: bool,
     ) -> Result<LoadedEncoder, AdminError> {
-        let index = self
-            .state
-            .corpus()
-            .map(|c| c.index.clone())
-            .ok_or_else(|| AdminError::NotReady("the index is still loading".into()))?;
+        // The document encoder whose vectors are searched: the store's, or the index's.
+        let (fingerprint, dimension) = match self.state.store.get() {
+            Some(store) => (
+                store.info().encoder_fingerprint.clone(),
+                store.info().dimension,
+            ),
+            None => self
+                .state
+                .corpus()
+                .map(|c| {
+                    let m = c.index.manifest();
+                    (m.encoder_fingerprint.clone(), m.dimension)
+                })
+                .ok_or_else(|| AdminError::NotReady("the index is still loading".into()))?,
+        };
         let id = self.next_load.fetch_add(1, Ordering::Relaxed);
         lock(&self.loading).insert(
             id,
@@ -129,17 +139,16 @@ impl Admin {
             let mut e = load_encoder(path, &self.runtime, &self.batch, &self.state.metrics)
                 .map_err(AdminError::Load)?;
             let m = e.encoder().manifest();
-            let im = index.manifest();
-            let verdict = if m.dimension != im.dimension {
+            let verdict = if m.dimension != dimension {
                 // No override can make vectors of another size searchable.
                 Err(AdminError::Incompatible(format!(
                     "encoder {} produces {}-dimensional vectors; the index holds {}-dimensional ones",
                     m.label(),
                     m.dimension,
-                    im.dimension
+                    dimension
                 )))
             } else {
-                match check_compatible(m, &im.encoder_fingerprint, im.dimension) {
+                match check_compatible(m, &fingerprint, dimension) {
                     Ok(()) => Ok(()),
                     Err(reason) if allow_incompatible => {
                         tracing::warn!(encoder = name, %reason, "loaded despite incompatibility (allow_incompatible)");
