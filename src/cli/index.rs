@@ -278,7 +278,7 @@ pub(super) fn encode_chunk(
 
 /// Re-encodes the sampled documents of a chunk and requires each given row to point the same
 /// way (cosine ≥ 0.99): catches vectors of another encoder, another corpus or another order.
-fn check_rows(
+pub(super) fn check_rows(
     pool: &EncoderPool,
     sampled: &[(usize, &dataset::Document, &[f32])],
     path: &std::path::Path,

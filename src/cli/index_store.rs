@@ -13,7 +13,7 @@ use capot::encoder::Role;
 use capot::store::postgres::{self, PgLocation, PoolOptions, StoreRecord};
 use capot::store::RecordWrite;
 
-use super::index::{bar, encode_chunk, report_skipped, BuildArgs};
+use super::index::{bar, check_rows, encode_chunk, report_skipped, BuildArgs};
 use super::GlobalArgs;
 
 pub fn build(args: BuildArgs, global: &GlobalArgs) -> anyhow::Result<()> {
@@ -23,9 +23,6 @@ pub fn build(args: BuildArgs, global: &GlobalArgs) -> anyhow::Result<()> {
     }
     if args.chunk_size == 0 {
         bail!("--chunk-size must be at least 1");
-    }
-    if args.vectors.is_some() {
-        bail!("--vectors is not supported with --store yet: the documents are encoded here");
     }
     if !(2..=100).contains(&args.m) || !(4..=1000).contains(&args.ef_construction) {
         bail!("pgvector takes --m in 2..=100 and --ef-construction in 4..=1000");
@@ -90,6 +87,25 @@ pub fn build(args: BuildArgs, global: &GlobalArgs) -> anyhow::Result<()> {
         ReadMode::Lenient
     };
     let mut corpus = CorpusStream::open(&args.corpus, mode)?;
+    // Precomputed vectors: row i is the corpus's i-th document, stored or not.
+    let npy = match &args.vectors {
+        Some(path) => {
+            let rows = capot::index::npy::NpyRows::open(path)?;
+            if rows.cols() != manifest.dimension {
+                bail!(
+                    "{} holds {}-dimensional vectors; {} makes {}-dimensional vectors",
+                    path.display(),
+                    rows.cols(),
+                    manifest.label(),
+                    manifest.dimension
+                );
+            }
+            Some((path.as_path(), rows))
+        }
+        None => None,
+    };
+    let mut ordinal = 0usize;
+    let mut checked = 0usize;
     let started = Instant::now();
     let pb = bar(
         corpus.len_bytes(),
@@ -98,6 +114,7 @@ pub fn build(args: BuildArgs, global: &GlobalArgs) -> anyhow::Result<()> {
     let (mut loaded, mut skipped) = (0usize, 0usize);
     loop {
         let mut chunk = Vec::with_capacity(args.chunk_size);
+        let mut rows = Vec::new();
         while chunk.len() < args.chunk_size {
             match corpus.next_document()? {
                 Some((line, doc)) => {
@@ -105,12 +122,21 @@ pub fn build(args: BuildArgs, global: &GlobalArgs) -> anyhow::Result<()> {
                         skipped += 1;
                     } else {
                         chunk.push((line, doc));
+                        rows.push(ordinal);
                     }
+                    ordinal += 1;
                 }
                 None => break,
             }
         }
-        report_skipped(&mut corpus, &pb);
+        if report_skipped(&mut corpus, &pb) > 0 {
+            if let Some((path, _)) = &npy {
+                bail!(
+                    "the corpus has bad lines, so the rows of {} cannot be matched to its documents; fix them (or use --strict to find them)",
+                    path.display()
+                );
+            }
+        }
         if chunk.is_empty() {
             if corpus.position().0 >= corpus.len_bytes() {
                 break;
@@ -118,7 +144,31 @@ pub fn build(args: BuildArgs, global: &GlobalArgs) -> anyhow::Result<()> {
             pb.set_position(corpus.position().0);
             continue;
         }
-        let vectors = encode_chunk(&pool, &chunk, args.batch_size, &|_| {})?;
+        let vectors = match &npy {
+            Some((path, npy_rows)) => {
+                let mut vectors = Vec::with_capacity(chunk.len());
+                let mut row = vec![0f32; manifest.dimension];
+                for &i in &rows {
+                    if !npy_rows.row(i, &mut row) {
+                        bail!(
+                            "{} holds {} rows; the corpus has more documents",
+                            path.display(),
+                            npy_rows.rows()
+                        );
+                    }
+                    vectors.push(row.clone());
+                }
+                // The first documents re-encoded: the rows must be this encoder's, in order.
+                let want = args.check_vectors.saturating_sub(checked).min(chunk.len());
+                let sampled: Vec<(usize, &dataset::Document, &[f32])> = (0..want)
+                    .map(|k| (rows[k], &chunk[k].1, vectors[k].as_slice()))
+                    .collect();
+                check_rows(&pool, &sampled, path)?;
+                checked += want;
+                vectors
+            }
+            None => encode_chunk(&pool, &chunk, args.batch_size, &|_| {})?,
+        };
         let records: Vec<RecordWrite> = chunk
             .into_iter()
             .zip(vectors)

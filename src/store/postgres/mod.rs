@@ -32,6 +32,7 @@ use crate::query::stages::{CorpusHits, FilterReport};
 use crate::query::Hit;
 
 pub mod sql;
+pub mod tls;
 
 /// Where the store is: a PostgreSQL connection string with `?table=NAME`.
 #[derive(Clone)]
@@ -39,6 +40,8 @@ pub struct PgLocation {
     pub config: tokio_postgres::Config,
     /// The documents table, possibly schema-qualified (`search.documents`).
     pub table: String,
+    /// `sslmode` and `sslrootcert`.
+    pub tls: tls::TlsMode,
 }
 
 /// Connection options of the pool.
@@ -87,7 +90,13 @@ impl std::fmt::Display for PgLocation {
             f,
             "postgres://{user}@{host}:{port}/{db}?table={}",
             self.table
-        )
+        )?;
+        match &self.tls {
+            tls::TlsMode::Disable => Ok(()),
+            tls::TlsMode::Require { .. } => f.write_str("&sslmode=require"),
+            tls::TlsMode::VerifyCa { .. } => f.write_str("&sslmode=verify-ca"),
+            tls::TlsMode::VerifyFull { .. } => f.write_str("&sslmode=verify-full"),
+        }
     }
 }
 
@@ -103,20 +112,18 @@ impl PgLocation {
         }
         let (base, query) = url.split_once('?').unwrap_or((url, ""));
         let mut table = None;
+        let (mut sslmode, mut rootcert) = (None, None);
         let mut kept = Vec::new();
         for pair in query.split('&').filter(|p| !p.is_empty()) {
             let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
             match k {
                 "table" => table = Some(v.to_string()),
-                "sslmode" if !matches!(v, "disable" | "prefer" | "allow") => {
-                    return Err(invalid(format!(
-                        "sslmode={v}: TLS to PostgreSQL is not built into this release; \
-                         use sslmode=disable on a trusted network or a local TLS proxy"
-                    )));
-                }
+                "sslmode" => sslmode = Some(v),
+                "sslrootcert" => rootcert = Some(v),
                 _ => kept.push(pair),
             }
         }
+        let tls = tls::TlsMode::parse(sslmode, rootcert).map_err(invalid)?;
         let table = table.ok_or_else(|| invalid("name the documents table: ?table=NAME".into()))?;
         check_table(&table).map_err(invalid)?;
         let rebuilt = if kept.is_empty() {
@@ -135,7 +142,10 @@ impl PgLocation {
         if config.get_hosts().is_empty() {
             config.host("127.0.0.1");
         }
-        Ok(PgLocation { config, table })
+        if tls != tls::TlsMode::Disable {
+            config.ssl_mode(tokio_postgres::config::SslMode::Require);
+        }
+        Ok(PgLocation { config, table, tls })
     }
 
     /// The table name quoted for SQL (`"search"."documents"`).
@@ -156,13 +166,21 @@ impl PgLocation {
             "-c statement_timeout={}",
             options.statement_timeout.as_millis()
         ));
-        let manager = Manager::from_config(
-            config,
-            NoTls,
-            ManagerConfig {
-                recycling_method: RecyclingMethod::Fast,
-            },
-        );
+        let recycling = || ManagerConfig {
+            recycling_method: RecyclingMethod::Fast,
+        };
+        let manager = match self
+            .tls
+            .client_config()
+            .map_err(|e| StoreError::Invalid(format!("--store: {e}")))?
+        {
+            Some(tls) => Manager::from_config(
+                config,
+                tokio_postgres_rustls::MakeRustlsConnect::new(tls),
+                recycling(),
+            ),
+            None => Manager::from_config(config, NoTls, recycling()),
+        };
         Pool::builder(manager)
             .max_size(options.max_connections.max(1))
             .runtime(Runtime::Tokio1)
@@ -205,16 +223,33 @@ fn db_error(e: tokio_postgres::Error) -> StoreError {
     if e.is_closed() {
         return StoreError::Unavailable("the connection was closed".into());
     }
-    // Reaching the server (connect, I/O, timeouts) versus what capot sent or read.
+    // Reaching the server (connect, I/O, TLS, timeouts) versus what capot sent or read.
     let reaching = std::error::Error::source(&e)
         .is_some_and(|s| s.downcast_ref::<std::io::Error>().is_some())
         || e.to_string().contains("timeout")
-        || e.to_string().contains("connect");
+        || e.to_string().contains("connect")
+        || e.to_string().contains("TLS");
     if reaching {
-        StoreError::Unavailable(e.to_string())
+        StoreError::Unavailable(with_causes(&e))
     } else {
-        StoreError::Database(e.to_string())
+        StoreError::Database(with_causes(&e))
     }
+}
+
+/// An error and its causes on one line (`error performing TLS handshake: invalid peer
+/// certificate: ...`): the cause is what an operator needs.
+fn with_causes(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut next = e.source();
+    while let Some(cause) = next {
+        let text = cause.to_string();
+        if !out.contains(&text) {
+            out.push_str(": ");
+            out.push_str(&text);
+        }
+        next = cause.source();
+    }
+    out
 }
 
 fn pool_error(e: deadpool_postgres::PoolError) -> StoreError {
@@ -923,7 +958,11 @@ mod tests {
             ("postgres://u@h/db", "?table=NAME"),
             ("postgres://u@h/db?table=a;drop", "letters, digits"),
             ("postgres://u@h/db?table=a.b.c", "letters, digits"),
-            ("postgres://u@h/db?table=t&sslmode=require", "TLS"),
+            (
+                "postgres://u@h/db?table=t&sslmode=verify-full",
+                "sslrootcert",
+            ),
+            ("postgres://u@h/db?table=t&sslmode=sure", "expected disable"),
             ("postgres://u:secret@h:notaport/db?table=t", "not a valid"),
         ] {
             let e = PgLocation::parse(url, None).unwrap_err().to_string();

@@ -1,0 +1,93 @@
+"""pgvector's HNSW against exact search, beside capot's graph (bench/store_ann.sh).
+
+    python bench/store_ann.py HOST PORT VECTORS.npy QUERIES.f32 CAPOT_ANN.json LOAD.log
+
+Recall@10 and single-connection queries/s per ef (64, 256) for `ORDER BY embedding <#> q LIMIT
+10` on the table `ann`; filtered recall at 1% (`bucket` = 7) and 10% (`bucket` < 10) with
+`hnsw.iterative_scan` off and `relaxed_order`, and how many of the 10 hits came back. Exact
+answers from numpy on the same (normalised) vectors. Prints Markdown with ratios; writes JSON
+beside it (store-ann.json).
+"""
+import json
+import os
+import re
+import sys
+import time
+
+import numpy as np
+import psycopg
+
+K = 10
+
+
+def main():
+    host, port, vec_path, q_path, capot_path, load_log = sys.argv[1:7]
+    docs = np.load(vec_path, mmap_mode="r").astype(np.float32)
+    docs = docs / np.linalg.norm(docs, axis=1, keepdims=True)
+    queries = np.fromfile(q_path, dtype="<f4").reshape(-1, docs.shape[1])
+    queries = queries / np.linalg.norm(queries, axis=1, keepdims=True)
+    n = docs.shape[0]
+    bucket = np.arange(n) % 100
+    scores = queries @ docs.T
+
+    def exact(mask):
+        s = np.where(mask[None, :], scores, -np.inf)
+        top = np.argpartition(-s, K, axis=1)[:, :K]
+        return [set(int(j) for j in row if np.isfinite(s[qi, j])) for qi, row in enumerate(top)]
+
+    conn = psycopg.connect(host=host, port=int(port), user="postgres", dbname="postgres", autocommit=True)
+    stored = conn.execute("SELECT count(*) FROM ann").fetchone()[0]
+    # The corpus ordinal of each id (row i of the vectors is the corpus's i-th document).
+    ordinal = {}
+    with open(os.path.join(os.path.dirname(vec_path), f"corpus-{n}-bucket", "corpus.jsonl"), encoding="utf-8") as f:
+        for i, line in enumerate(f):
+            ordinal[json.loads(line)["_id"]] = i
+    assert len(ordinal) == n == stored, (len(ordinal), n, stored)
+
+    def run(ef, where="TRUE", iterative="off"):
+        conn.execute(f"SET hnsw.ef_search = {ef}")
+        conn.execute(f"SET hnsw.iterative_scan = {iterative}")
+        sql = f"SELECT id FROM ann WHERE {where} ORDER BY embedding <#> %s::vector LIMIT {K}"
+        got, started = [], time.perf_counter()
+        for q in queries:
+            rows = conn.execute(sql, ("[" + ",".join(f"{x:.7g}" for x in q) + "]",)).fetchall()
+            got.append({ordinal[r[0]] for r in rows})
+        return got, len(queries) / (time.perf_counter() - started)
+
+    def recall(got, want):
+        hit = sum(len(g & w) for g, w in zip(got, want))
+        return hit / max(1, sum(len(w) for w in want)), sum(len(g) for g in got) / len(got)
+
+    capot = {p["ef"]: p for p in json.load(open(capot_path))["results"]}
+    want_all = exact(np.ones(n, dtype=bool))
+    out = {"documents": n, "queries": len(queries), "unfiltered": [], "filtered": []}
+    lines = [f"| {n:,} documents, 1,000 queries, M 16, ef_construction 200 | capot recall@10 | capot q/s | pgvector recall@10 | pgvector q/s | pgvector / capot q/s |",
+             "|---|---|---|---|---|---|"]
+    for ef in (64, 256):
+        got, qps = run(ef)
+        r, _ = recall(got, want_all)
+        c = capot[ef]
+        out["unfiltered"].append({"ef": ef, "pgvector_recall": r, "pgvector_qps": qps,
+                                  "capot_recall": c["recall"], "capot_qps": c["queries_per_second"]})
+        lines.append(f"| ef {ef} | {c['recall']:.3f} | {c['queries_per_second']:.0f} | {r:.3f} | {qps:.0f} | {qps / c['queries_per_second']:.2f}× |")
+    lines += ["", "| filter (pgvector, ef 64 / 256) | iterative scan | recall@10 | hits per query | q/s |", "|---|---|---|---|---|"]
+    for name, where, mask in (("1% (bucket = 7)", "metadata @? '$.bucket ? (@ == 7)'", bucket == 7),
+                              ("10% (bucket < 10)", "metadata @? '$.bucket ? (@ < 10)'", bucket < 10)):
+        want = exact(mask)
+        for iterative in ("off", "relaxed_order"):
+            for ef in (64, 256):
+                got, qps = run(ef, where, iterative)
+                r, hits = recall(got, want)
+                out["filtered"].append({"filter": name, "iterative_scan": iterative, "ef": ef,
+                                        "recall": r, "hits": hits, "qps": qps})
+                lines.append(f"| {name}, ef {ef} | {iterative} | {r:.3f} | {hits:.1f} | {qps:.0f} |")
+    m = re.search(r"COPY ([\d.]+)s \((\d+) docs/s\), HNSW index ([\d.]+)s", open(load_log).read())
+    if m:
+        out["load"] = {"copy_seconds": float(m[1]), "docs_per_second": int(m[2]), "hnsw_seconds": float(m[3])}
+        lines += ["", f"Load: COPY {m[1]} s ({m[2]} documents/s, vectors given), pgvector HNSW build {m[3]} s."]
+    print("\n".join(lines))
+    json.dump(out, open(os.path.join(os.path.dirname(capot_path), "store-ann.json"), "w"), indent=1)
+
+
+if __name__ == "__main__":
+    main()
