@@ -763,3 +763,77 @@ fn http_and_grpc_give_the_same_answer_under_a_filter() {
     assert_eq!(grpc[2]["error"]["code"], "INVALID_ARGUMENT", "{}", grpc[2]);
     assert_eq!(grpc[2]["error"]["message"], h["error"]["message"]);
 }
+
+#[test]
+fn http_and_grpc_give_the_same_answer_from_a_postgres_store() {
+    let pg = common::postgres::Postgres::start();
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let corpus = common::metadata_corpus(tmp.path());
+    let url = pg.url("docs");
+    let bundle = minilm_bundle().to_str().unwrap().to_string();
+    let o = common::run_capot(
+        &[
+            "index",
+            "build",
+            "--doc-encoder",
+            &bundle,
+            "--corpus",
+            corpus.to_str().unwrap(),
+            "--store",
+            &url,
+        ],
+        b"",
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let server = Server::start(&[
+        "--store",
+        &url,
+        "--encoder",
+        &bundle,
+        "--grpc-addr",
+        "127.0.0.1:0",
+    ]);
+    let q = "how long do antibiotics take to work";
+    let cases = [
+        (
+            json!({"queries": [q, "boil an egg"], "k": 5, "with_metadata": true,
+                   "filter": {"must": [{"key": "tenant", "match": {"value": "t3"}}]}}),
+            json!({"queries": [q, "boil an egg"], "k": 5, "with_metadata": true,
+                   "filter": {"must": [{"field": {"key": "tenant", "match": {"keyword": "t3"}}}]}}),
+        ),
+        // `after`: a position every node has reached (the primary serves; no replicas here).
+        (
+            json!({"queries": [q], "k": 4, "after": 1}),
+            json!({"queries": [q], "k": 4, "after": "1"}),
+        ),
+    ];
+    let data = tempfile::tempdir().expect("tempdir");
+    let file = data.path().join("requests.json");
+    let grpc_requests: Vec<&Value> = cases.iter().map(|c| &c.1).collect();
+    std::fs::write(&file, serde_json::to_vec(&grpc_requests).unwrap()).unwrap();
+    let stubs = tempfile::tempdir().expect("tempdir");
+    generate_stubs(stubs.path());
+    let out = run_client(
+        &server,
+        stubs.path(),
+        &["--mode", "search", "--requests", file.to_str().unwrap()],
+    );
+    let grpc = out["answers"].as_array().expect("answers");
+    for (i, (body, _)) in cases.iter().enumerate() {
+        let (h, g) = (http_search(&server, body), &grpc[i]);
+        assert_same_hits(&h, g, &format!("store case {i}"));
+    }
+    // Under a filter the store reports its strategy and no admitted count, on either transport.
+    let h = http_search(&server, &cases[0].0);
+    assert!(h["filter"]["admitted"].is_null(), "{h}");
+    assert_eq!(grpc[0]["filter"]["strategy"], h["filter"]["strategy"]);
+    assert!(grpc[0]["filter"].get("admitted").is_none(), "{}", grpc[0]);
+    let meta: Value = serde_json::from_str(
+        grpc[0]["results"][0]["hits"][0]["metadata_json"]
+            .as_str()
+            .expect("metadata_json"),
+    )
+    .unwrap();
+    assert_eq!(meta, h["results"][0][0]["metadata"]);
+    assert_eq!(meta["tenant"], "t3");
+}
