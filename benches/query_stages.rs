@@ -127,5 +127,24 @@ fn live_segment(c: &mut Criterion) {
     });
 }
 
-criterion_group!(benches, repair, live_segment);
+/// A Qdrant-shaped filter of every kind of condition, bound and translated into the SQL the
+/// PostgreSQL store runs: the per-search cost of the translation.
+fn filter_sql(c: &mut Criterion) {
+    let v = serde_json::json!({
+        "must": [{"key": "tenant", "match": {"value": "t3"}},
+                 {"key": "published", "range": {"gte": "2024-01-01T00:00:00Z"}}],
+        "should": [{"key": "lang", "match": {"any": ["en", "de", "fr"]}}, {"has_id": ["a", "b"]}],
+        "must_not": [{"is_empty": {"key": "tags"}}],
+        "min_should": {"min_count": 1, "conditions": [{"key": "year", "range": {"gt": 2010}}]}
+    });
+    c.bench_function("store/filter_sql", |b| {
+        b.iter(|| {
+            let mut f = capot::query::Filter::parse(&v, "filter").expect("filter");
+            f.bind(&Default::default(), true, "filter").expect("bind");
+            capot::store::postgres::sql::filter_sql(&f, 3)
+        })
+    });
+}
+
+criterion_group!(benches, repair, live_segment, filter_sql);
 criterion_main!(benches);
