@@ -497,6 +497,117 @@ fn wait_ready_is(
     }
 }
 
+/// What a write client saw: the ids whose writes and deletes were answered 200, the ids whose
+/// delete was sent at all (one may be applied though its answer never came), and the next
+/// number it would have written.
+#[derive(Default)]
+struct Written {
+    acked: Vec<String>,
+    deleted: Vec<String>,
+    tried: Vec<String>,
+    next: usize,
+}
+
+impl Written {
+    fn extend(&mut self, other: Written) {
+        self.acked.extend(other.acked);
+        self.deleted.extend(other.deleted);
+        self.tried.extend(other.tried);
+        self.next = other.next;
+    }
+
+    /// Every acknowledged write of `prefix` is in the table unless a delete of it was sent, and
+    /// no acknowledged delete is.
+    fn check(&self, pg: &Postgres, prefix: &str) {
+        let present: BTreeSet<String> = pg
+            .psql(&format!("SELECT id FROM docs WHERE id LIKE '{prefix}%'"))
+            .lines()
+            .map(str::to_string)
+            .collect();
+        for id in &self.acked {
+            assert!(
+                present.contains(id) || self.tried.contains(id),
+                "acknowledged {id} is missing"
+            );
+        }
+        for id in &self.deleted {
+            assert!(
+                !present.contains(id),
+                "acknowledged delete of {id} is present"
+            );
+        }
+    }
+}
+
+/// A client writing `{prefix}{i}` from `start` through the admin API until `stop`, deleting the
+/// one before every `every`-th write; each acknowledged write bumps `counter`. A 503 (the
+/// database away) is retried; no answer at all (the service killed) ends it; any other status
+/// fails the test.
+fn write_load(
+    admin: String,
+    token: String,
+    prefix: &'static str,
+    start: usize,
+    every: usize,
+    stop: Arc<std::sync::atomic::AtomicBool>,
+    counter: Arc<std::sync::atomic::AtomicUsize>,
+) -> std::thread::JoinHandle<Written> {
+    use std::sync::atomic::Ordering;
+    std::thread::spawn(move || {
+        let mut w = Written::default();
+        let mut i = start;
+        while !stop.load(Ordering::Acquire) {
+            let id = format!("{prefix}{i}");
+            let body = json!({"documents": [{"id": id, "text": format!("ledger entry {i} for the warehouse")}]});
+            let (code, _, v) = curl(
+                "POST",
+                &format!("{admin}/admin/documents"),
+                Some(&body),
+                Some(&token),
+            );
+            match code {
+                200 => {
+                    w.acked.push(id);
+                    counter.fetch_add(1, Ordering::AcqRel);
+                }
+                503 => {}
+                0 => break,
+                _ => panic!("write answered {code}: {v}"),
+            }
+            if i % every == every - 1 && i > start {
+                let gone = format!("{prefix}{}", i - 1);
+                w.tried.push(gone.clone());
+                let (code, _, _) = curl(
+                    "DELETE",
+                    &format!("{admin}/admin/documents/{gone}"),
+                    None,
+                    Some(&token),
+                );
+                if code == 200 {
+                    w.deleted.push(gone);
+                }
+            }
+            i += 1;
+        }
+        w.next = i;
+        w
+    })
+}
+
+/// Waits (bounded) until `counter` has grown by `by`.
+fn progress(counter: &std::sync::atomic::AtomicUsize, by: usize) {
+    use std::sync::atomic::Ordering;
+    let from = counter.load(Ordering::Acquire);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while counter.load(Ordering::Acquire) < from + by {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the load made no progress"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
 #[test]
 fn writes_are_committed_before_they_are_answered_and_survive_sigkill() {
     let pg = Postgres::start();
@@ -606,96 +717,29 @@ fn writes_are_committed_before_they_are_answered_and_survive_sigkill() {
     // SIGKILL the service while a client writes; every write it answered is in the table and
     // every delete it answered is not.
     const KILLS: usize = 20;
-    let mut acked_upserts: Vec<String> = Vec::new();
-    let mut acked_deletes: Vec<String> = Vec::new();
-    let mut tried_deletes: Vec<String> = Vec::new();
-    let mut n = 0usize;
-    for round in 0..KILLS {
-        let admin = admin_base(&server);
-        let token = admin_token(data.path());
+    let mut written = Written::default();
+    for _ in 0..KILLS {
         let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let writer = {
-            let (admin, token, stop) = (admin.clone(), token.clone(), stop.clone());
-            let start = n;
-            std::thread::spawn(move || {
-                let (mut ups, mut dels, mut tried) = (Vec::new(), Vec::new(), Vec::new());
-                let mut i = start;
-                while !stop.load(std::sync::atomic::Ordering::Acquire) {
-                    let id = format!("w-{i}");
-                    let body =
-                        json!({"documents": [{"id": id, "text": format!("write number {i}")}]});
-                    let (code, _, _) = curl(
-                        "POST",
-                        &format!("{admin}/admin/documents"),
-                        Some(&body),
-                        Some(&token),
-                    );
-                    if code == 200 {
-                        ups.push(id);
-                    }
-                    if i.is_multiple_of(3) && i > start {
-                        let gone = format!("w-{}", i - 1);
-                        // Sent: it may be applied though its answer never comes.
-                        tried.push(gone.clone());
-                        let (code, _, _) = curl(
-                            "DELETE",
-                            &format!("{admin}/admin/documents/{gone}"),
-                            None,
-                            Some(&token),
-                        );
-                        if code == 200 {
-                            dels.push(gone);
-                        }
-                    }
-                    i += 1;
-                    if code != 200 {
-                        break;
-                    }
-                }
-                (ups, dels, tried, i)
-            })
-        };
+        let acked = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let writer = write_load(
+            admin_base(&server),
+            admin_token(data.path()),
+            "w-",
+            written.next,
+            3,
+            stop.clone(),
+            acked.clone(),
+        );
         // Kill once some writes of this round were answered.
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-        while pg
-            .psql(&format!(
-                "SELECT count(*) FROM docs WHERE id LIKE 'w-%' AND substr(id, 3)::int >= {n}"
-            ))
-            .parse::<usize>()
-            .unwrap()
-            < 3 + round
-        {
-            assert!(std::time::Instant::now() < deadline, "no write landed");
-            std::thread::sleep(std::time::Duration::from_millis(20));
-        }
+        progress(&acked, 3);
         server.child.kill().expect("SIGKILL capot");
         let _ = server.child.wait();
         stop.store(true, std::sync::atomic::Ordering::Release);
-        let (ups, dels, tried, next) = writer.join().expect("writer");
-        acked_upserts.extend(ups);
-        acked_deletes.extend(dels);
-        tried_deletes.extend(tried);
-        n = next;
+        written.extend(writer.join().expect("writer"));
         server = serve_store(&pg, "docs", data.path());
     }
-    let present: BTreeSet<String> = pg
-        .psql("SELECT id FROM docs WHERE id LIKE 'w-%'")
-        .lines()
-        .map(str::to_string)
-        .collect();
-    for id in &acked_upserts {
-        assert!(
-            present.contains(id) || tried_deletes.contains(id),
-            "acknowledged {id} is missing"
-        );
-    }
-    for id in &acked_deletes {
-        assert!(
-            !present.contains(id),
-            "acknowledged delete of {id} is present"
-        );
-    }
-    assert!(acked_upserts.len() >= KILLS * 3, "{}", acked_upserts.len());
+    written.check(&pg, "w-");
+    assert!(written.acked.len() >= KILLS * 3, "{}", written.acked.len());
 }
 
 #[test]
@@ -1028,62 +1072,19 @@ fn the_primary_killed_under_search_and_write_load_loses_no_acknowledged_write() 
         })
     };
     // Writes (unrelated to the query): acknowledged ones are kept, as are deletes sent.
-    let writer = {
-        let (admin, token, stop, written) =
-            (admin.clone(), token.clone(), stop.clone(), written.clone());
-        std::thread::spawn(move || {
-            let (mut acked, mut deleted, mut tried) = (Vec::new(), Vec::new(), Vec::new());
-            let mut i = 0usize;
-            while !stop.load(Ordering::Acquire) {
-                let id = format!("k-{i}");
-                let body = json!({"documents": [{"id": id, "text": format!("ledger entry {i} for the warehouse")}]});
-                let (code, _, v) = curl(
-                    "POST",
-                    &format!("{admin}/admin/documents"),
-                    Some(&body),
-                    Some(&token),
-                );
-                match code {
-                    200 => {
-                        acked.push(id);
-                        written.fetch_add(1, Ordering::AcqRel);
-                    }
-                    503 => {}
-                    _ => panic!("write answered {code}: {v}"),
-                }
-                if i % 4 == 3 {
-                    let gone = format!("k-{}", i - 1);
-                    tried.push(gone.clone());
-                    let (code, _, _) = curl(
-                        "DELETE",
-                        &format!("{admin}/admin/documents/{gone}"),
-                        None,
-                        Some(&token),
-                    );
-                    if code == 200 {
-                        deleted.push(gone);
-                    }
-                }
-                i += 1;
-            }
-            (acked, deleted, tried)
-        })
-    };
-    let progress = |counter: &AtomicUsize| {
-        let from = counter.load(Ordering::Acquire);
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-        while counter.load(Ordering::Acquire) < from + 3 {
-            assert!(
-                std::time::Instant::now() < deadline,
-                "the load made no progress"
-            );
-            std::thread::sleep(std::time::Duration::from_millis(20));
-        }
-    };
+    let writer = write_load(
+        admin.clone(),
+        token.clone(),
+        "k-",
+        0,
+        4,
+        stop.clone(),
+        written.clone(),
+    );
     let mut recoveries = Vec::new();
     for _ in 0..KILLS {
-        progress(&searched);
-        progress(&written);
+        progress(&searched, 3);
+        progress(&written, 3);
         pg.kill();
         wait_ready_is(&server, 503, std::time::Duration::from_secs(30));
         pg.start_again();
@@ -1093,38 +1094,22 @@ fn the_primary_killed_under_search_and_write_load_loses_no_acknowledged_write() 
             std::time::Duration::from_secs(30),
         ));
     }
-    progress(&searched);
-    progress(&written);
+    progress(&searched, 3);
+    progress(&written, 3);
     stop.store(true, Ordering::Release);
     let wrong = searcher.join().unwrap();
-    let (acked, deleted, tried) = writer.join().unwrap();
+    let w = writer.join().unwrap();
     assert!(
         wrong.is_empty(),
         "{} searches answered wrongly: {:?}",
         wrong.len(),
         wrong.first()
     );
-    let present: BTreeSet<String> = pg
-        .psql("SELECT id FROM docs WHERE id LIKE 'k-%'")
-        .lines()
-        .map(str::to_string)
-        .collect();
-    for id in &acked {
-        assert!(
-            present.contains(id) || tried.contains(id),
-            "acknowledged {id} is missing"
-        );
-    }
-    for id in &deleted {
-        assert!(
-            !present.contains(id),
-            "acknowledged delete of {id} is present"
-        );
-    }
+    w.check(&pg, "k-");
     eprintln!(
         "{KILLS} SIGKILLs of PostgreSQL: {} writes and {} deletes acknowledged, {} searches answered; ready again after {recoveries:?}",
-        acked.len(),
-        deleted.len(),
+        w.acked.len(),
+        w.deleted.len(),
         searched.load(Ordering::Acquire)
     );
     assert!(!server.stderr.lock().unwrap().contains("panicked"));

@@ -517,6 +517,27 @@ pub(super) fn bar(len: u64, template: &str) -> ProgressBar {
     )
 }
 
+/// `--doc-encoder` loaded with `--encoder-workers` sessions on `--device`, and its manifest;
+/// refused when it is a query encoder (documents are encoded by the document encoder).
+pub(super) fn document_encoder(
+    args: &BuildArgs,
+    global: &GlobalArgs,
+) -> anyhow::Result<(EncoderPool, capot::encoder::EncoderManifest)> {
+    let mut device = args.device.clone();
+    let workers = super::encoder_workers(args.encoder_workers.as_deref(), &mut device)?;
+    let runtime = device.runtime(global)?;
+    let pool = EncoderPool::load(&args.doc_encoder, &runtime, workers)
+        .with_context(|| format!("cannot load encoder {}", args.doc_encoder.display()))?;
+    let manifest = pool.encoder().manifest().clone();
+    if manifest.role == Role::Query {
+        bail!(
+            "{} is a query encoder; index the corpus with its document encoder",
+            args.doc_encoder.display()
+        );
+    }
+    Ok((pool, manifest))
+}
+
 fn build(args: BuildArgs, global: &GlobalArgs) -> anyhow::Result<()> {
     let out = args.out.clone().context("--out is required")?;
     if args.batch_size == 0 {
@@ -538,18 +559,7 @@ fn build(args: BuildArgs, global: &GlobalArgs) -> anyhow::Result<()> {
             out.display()
         );
     }
-    let mut device = args.device.clone();
-    let workers = super::encoder_workers(args.encoder_workers.as_deref(), &mut device)?;
-    let runtime = device.runtime(global)?;
-    let pool = EncoderPool::load(&args.doc_encoder, &runtime, workers)
-        .with_context(|| format!("cannot load encoder {}", args.doc_encoder.display()))?;
-    let manifest = pool.encoder().manifest().clone();
-    if manifest.role == Role::Query {
-        bail!(
-            "{} is a query encoder; build the index with its document encoder",
-            args.doc_encoder.display()
-        );
-    }
+    let (pool, manifest) = document_encoder(&args, global)?;
     let dim = manifest.dimension;
     let mode = if args.strict {
         ReadMode::Strict

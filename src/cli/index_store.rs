@@ -8,8 +8,6 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context};
 
 use capot::dataset::{self, CorpusStream, ReadMode};
-use capot::encoder::pool::EncoderPool;
-use capot::encoder::Role;
 use capot::store::postgres::{self, PgLocation, PoolOptions, StoreRecord};
 use capot::store::RecordWrite;
 
@@ -36,18 +34,7 @@ pub fn build(args: BuildArgs, global: &GlobalArgs) -> anyhow::Result<()> {
     let password = super::serve::store_password(args.store_password_file.as_deref())?;
     let location = PgLocation::parse(&url, password)?;
 
-    let mut device = args.device.clone();
-    let workers = super::encoder_workers(args.encoder_workers.as_deref(), &mut device)?;
-    let runtime = device.runtime(global)?;
-    let pool = EncoderPool::load(&args.doc_encoder, &runtime, workers)
-        .with_context(|| format!("cannot load encoder {}", args.doc_encoder.display()))?;
-    let manifest = pool.encoder().manifest().clone();
-    if manifest.role == Role::Query {
-        bail!(
-            "{} is a query encoder; load the corpus with its document encoder",
-            args.doc_encoder.display()
-        );
-    }
+    let (pool, manifest) = super::index::document_encoder(&args, global)?;
     let record = StoreRecord {
         encoder_fingerprint: manifest.fingerprint.clone(),
         encoder_name: manifest.label(),

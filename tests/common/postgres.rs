@@ -76,6 +76,22 @@ fn ensure_user() {
     );
 }
 
+/// A temporary directory the server's user owns (`user`, when the tests run as root).
+fn own_dir(prefix: &str, user: Option<&str>) -> tempfile::TempDir {
+    let dir = tempfile::Builder::new()
+        .prefix(prefix)
+        .tempdir()
+        .expect("tempdir");
+    if let Some(u) = user {
+        let ok = Command::new("chown")
+            .args([&format!("{u}:"), dir.path().to_str().unwrap()])
+            .status()
+            .expect("chown");
+        assert!(ok.success(), "cannot hand {} to {u}", dir.path().display());
+    }
+    dir
+}
+
 fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
@@ -140,17 +156,7 @@ impl Postgres {
             ensure_user();
             PG_USER
         });
-        let dir = tempfile::Builder::new()
-            .prefix("capot-pg-")
-            .tempdir()
-            .expect("tempdir");
-        if let Some(u) = user {
-            let ok = Command::new("chown")
-                .args([&format!("{u}:"), dir.path().to_str().unwrap()])
-                .status()
-                .expect("chown");
-            assert!(ok.success(), "cannot hand {} to {u}", dir.path().display());
-        }
+        let dir = own_dir("capot-pg-", user);
         let mut pg = Postgres {
             port: 0,
             bin,
@@ -178,30 +184,25 @@ impl Postgres {
             String::from_utf8_lossy(&o.stderr)
         );
         pg.extra = extra(&pg);
-        // A port taken between the probe and the bind: try another.
+        pg.start_on_a_free_port();
+        pg
+    }
+
+    /// Starts the initialised server on a free port: one taken between the probe and the bind
+    /// is replaced by another (five tries).
+    fn start_on_a_free_port(&mut self) {
         for attempt in 0..5 {
-            pg.port = free_port();
-            if pg.try_start() {
-                return pg;
+            self.port = free_port();
+            if self.try_start() {
+                return;
             }
-            assert!(attempt < 4, "postgres did not start: {}", pg.log());
+            assert!(attempt < 4, "postgres did not start: {}", self.log());
         }
-        unreachable!()
     }
 
     /// A streaming replica of `primary` (`pg_basebackup -R`), started on a port of its own.
     pub fn replica_of(primary: &Postgres) -> Postgres {
-        let dir = tempfile::Builder::new()
-            .prefix("capot-pg-replica-")
-            .tempdir()
-            .expect("tempdir");
-        if let Some(u) = primary.user {
-            let ok = Command::new("chown")
-                .args([&format!("{u}:"), dir.path().to_str().unwrap()])
-                .status()
-                .expect("chown");
-            assert!(ok.success());
-        }
+        let dir = own_dir("capot-pg-replica-", primary.user);
         let mut pg = Postgres {
             port: 0,
             bin: primary.bin.clone(),
@@ -233,14 +234,8 @@ impl Postgres {
             "pg_basebackup: {}",
             String::from_utf8_lossy(&o.stderr)
         );
-        for attempt in 0..5 {
-            pg.port = free_port();
-            if pg.try_start() {
-                return pg;
-            }
-            assert!(attempt < 4, "the replica did not start: {}", pg.log());
-        }
-        unreachable!()
+        pg.start_on_a_free_port();
+        pg
     }
 
     fn data_dir(&self) -> PathBuf {

@@ -582,6 +582,24 @@ impl PgStore {
         })
     }
 
+    /// Runs `query` on a connection to the primary; a failure to reach it marks it down.
+    async fn primary<T, F, Fut>(&self, query: F) -> Result<T, StoreError>
+    where
+        F: FnOnce(deadpool_postgres::Object) -> Fut,
+        Fut: std::future::Future<Output = Result<T, tokio_postgres::Error>>,
+    {
+        let client = self
+            .pool
+            .get()
+            .await
+            .map_err(pool_error)
+            .map_err(|e| self.mark(e))?;
+        query(client)
+            .await
+            .map_err(db_error)
+            .map_err(|e| self.mark(e))
+    }
+
     fn mark(&self, e: StoreError) -> StoreError {
         if matches!(e, StoreError::Unavailable(_)) {
             self.healthy.store(false, Ordering::Release);
@@ -780,23 +798,13 @@ impl DocumentStore for PgStore {
 
     fn get<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Option<StoredRecord>, StoreError>> {
         Box::pin(async move {
-            let client = self
-                .pool
-                .get()
-                .await
-                .map_err(pool_error)
-                .map_err(|e| self.mark(e))?;
-            let row = client
-                .query_opt(
-                    &format!(
-                        "SELECT id, title, text, metadata FROM {} WHERE id = $1",
-                        self.location.quoted_table()
-                    ),
-                    &[&id],
-                )
-                .await
-                .map_err(db_error)
-                .map_err(|e| self.mark(e))?;
+            let sql = format!(
+                "SELECT id, title, text, metadata FROM {} WHERE id = $1",
+                self.location.quoted_table()
+            );
+            let row = self
+                .primary(|c| async move { c.query_opt(&sql, &[&id]).await })
+                .await?;
             Ok(row.map(|r| StoredRecord {
                 id: r.get(0),
                 title: r.get(1),
@@ -866,20 +874,10 @@ impl DocumentStore for PgStore {
 
     fn count(&self) -> BoxFuture<'_, Result<u64, StoreError>> {
         Box::pin(async move {
-            let client = self
-                .pool
-                .get()
-                .await
-                .map_err(pool_error)
-                .map_err(|e| self.mark(e))?;
-            let row = client
-                .query_one(
-                    &format!("SELECT count(*) FROM {}", self.location.quoted_table()),
-                    &[],
-                )
-                .await
-                .map_err(db_error)
-                .map_err(|e| self.mark(e))?;
+            let sql = format!("SELECT count(*) FROM {}", self.location.quoted_table());
+            let row = self
+                .primary(|c| async move { c.query_one(&sql, &[]).await })
+                .await?;
             Ok(row.get::<_, i64>(0) as u64)
         })
     }
