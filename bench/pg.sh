@@ -17,7 +17,7 @@ pg_start() {
   [ ${#PGAS[@]} -eq 0 ] || chown capot-pg: "$PGDIR"
   "${PGAS[@]}" "$PGBIN/initdb" -D "$PGDIR/data" -U postgres --auth=trust -E UTF8 >/dev/null
   "${PGAS[@]}" "$PGBIN/pg_ctl" -D "$PGDIR/data" -l "$PGDIR/log" -w -t 60 \
-    -o "-c listen_addresses=127.0.0.1 -p $port -k $PGDIR -c shared_buffers=1GB -c maintenance_work_mem=2GB -c max_parallel_maintenance_workers=1" start >/dev/null
+    -o "-c listen_addresses=127.0.0.1 -p $port -k $PGDIR -c shared_buffers=1GB -c maintenance_work_mem=${PG_MAINTENANCE_WORK_MEM:-2GB} -c max_parallel_maintenance_workers=1" start >/dev/null
 }
 pg_stop() {
   [ -n "${PGDIR:-}" ] || return 0

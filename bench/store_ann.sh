@@ -10,7 +10,8 @@
 # `bucket` = its ordinal mod 100; then 1,000 MS MARCO dev query vectors: recall@10 against exact
 # search and single-connection queries/s per ef for pgvector (bench/store_ann.py), and
 # `capot bench ann` for capot's graph on the same vectors; filtered recall at 1% and 10% with
-# iterative scans off and on. Prints Markdown; $OUT/store-ann.json.
+# iterative scans off and on. Prints Markdown; $OUT/store-ann.json. At 1M, give the HNSW build
+# room: PG_MAINTENANCE_WORK_MEM=8GB (the default 2GB suits 100,000).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 N=${1:-100000}

@@ -899,6 +899,30 @@ fn repair_reads_the_vocabulary_built_from_the_table_and_rebuilt_as_it_grows() {
     assert_eq!(after["repair"]["text"], "zorblaxian migration", "{after}");
 }
 
+/// The value of one series (`name{labels}`) on the server's `/metrics`, waiting (bounded) until
+/// `pred` holds for it.
+fn wait_metric(server: &common::Server, series: &str, pred: impl Fn(f64) -> bool) -> f64 {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let text = common::http_get(server.addr, "/metrics")
+            .map(|(_, t)| t)
+            .unwrap_or_default();
+        let value = text.lines().find_map(|l| {
+            l.strip_prefix(series)
+                .and_then(|rest| rest.strip_prefix(' '))
+                .and_then(|v| v.trim().parse::<f64>().ok())
+        });
+        if let Some(v) = value.filter(|v| pred(*v)) {
+            return v;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{series} never satisfied the test: {value:?}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
 #[test]
 fn replicas_serve_searches_a_stopped_one_fails_none_and_writes_are_read_back_through_lag() {
     let primary = Postgres::start();
@@ -968,8 +992,15 @@ fn replicas_serve_searches_a_stopped_one_fails_none_and_writes_are_read_back_thr
     }
     // Searches without `after` go to the replica in turn: the lag shows.
     assert!(stale > 0, "no search was served by the paused replica");
+    // The lag shows on /metrics while replay is paused, and goes back to 0 after.
+    let lag = format!(
+        "capot_store_replica_lag_bytes{{node=\"{}\"}}",
+        replica.url("docs")
+    );
+    wait_metric(&server, &lag, |v| v > 0.0);
     replica.psql("SELECT pg_wal_replay_resume()");
     caught_up(&replica, "ryw-1");
+    wait_metric(&server, &lag, |v| v == 0.0);
 
     // The replica stops under search load: no search fails.
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
@@ -1014,6 +1045,14 @@ fn replicas_serve_searches_a_stopped_one_fails_none_and_writes_are_read_back_thr
         );
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
+    wait_metric(
+        &server,
+        &format!(
+            "capot_store_up{{node=\"{}\",role=\"replica\"}}",
+            replica.url("docs")
+        ),
+        |v| v == 0.0,
+    );
     // And afterwards, on the primary.
     wait_served(served.load(std::sync::atomic::Ordering::Acquire) + 5);
     stop.store(true, std::sync::atomic::Ordering::Release);

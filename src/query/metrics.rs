@@ -44,6 +44,11 @@ pub struct Metrics {
     /// Filtered searches by how the planner answered them (empty, exact, graph,
     /// graph_then_exact).
     pub filtered_searches: IntCounterVec,
+    /// A document store's nodes: 1 when the node answered its last health check, by role
+    /// (`primary`, `replica`) and node (its location, without credentials).
+    pub store_up: IntGaugeVec,
+    /// Bytes of WAL a store's replica has still to replay, by node.
+    pub store_replica_lag_bytes: IntGaugeVec,
     /// Live-corpus write batches by operation (upsert, delete) and outcome (the error code, or
     /// `ok`).
     pub corpus_writes: IntCounterVec,
@@ -147,6 +152,22 @@ impl Metrics {
             &["strategy"],
         )?;
         registry.register(Box::new(filtered_searches.clone()))?;
+        let store_up = IntGaugeVec::new(
+            Opts::new(
+                "store_up",
+                "Whether each node of the document store answered its last health check (1) or not (0).",
+            ),
+            &["role", "node"],
+        )?;
+        registry.register(Box::new(store_up.clone()))?;
+        let store_replica_lag_bytes = IntGaugeVec::new(
+            Opts::new(
+                "store_replica_lag_bytes",
+                "Bytes of WAL a document store replica has still to replay (at its last health check).",
+            ),
+            &["node"],
+        )?;
+        registry.register(Box::new(store_replica_lag_bytes.clone()))?;
         let abandoned = IntCounterVec::new(
             Opts::new(
                 "encode_abandoned_total",
@@ -247,6 +268,8 @@ impl Metrics {
             encoder_requests,
             repairs,
             filtered_searches,
+            store_up,
+            store_replica_lag_bytes,
             abandoned,
             corpus_writes,
             corpus_documents_written,

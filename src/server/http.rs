@@ -150,6 +150,21 @@ async fn metrics(State(state): State<Arc<AppState>>) -> Response {
     if let Some(corpus) = state.corpus() {
         state.metrics.index_documents.set(corpus.index.len() as i64);
     }
+    if let Some(store) = state.store.get() {
+        let m = &state.metrics;
+        let replicas = store.replicas();
+        m.store_up
+            .with_label_values(&["primary", &store.info().location])
+            .set(i64::from(store.primary_healthy()));
+        for r in replicas {
+            m.store_up
+                .with_label_values(&["replica", &r.location])
+                .set(i64::from(r.healthy));
+            m.store_replica_lag_bytes
+                .with_label_values(&[r.location.as_str()])
+                .set(r.lag_bytes.map_or(-1, |l| l as i64));
+        }
+    }
     let snapshot = state.registry.snapshot();
     for (name, e) in &snapshot.encoders {
         state

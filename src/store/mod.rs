@@ -96,6 +96,9 @@ pub struct ReplicaHealth {
     /// Without credentials.
     pub location: String,
     pub healthy: bool,
+    /// WAL bytes the replica had still to replay at its last health check (`None` before the
+    /// first, or while it does not answer).
+    pub lag_bytes: Option<u64>,
 }
 
 /// The seam between the query pipeline and a document store (see the module doc).
@@ -105,6 +108,11 @@ pub trait DocumentStore: Send + Sync + 'static {
 
     /// Whether the store answered its last health check (any node that can serve searches).
     fn healthy(&self) -> bool;
+
+    /// Whether the node that takes writes answered its last health check.
+    fn primary_healthy(&self) -> bool {
+        self.healthy()
+    }
 
     /// Read replicas and whether each answered its last health check (none by default).
     fn replicas(&self) -> Vec<ReplicaHealth> {

@@ -477,6 +477,8 @@ struct Replica {
     /// Without its password.
     location: String,
     healthy: Arc<AtomicBool>,
+    /// WAL bytes left to replay at the last health check (`u64::MAX`: unknown).
+    lag: Arc<std::sync::atomic::AtomicU64>,
 }
 
 /// A document store served from PostgreSQL: the primary takes writes (and searches when no
@@ -533,6 +535,7 @@ impl PgStore {
                     pool: r.pool(options)?,
                     location: r.to_string(),
                     healthy: Arc::new(AtomicBool::new(true)),
+                    lag: Arc::new(std::sync::atomic::AtomicU64::new(u64::MAX)),
                 })
             })
             .collect::<Result<Vec<_>, _>>()?;
@@ -550,32 +553,43 @@ impl PgStore {
     /// a node turns unhealthy within one check of going away and healthy within one of its
     /// return.
     pub fn watch_health(&self, every: Duration) -> tokio::task::JoinHandle<()> {
-        let mut nodes = vec![(
+        let primary = (
             self.pool.clone(),
             self.healthy.clone(),
             self.location.to_string(),
-        )];
-        for r in &self.replicas {
-            nodes.push((r.pool.clone(), r.healthy.clone(), r.location.clone()));
-        }
+        );
+        let replicas: Vec<_> = self
+            .replicas
+            .iter()
+            .map(|r| {
+                (
+                    r.pool.clone(),
+                    r.healthy.clone(),
+                    r.location.clone(),
+                    r.lag.clone(),
+                )
+            })
+            .collect();
+        let limit = every.max(Duration::from_millis(500));
         tokio::spawn(async move {
             loop {
-                for (pool, healthy, location) in &nodes {
-                    let ok = tokio::time::timeout(every.max(Duration::from_millis(500)), async {
-                        let client = pool.get().await.ok()?;
-                        client.simple_query("SELECT 1").await.ok()
-                    })
+                // The primary's WAL position, then how far each replica has replayed it.
+                let head = tokio::time::timeout(limit, replayed(&primary.0))
                     .await
                     .ok()
-                    .flatten()
-                    .is_some();
-                    if healthy.swap(ok, Ordering::AcqRel) != ok {
-                        if ok {
-                            tracing::info!(store = %location, "the database answers again");
-                        } else {
-                            tracing::warn!(store = %location, "the database does not answer");
-                        }
-                    }
+                    .and_then(Result::ok);
+                note_health(&primary.1, head.is_some(), &primary.2);
+                for (pool, healthy, location, lag) in &replicas {
+                    let at = tokio::time::timeout(limit, replayed(pool))
+                        .await
+                        .ok()
+                        .and_then(Result::ok);
+                    note_health(healthy, at.is_some(), location);
+                    let behind = match (head, at) {
+                        (Some(h), Some(a)) => h.saturating_sub(a),
+                        _ => u64::MAX,
+                    };
+                    lag.store(behind, Ordering::Release);
                 }
                 tokio::time::sleep(every).await;
             }
@@ -645,6 +659,17 @@ impl PgStore {
         search_on(&self.pool, &self.location, &queries, &scope)
             .await
             .map_err(|e| self.mark(e))
+    }
+}
+
+/// Records a node's health check, logging a change.
+fn note_health(healthy: &AtomicBool, ok: bool, location: &str) {
+    if healthy.swap(ok, Ordering::AcqRel) != ok {
+        if ok {
+            tracing::info!(store = %location, "the database answers again");
+        } else {
+            tracing::warn!(store = %location, "the database does not answer");
+        }
     }
 }
 
@@ -778,12 +803,17 @@ impl DocumentStore for PgStore {
                 .any(|r| r.healthy.load(Ordering::Acquire))
     }
 
+    fn primary_healthy(&self) -> bool {
+        self.healthy.load(Ordering::Acquire)
+    }
+
     fn replicas(&self) -> Vec<super::ReplicaHealth> {
         self.replicas
             .iter()
             .map(|r| super::ReplicaHealth {
                 location: r.location.clone(),
                 healthy: r.healthy.load(Ordering::Acquire),
+                lag_bytes: Some(r.lag.load(Ordering::Acquire)).filter(|&l| l != u64::MAX),
             })
             .collect()
     }
