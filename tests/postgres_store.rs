@@ -345,6 +345,19 @@ fn load(pg: &Postgres, corpus: &std::path::Path, table: &str, extra: &[&str]) ->
     stderr
 }
 
+/// A PostgreSQL holding the built-in corpus in the table `docs`, and a data directory for the
+/// service that serves it.
+fn default_corpus_store() -> (Postgres, tempfile::TempDir) {
+    let pg = Postgres::start();
+    load(
+        &pg,
+        &common::root().join("data/default-corpus"),
+        "docs",
+        &[],
+    );
+    (pg, tempfile::tempdir().unwrap())
+}
+
 fn serve_store(pg: &Postgres, table: &str, data: &std::path::Path) -> common::Server {
     common::Server::start(&[
         "--store",
@@ -610,14 +623,7 @@ fn progress(counter: &std::sync::atomic::AtomicUsize, by: usize) {
 
 #[test]
 fn writes_are_committed_before_they_are_answered_and_survive_sigkill() {
-    let pg = Postgres::start();
-    load(
-        &pg,
-        &common::root().join("data/default-corpus"),
-        "docs",
-        &[],
-    );
-    let data = tempfile::tempdir().unwrap();
+    let (pg, data) = default_corpus_store();
     let mut server = serve_store(&pg, "docs", data.path());
     let token = admin_token(data.path());
     let zorb = "The zorblax is a purple flightless bird of the outer moons.";
@@ -744,14 +750,7 @@ fn writes_are_committed_before_they_are_answered_and_survive_sigkill() {
 
 #[test]
 fn a_database_that_goes_away_makes_the_service_unready_and_it_recovers_by_itself() {
-    let pg = Postgres::start();
-    load(
-        &pg,
-        &common::root().join("data/default-corpus"),
-        "docs",
-        &[],
-    );
-    let data = tempfile::tempdir().unwrap();
+    let (pg, data) = default_corpus_store();
     let server = serve_store(&pg, "docs", data.path());
     let token = admin_token(data.path());
     let admin = admin_base(&server);
@@ -806,14 +805,7 @@ fn a_database_that_goes_away_makes_the_service_unready_and_it_recovers_by_itself
 
 #[test]
 fn repair_reads_the_vocabulary_built_from_the_table_and_rebuilt_as_it_grows() {
-    let pg = Postgres::start();
-    load(
-        &pg,
-        &common::root().join("data/default-corpus"),
-        "docs",
-        &[],
-    );
-    let data = tempfile::tempdir().unwrap();
+    let (pg, data) = default_corpus_store();
     let typo = json!({"query": "symptoms of vitamin d deficeincy", "repair": "on"});
     {
         // No vocabulary yet: `on` is refused with the way to build one, `auto` skips.
@@ -925,13 +917,7 @@ fn wait_metric(server: &common::Server, series: &str, pred: impl Fn(f64) -> bool
 
 #[test]
 fn replicas_serve_searches_a_stopped_one_fails_none_and_writes_are_read_back_through_lag() {
-    let primary = Postgres::start();
-    load(
-        &primary,
-        &common::root().join("data/default-corpus"),
-        "docs",
-        &[],
-    );
+    let (primary, data) = default_corpus_store();
     let replica = Postgres::replica_of(&primary);
     let caught_up = |pg: &Postgres, id: &str| {
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
@@ -944,7 +930,6 @@ fn replicas_serve_searches_a_stopped_one_fails_none_and_writes_are_read_back_thr
         }
     };
     assert_eq!(replica.psql("SELECT count(*) FROM docs"), "200");
-    let data = tempfile::tempdir().unwrap();
     let server = common::Server::start(&[
         "--store",
         &primary.url("docs"),
@@ -1071,14 +1056,7 @@ fn replicas_serve_searches_a_stopped_one_fails_none_and_writes_are_read_back_thr
 fn the_primary_killed_under_search_and_write_load_loses_no_acknowledged_write() {
     use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
     const KILLS: usize = 5;
-    let pg = Postgres::start();
-    load(
-        &pg,
-        &common::root().join("data/default-corpus"),
-        "docs",
-        &[],
-    );
-    let data = tempfile::tempdir().unwrap();
+    let (pg, data) = default_corpus_store();
     let server = serve_store(&pg, "docs", data.path());
     let token = admin_token(data.path());
     let admin = admin_base(&server);
