@@ -223,6 +223,7 @@ fn filters_in_sql_admit_exactly_what_the_embedded_filter_admits() {
                         filter: Some(Arc::new(f)),
                         with_metadata: false,
                         after: None,
+                        deadline: None,
                     },
                 )
                 .await
@@ -270,6 +271,7 @@ fn searches_return_the_exact_top_k_filtered_or_not_with_metadata() {
                         filter: (qi > 0).then(|| Arc::new(f)),
                         with_metadata: true,
                         after: None,
+                        deadline: None,
                     },
                 )
                 .await
@@ -935,6 +937,8 @@ fn replicas_serve_searches_a_stopped_one_fails_none_and_writes_are_read_back_thr
         &primary.url("docs"),
         "--store-replica",
         &replica.url("docs"),
+        "--store-replica-wait-ms",
+        "60000",
         "--encoder",
         common::minilm_bundle().to_str().unwrap(),
         "--data-dir",
@@ -966,10 +970,22 @@ fn replicas_serve_searches_a_stopped_one_fails_none_and_writes_are_read_back_thr
         replica.psql("SELECT count(*) FROM docs WHERE id = 'ryw-1'"),
         "0"
     );
+    let primary_served = format!(
+        "capot_store_searches_total{{node=\"{}\",role=\"primary\"}}",
+        primary.url("docs")
+    );
+    let replica_served = format!(
+        "capot_store_searches_total{{node=\"{}\",role=\"replica\"}}",
+        replica.url("docs")
+    );
+    // It waits for the paused replica (at most half the request's time), then the primary
+    // answers it.
+    let before = wait_metric(&server, &primary_served, |_| true);
+    let fresh = search(&server, &json!({"query": text, "k": 1, "after": op}));
+    assert_eq!(common::hit_ids(&fresh), ["ryw-1"], "{fresh}");
+    wait_metric(&server, &primary_served, |v| v == before + 1.0);
     let mut stale = 0;
     for _ in 0..6 {
-        let fresh = search(&server, &json!({"query": text, "k": 1, "after": op}));
-        assert_eq!(common::hit_ids(&fresh), ["ryw-1"], "{fresh}");
         let any = search(&server, &json!({"query": text, "k": 1}));
         if common::hit_ids(&any) != ["ryw-1"] {
             stale += 1;
@@ -986,6 +1002,39 @@ fn replicas_serve_searches_a_stopped_one_fails_none_and_writes_are_read_back_thr
     replica.psql("SELECT pg_wal_replay_resume()");
     caught_up(&replica, "ryw-1");
     wait_metric(&server, &lag, |v| v == 0.0);
+
+    // A search naming a write the replica has not replayed yet waits for it, and the replica
+    // (not the primary) answers it once replay resumes.
+    replica.psql("SELECT pg_wal_replay_pause()");
+    let text = "Beekeepers smoke the hive so the bees stay calm.";
+    let doc = json!({"documents": [{"id": "ryw-2", "text": text}]});
+    let (code, _, v) = curl(
+        "POST",
+        &format!("{admin}/admin/documents"),
+        Some(&doc),
+        Some(&token),
+    );
+    assert_eq!(code, 200, "{v}");
+    let op = v["result"]["operation_id"].as_u64().unwrap();
+    let before = (
+        wait_metric(&server, &primary_served, |_| true),
+        wait_metric(&server, &replica_served, |_| true),
+    );
+    let waiter = {
+        let base = server.base.clone();
+        std::thread::spawn(move || {
+            let body = json!({"query": text, "k": 1, "after": op});
+            curl("POST", &format!("{base}/search"), Some(&body), None)
+        })
+    };
+    wait_metric(&server, "capot_store_waiting_searches", |v| v >= 1.0);
+    replica.psql("SELECT pg_wal_replay_resume()");
+    let (code, _, waited) = waiter.join().unwrap();
+    assert_eq!(code, 200, "{waited}");
+    assert_eq!(common::hit_ids(&waited), ["ryw-2"], "{waited}");
+    wait_metric(&server, &replica_served, |v| v == before.1 + 1.0);
+    wait_metric(&server, &primary_served, |v| v == before.0);
+    wait_metric(&server, "capot_store_waiting_searches", |v| v == 0.0);
 
     // The replica stops under search load: no search fails.
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));

@@ -52,6 +52,7 @@ pub fn build(args: BuildArgs, global: &GlobalArgs) -> anyhow::Result<()> {
         connect_timeout: Duration::from_secs(10),
         // COPY of a chunk and the HNSW build may take long; nothing here waits on a client.
         statement_timeout: Duration::from_secs(24 * 3600),
+        ..PoolOptions::default()
     })?;
     rt.block_on(postgres::create(&db, &location, &record))
         .with_context(|| format!("cannot prepare {location}"))?;
@@ -225,6 +226,7 @@ pub fn vocab(
         max_connections: 1,
         connect_timeout: Duration::from_secs(10),
         statement_timeout: Duration::from_secs(24 * 3600),
+        ..PoolOptions::default()
     })?;
     let spinner = bar(0, "reading titles and texts · {elapsed}");
     spinner.enable_steady_tick(Duration::from_millis(200));

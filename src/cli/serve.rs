@@ -51,6 +51,11 @@ pub struct ServeArgs {
     /// Connections to the store at most [default: 16].
     #[arg(long, env = "CAPOT_STORE_MAX_CONNECTIONS", value_name = "N")]
     pub store_max_connections: Option<usize>,
+    /// How long a search that names a write (`after`) waits for a replica to replay it before
+    /// the primary serves it, in milliseconds; never more than half the request's time left
+    /// [default: 100].
+    #[arg(long, env = "CAPOT_STORE_REPLICA_WAIT_MS", value_name = "MS")]
+    pub store_replica_wait_ms: Option<u64>,
     /// Query encoder bundle; repeat for several. The first is the target of the alias `default`.
     #[arg(
         long = "encoder",
@@ -153,6 +158,7 @@ struct ServeFile {
     store_replicas: Vec<String>,
     store_password_file: Option<PathBuf>,
     store_max_connections: Option<usize>,
+    store_replica_wait_ms: Option<u64>,
     #[serde(default)]
     encoders: Vec<PathBuf>,
     document_encoder: Option<PathBuf>,
@@ -323,6 +329,9 @@ pub fn options(args: ServeArgs, global: &GlobalArgs) -> anyhow::Result<ServeOpti
                     bail!("--store-max-connections must be at least 1");
                 }
                 pool.max_connections = n;
+            }
+            if let Some(ms) = args.store_replica_wait_ms.or(file.store_replica_wait_ms) {
+                pool.replica_wait = std::time::Duration::from_millis(ms);
             }
             Some(capot::server::StoreOptions {
                 primary: location,

@@ -49,6 +49,10 @@ pub struct Metrics {
     pub store_up: IntGaugeVec,
     /// Bytes of WAL a store's replica has still to replay, by node.
     pub store_replica_lag_bytes: IntGaugeVec,
+    /// Searches each node of a document store has answered, by role and node.
+    pub store_searches: IntCounterVec,
+    /// Searches waiting now for a replica to replay the write they name (`after`).
+    pub store_waiting_searches: prometheus::IntGauge,
     /// Live-corpus write batches by operation (upsert, delete) and outcome (the error code, or
     /// `ok`).
     pub corpus_writes: IntCounterVec,
@@ -168,6 +172,19 @@ impl Metrics {
             &["node"],
         )?;
         registry.register(Box::new(store_replica_lag_bytes.clone()))?;
+        let store_searches = IntCounterVec::new(
+            Opts::new(
+                "store_searches_total",
+                "Searches each node of the document store has answered.",
+            ),
+            &["role", "node"],
+        )?;
+        registry.register(Box::new(store_searches.clone()))?;
+        let store_waiting_searches = prometheus::IntGauge::with_opts(Opts::new(
+            "store_waiting_searches",
+            "Searches waiting now for a replica to replay the write they name (after).",
+        ))?;
+        registry.register(Box::new(store_waiting_searches.clone()))?;
         let abandoned = IntCounterVec::new(
             Opts::new(
                 "encode_abandoned_total",
@@ -270,6 +287,8 @@ impl Metrics {
             filtered_searches,
             store_up,
             store_replica_lag_bytes,
+            store_searches,
+            store_waiting_searches,
             abandoned,
             corpus_writes,
             corpus_documents_written,

@@ -496,6 +496,7 @@ pub async fn search(state: &AppState, p: SearchParams) -> Result<SearchOutput, A
         Target::Corpus(c) => Some(c.live.clone()),
         Target::Store(_) => None,
     };
+    let deadline = Instant::now() + state.request_timeout();
     let work = async {
         let prepared = prepare(&loaded, p.texts, repairer, fusion, live.clone()).await?;
         let (vectors, timings, _) = infer(&loaded, prepared.tokens).await?;
@@ -516,6 +517,7 @@ pub async fn search(state: &AppState, p: SearchParams) -> Result<SearchOutput, A
                     filter,
                     with_metadata,
                     after,
+                    deadline: Some(deadline),
                 };
                 let results = store.search(queries, scope).await.map_err(store_error)?;
                 (results, 0.0, started.elapsed().as_secs_f64())

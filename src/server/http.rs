@@ -164,6 +164,15 @@ async fn metrics(State(state): State<Arc<AppState>>) -> Response {
                 .with_label_values(&[r.location.as_str()])
                 .set(r.lag_bytes.map_or(-1, |l| l as i64));
         }
+        let activity = store.activity();
+        for node in &activity.served {
+            // The store counts; the counter catches up with it at each scrape.
+            let counter = m
+                .store_searches
+                .with_label_values(&[node.role, node.location.as_str()]);
+            counter.inc_by(node.searches.saturating_sub(counter.get()));
+        }
+        m.store_waiting_searches.set(activity.waiting as i64);
     }
     let snapshot = state.registry.snapshot();
     for (name, e) in &snapshot.encoders {

@@ -52,6 +52,8 @@ pub struct StoreSearch {
     /// Served only by a node that holds this write (its `operation_id`): read-your-writes
     /// across replicas.
     pub after: Option<u64>,
+    /// When the request must be answered: a store waits for a lagging node only within it.
+    pub deadline: Option<std::time::Instant>,
 }
 
 /// A document as a store keeps it.
@@ -101,6 +103,24 @@ pub struct ReplicaHealth {
     pub lag_bytes: Option<u64>,
 }
 
+/// Searches a node has served, as `/metrics` counts them.
+#[derive(Debug, Clone)]
+pub struct NodeServed {
+    /// `primary` or `replica`.
+    pub role: &'static str,
+    /// Without credentials.
+    pub location: String,
+    pub searches: u64,
+}
+
+/// What a store's nodes have been doing, for `/metrics`.
+#[derive(Debug, Clone, Default)]
+pub struct StoreActivity {
+    pub served: Vec<NodeServed>,
+    /// Searches waiting now for a replica to replay the write they name.
+    pub waiting: u64,
+}
+
 /// The seam between the query pipeline and a document store (see the module doc).
 pub trait DocumentStore: Send + Sync + 'static {
     /// What the store serves.
@@ -117,6 +137,11 @@ pub trait DocumentStore: Send + Sync + 'static {
     /// Read replicas and whether each answered its last health check (none by default).
     fn replicas(&self) -> Vec<ReplicaHealth> {
         Vec::new()
+    }
+
+    /// Searches served per node and searches waiting for a replica (none by default).
+    fn activity(&self) -> StoreActivity {
+        StoreActivity::default()
     }
 
     /// The `k` best documents for each query's vectors (one list per query; a query with two

@@ -13,9 +13,9 @@
 
 use std::collections::{BTreeMap, HashSet};
 use std::str::FromStr;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
 use futures_util::pin_mut;
@@ -44,7 +44,8 @@ pub struct PgLocation {
     pub tls: tls::TlsMode,
 }
 
-/// Connection options of the pool.
+/// How the store uses its connections: the pool's bounds and timeouts, and how long a search
+/// waits for a replica.
 #[derive(Debug, Clone, Copy)]
 pub struct PoolOptions {
     /// Connections at most.
@@ -53,6 +54,9 @@ pub struct PoolOptions {
     pub connect_timeout: Duration,
     /// How long one statement may run before PostgreSQL cancels it.
     pub statement_timeout: Duration,
+    /// How long a search that names a write (`after`) waits for a replica to replay it before
+    /// the primary serves it; never more than half the time the request has left.
+    pub replica_wait: Duration,
 }
 
 impl Default for PoolOptions {
@@ -61,6 +65,7 @@ impl Default for PoolOptions {
             max_connections: 16,
             connect_timeout: Duration::from_secs(3),
             statement_timeout: Duration::from_secs(10),
+            replica_wait: Duration::from_millis(100),
         }
     }
 }
@@ -478,7 +483,9 @@ struct Replica {
     location: String,
     healthy: Arc<AtomicBool>,
     /// WAL bytes left to replay at the last health check (`u64::MAX`: unknown).
-    lag: Arc<std::sync::atomic::AtomicU64>,
+    lag: Arc<AtomicU64>,
+    /// Searches this replica has answered.
+    served: AtomicU64,
 }
 
 /// A document store served from PostgreSQL: the primary takes writes (and searches when no
@@ -491,6 +498,12 @@ pub struct PgStore {
     replicas: Vec<Replica>,
     /// Round-robin position over the replicas.
     turn: std::sync::atomic::AtomicUsize,
+    /// Searches the primary has answered.
+    served: AtomicU64,
+    /// Searches waiting now for a replica to replay the write they name.
+    waiting: Arc<AtomicU64>,
+    /// How long such a search may wait ([`PoolOptions::replica_wait`]).
+    replica_wait: Duration,
 }
 
 impl PgStore {
@@ -535,7 +548,8 @@ impl PgStore {
                     pool: r.pool(options)?,
                     location: r.to_string(),
                     healthy: Arc::new(AtomicBool::new(true)),
-                    lag: Arc::new(std::sync::atomic::AtomicU64::new(u64::MAX)),
+                    lag: Arc::new(AtomicU64::new(u64::MAX)),
+                    served: AtomicU64::new(0),
                 })
             })
             .collect::<Result<Vec<_>, _>>()?;
@@ -546,6 +560,9 @@ impl PgStore {
             healthy: Arc::new(AtomicBool::new(true)),
             replicas,
             turn: Default::default(),
+            served: AtomicU64::new(0),
+            waiting: Default::default(),
+            replica_wait: options.replica_wait,
         })
     }
 
@@ -621,9 +638,11 @@ impl PgStore {
         e
     }
 
-    /// Serves a search on a healthy replica that has replayed past `scope.after` (in turn), or
-    /// else on the primary; a replica that fails to answer is marked down and the next one
-    /// asked, so a replica going away fails no search.
+    /// Serves a search on a healthy replica (in turn) or else on the primary; a replica that
+    /// fails to answer is marked down and the next one asked, so a replica going away fails no
+    /// search. A search that names a write (`scope.after`) is served only by a node that has
+    /// replayed it: it waits for a lagging replica up to [`PoolOptions::replica_wait`] (at most
+    /// half the time to `scope.deadline`), then goes to the primary.
     async fn search_routed(
         &self,
         queries: Vec<Vec<Vec<f32>>>,
@@ -631,34 +650,77 @@ impl PgStore {
     ) -> Result<Vec<CorpusHits>, StoreError> {
         let n = self.replicas.len();
         let start = self.turn.fetch_add(1, Ordering::Relaxed);
-        for i in 0..n {
-            let r = &self.replicas[(start + i) % n];
-            if !r.healthy.load(Ordering::Acquire) {
-                continue;
-            }
-            let answer = async {
-                if let Some(after) = scope.after {
-                    if replayed(&r.pool).await? < after {
-                        return Ok(None);
+        let wait_until = scope.after.map(|_| {
+            let now = Instant::now();
+            let left = scope
+                .deadline
+                .map_or(Duration::MAX, |d| d.saturating_duration_since(now));
+            now + self.replica_wait.min(left / 2)
+        });
+        let mut waiting: Option<Waiting> = None;
+        let mut pause = Duration::from_millis(2);
+        loop {
+            let mut lagging = false;
+            for i in 0..n {
+                let r = &self.replicas[(start + i) % n];
+                if !r.healthy.load(Ordering::Acquire) {
+                    continue;
+                }
+                let answer = async {
+                    if let Some(after) = scope.after {
+                        if replayed(&r.pool).await? < after {
+                            return Ok(None);
+                        }
                     }
+                    search_on(&r.pool, &self.location, &queries, &scope)
+                        .await
+                        .map(Some)
+                };
+                match answer.await {
+                    Ok(Some(hits)) => {
+                        r.served.fetch_add(1, Ordering::Relaxed);
+                        return Ok(hits);
+                    }
+                    Ok(None) => lagging = true,
+                    Err(StoreError::Unavailable(why)) => {
+                        tracing::warn!(store = %r.location, reason = %why, "replica skipped");
+                        r.healthy.store(false, Ordering::Release);
+                    }
+                    Err(e) => return Err(e),
                 }
-                search_on(&r.pool, &self.location, &queries, &scope)
-                    .await
-                    .map(Some)
-            };
-            match answer.await {
-                Ok(Some(hits)) => return Ok(hits),
-                Ok(None) => {}
-                Err(StoreError::Unavailable(why)) => {
-                    tracing::warn!(store = %r.location, reason = %why, "replica skipped");
-                    r.healthy.store(false, Ordering::Release);
+            }
+            match wait_until {
+                Some(until) if lagging && Instant::now() + pause < until => {
+                    waiting.get_or_insert_with(|| Waiting::start(&self.waiting));
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(Duration::from_millis(32));
                 }
-                Err(e) => return Err(e),
+                _ => break,
             }
         }
-        search_on(&self.pool, &self.location, &queries, &scope)
+        drop(waiting);
+        let hits = search_on(&self.pool, &self.location, &queries, &scope)
             .await
-            .map_err(|e| self.mark(e))
+            .map_err(|e| self.mark(e))?;
+        self.served.fetch_add(1, Ordering::Relaxed);
+        Ok(hits)
+    }
+}
+
+/// A search counted as waiting for a replica until it is dropped (answered, or abandoned by
+/// its request's timeout).
+struct Waiting(Arc<AtomicU64>);
+
+impl Waiting {
+    fn start(count: &Arc<AtomicU64>) -> Waiting {
+        count.fetch_add(1, Ordering::AcqRel);
+        Waiting(count.clone())
+    }
+}
+
+impl Drop for Waiting {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
     }
 }
 
@@ -816,6 +878,23 @@ impl DocumentStore for PgStore {
                 lag_bytes: Some(r.lag.load(Ordering::Acquire)).filter(|&l| l != u64::MAX),
             })
             .collect()
+    }
+
+    fn activity(&self) -> super::StoreActivity {
+        let mut served = vec![super::NodeServed {
+            role: "primary",
+            location: self.location.to_string(),
+            searches: self.served.load(Ordering::Relaxed),
+        }];
+        served.extend(self.replicas.iter().map(|r| super::NodeServed {
+            role: "replica",
+            location: r.location.clone(),
+            searches: r.served.load(Ordering::Relaxed),
+        }));
+        super::StoreActivity {
+            served,
+            waiting: self.waiting.load(Ordering::Acquire),
+        }
     }
 
     fn search<'a>(
