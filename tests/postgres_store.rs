@@ -477,6 +477,143 @@ fn serving_from_postgres_gives_the_embedded_index_answers() {
     assert_eq!(ea["error"]["code"], eb["error"]["code"]);
 }
 
+#[test]
+fn a_table_another_pipeline_filled_is_searched_through_its_columns() {
+    let (pg, data) = default_corpus_store();
+    // Another pipeline's table: its own column names, no titles, a json metadata column and a
+    // cosine HNSW index; the same vectors as capot's own table `docs`.
+    pg.psql(
+        "UPDATE docs SET metadata = jsonb_build_object('parity',
+             CASE WHEN substr(id, 2)::int % 2 = 1 THEN 'odd' ELSE 'even' END);
+         CREATE TABLE passages AS
+             SELECT id AS doc_id, text AS body, metadata::json AS attrs, embedding AS emb FROM docs;
+         CREATE INDEX passages_emb ON passages USING hnsw (emb vector_cosine_ops)",
+    );
+    let minilm = common::minilm_bundle();
+    let columns = "id=doc_id,embedding=emb,text=body,metadata=attrs";
+    let attached_data = tempfile::tempdir().unwrap();
+    let attached = common::Server::start(&[
+        "--store",
+        &pg.url("passages"),
+        "--store-columns",
+        columns,
+        "--document-encoder",
+        minilm.to_str().unwrap(),
+        "--encoder",
+        minilm.to_str().unwrap(),
+        "--data-dir",
+        attached_data.path().to_str().unwrap(),
+    ]);
+    let own = serve_store(&pg, "docs", data.path());
+    let info = curl("GET", &format!("{}/info", attached.base), None, None).2;
+    assert_eq!(info["store"]["info"]["metric"], "cosine", "{info}");
+    assert_eq!(info["store"]["info"]["writable"], false, "{info}");
+
+    // The same documents in the same order with the same scores (cosine = inner product of
+    // unit vectors), filtered by the json column or not; no titles.
+    let filters = [
+        Value::Null,
+        json!({"must": [{"key": "parity", "match": {"value": "odd"}}]}),
+        json!({"must": [{"has_id": ["d002", "d003", "d150"]}]}),
+    ];
+    for q in [
+        "how long do antibiotics take to work",
+        "history of the roman empire",
+    ] {
+        for f in &filters {
+            let mut body =
+                json!({"query": q, "k": 5, "ef": 1000, "repair": "off", "with_metadata": true});
+            if !f.is_null() {
+                body["filter"] = f.clone();
+            }
+            let a = search(&own, &body);
+            let b = search(&attached, &body);
+            assert_eq!(common::hit_ids(&a), common::hit_ids(&b), "{body}");
+            assert!(!common::hit_ids(&b).is_empty(), "{b}");
+            for (x, y) in a["results"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .zip(b["results"].as_array().unwrap())
+            {
+                let (sx, sy) = (x["score"].as_f64().unwrap(), y["score"].as_f64().unwrap());
+                assert!((sx - sy).abs() < 1e-4, "{body}: {sx} vs {sy}");
+                assert_eq!(x["metadata"], y["metadata"], "{body}");
+                assert_eq!(y["title"], "", "{y}");
+                assert_eq!(x["text"], y["text"], "{body}");
+            }
+        }
+    }
+    // capot only searches it: writes are refused with a reason, and the table is unchanged.
+    let token = admin_token(attached_data.path());
+    let doc =
+        json!({"documents": [{"id": "new-1", "text": "Otters hold hands while they sleep."}]});
+    let (code, _, v) = curl(
+        "POST",
+        &format!("{}/admin/documents", admin_base(&attached)),
+        Some(&doc),
+        Some(&token),
+    );
+    assert_eq!(code, 409, "{v}");
+    assert_eq!(v["error"]["code"], "store_read_only", "{v}");
+    assert_eq!(pg.psql("SELECT count(*) FROM passages"), "200");
+
+    // Query repair's vocabulary comes from the mapped text column.
+    let o = common::run_capot(
+        &[
+            "index",
+            "vocab",
+            "--store",
+            &pg.url("passages"),
+            "--store-columns",
+            columns,
+            "--data-dir",
+            attached_data.path().to_str().unwrap(),
+        ],
+        b"",
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let words: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(words["words"].as_u64().unwrap() > 100, "{words}");
+
+    // A mapping that does not fit the table is refused at start, with the reason.
+    for (spec, encoder, why) in [
+        (
+            "id=doc_id,embedding=vec,text=body",
+            true,
+            "has no column vec (the embedding of --store-columns)",
+        ),
+        (
+            "id=doc_id,embedding=body,text=body",
+            true,
+            "column body (the embedding) is text, not vector",
+        ),
+        (columns, false, "--store-columns needs --document-encoder"),
+    ] {
+        let mut args = vec![
+            "serve",
+            "--addr",
+            "127.0.0.1:0",
+            "--grpc-addr",
+            "off",
+            "--admin-addr",
+            "127.0.0.1:0",
+            "--store",
+        ];
+        let url = pg.url("passages");
+        args.extend([url.as_str(), "--store-columns", spec, "--encoder"]);
+        args.push(minilm.to_str().unwrap());
+        if encoder {
+            args.extend(["--document-encoder", minilm.to_str().unwrap()]);
+        }
+        args.extend(["--data-dir", attached_data.path().to_str().unwrap()]);
+        let o = common::run_capot(&args, b"");
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success(), "{spec}: {stderr}");
+        assert!(stderr.contains(why), "{spec}: {stderr}");
+    }
+}
+
 fn admin_token(data: &std::path::Path) -> String {
     std::fs::read_to_string(data.join("admin-token"))
         .expect("admin-token")

@@ -42,6 +42,15 @@ pub enum IndexCommand {
         /// File holding the store's password (first line).
         #[arg(long, value_name = "FILE")]
         store_password_file: Option<PathBuf>,
+        /// The columns of a table another pipeline filled, as `capot serve --store-columns`
+        /// takes them (`id=COL,embedding=COL,text=COL[,title=COL][,metadata=COL]`).
+        #[arg(
+            long,
+            env = "CAPOT_STORE_COLUMNS",
+            value_name = "SPEC",
+            requires = "store"
+        )]
+        store_columns: Option<String>,
         /// The service's data directory (with --store) [default: .data].
         #[arg(long, env = "CAPOT_DATA_DIR", value_name = "DIR")]
         data_dir: Option<PathBuf>,
@@ -187,11 +196,13 @@ pub fn run(cmd: IndexCommand, global: &GlobalArgs) -> anyhow::Result<()> {
         IndexCommand::Vocab {
             store: Some(url),
             store_password_file,
+            store_columns,
             data_dir,
             ..
         } => super::index_store::vocab(
             &url,
             store_password_file.as_deref(),
+            store_columns.as_deref(),
             &data_dir.unwrap_or_else(|| PathBuf::from(".data")),
         ),
         IndexCommand::Vocab { dir: None, .. } => bail!("give an index directory or --store"),

@@ -214,10 +214,15 @@ pub fn build(args: BuildArgs, global: &GlobalArgs) -> anyhow::Result<()> {
 pub fn vocab(
     url: &str,
     password_file: Option<&std::path::Path>,
+    columns: Option<&str>,
     data_dir: &std::path::Path,
 ) -> anyhow::Result<()> {
     let password = super::serve::store_password(password_file)?;
     let location = PgLocation::parse(url, password)?;
+    let columns = columns
+        .map(postgres::Columns::parse)
+        .transpose()?
+        .unwrap_or_default();
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -232,7 +237,7 @@ pub fn vocab(
     spinner.enable_steady_tick(Duration::from_millis(200));
     let started = Instant::now();
     let texts = rt
-        .block_on(postgres::texts(&db, &location))
+        .block_on(postgres::texts(&db, &location, &columns))
         .with_context(|| format!("cannot read {location}"))?;
     spinner.set_message(format!("{} documents", texts.len()));
     let dir = capot::store::vocab::vocab_dir(data_dir, &location.table);

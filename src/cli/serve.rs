@@ -51,6 +51,16 @@ pub struct ServeArgs {
     /// Connections to the store at most [default: 16].
     #[arg(long, env = "CAPOT_STORE_MAX_CONNECTIONS", value_name = "N")]
     pub store_max_connections: Option<usize>,
+    /// Attach to a table another pipeline filled instead of one `capot index build --store`
+    /// loaded: `id=COL,embedding=COL,text=COL[,title=COL][,metadata=COL]`. Needs
+    /// --document-encoder (the encoder that made the table's vectors); capot only searches it.
+    #[arg(
+        long,
+        env = "CAPOT_STORE_COLUMNS",
+        value_name = "SPEC",
+        requires = "store"
+    )]
+    pub store_columns: Option<String>,
     /// How long a search that names a write (`after`) waits for a replica to replay it before
     /// the primary serves it, in milliseconds; never more than half the request's time left
     /// [default: 100].
@@ -159,6 +169,7 @@ struct ServeFile {
     store_password_file: Option<PathBuf>,
     store_max_connections: Option<usize>,
     store_replica_wait_ms: Option<u64>,
+    store_columns: Option<String>,
     #[serde(default)]
     encoders: Vec<PathBuf>,
     document_encoder: Option<PathBuf>,
@@ -333,10 +344,25 @@ pub fn options(args: ServeArgs, global: &GlobalArgs) -> anyhow::Result<ServeOpti
             if let Some(ms) = args.store_replica_wait_ms.or(file.store_replica_wait_ms) {
                 pool.replica_wait = std::time::Duration::from_millis(ms);
             }
+            let columns = args
+                .store_columns
+                .or(file.store_columns.clone())
+                .map(|spec| capot::store::postgres::Columns::parse(&spec))
+                .transpose()?;
+            if columns.is_some()
+                && args
+                    .document_encoder
+                    .as_ref()
+                    .or(file.document_encoder.as_ref())
+                    .is_none()
+            {
+                bail!("--store-columns needs --document-encoder: the encoder that made the table's vectors");
+            }
             Some(capot::server::StoreOptions {
                 primary: location,
                 replicas,
                 pool,
+                columns,
             })
         }
         None => None,

@@ -60,6 +60,9 @@ pub struct StoreOptions {
     pub primary: crate::store::postgres::PgLocation,
     pub replicas: Vec<crate::store::postgres::PgLocation>,
     pub pool: crate::store::postgres::PoolOptions,
+    /// The columns of a table another pipeline filled (`--store-columns`): attach to it with
+    /// the document encoder's identity instead of reading a capot record.
+    pub columns: Option<crate::store::postgres::Columns>,
 }
 
 /// Errors that stop the service from starting.
@@ -249,12 +252,39 @@ fn load_store(
     use crate::store::{DocumentStore, StoreError};
     let started = Instant::now();
     let runtime = tokio::runtime::Handle::current();
+    let attach = match &store_options.columns {
+        Some(columns) => {
+            let path = options.document_encoder.as_ref().ok_or_else(|| {
+                "--store-columns needs --document-encoder: the encoder that made the table's vectors"
+                    .to_string()
+            })?;
+            let m = crate::encoder::manifest::EncoderManifest::read(path)
+                .map_err(|e| format!("--document-encoder {}: {e}", path.display()))?;
+            Some(crate::store::postgres::Attach {
+                columns: columns.clone(),
+                encoder_fingerprint: m.fingerprint.clone(),
+                encoder_name: m.label(),
+                dimension: m.dimension,
+                ef_search: 64,
+            })
+        }
+        None => None,
+    };
     let store = loop {
-        match runtime.block_on(crate::store::postgres::PgStore::open(
-            location.clone(),
-            store_options.pool,
-            &store_options.replicas,
-        )) {
+        let opened = match &attach {
+            Some(a) => runtime.block_on(crate::store::postgres::PgStore::attach(
+                location.clone(),
+                store_options.pool,
+                &store_options.replicas,
+                a.clone(),
+            )),
+            None => runtime.block_on(crate::store::postgres::PgStore::open(
+                location.clone(),
+                store_options.pool,
+                &store_options.replicas,
+            )),
+        };
+        match opened {
             Ok(s) => break s,
             Err(StoreError::Unavailable(why)) => {
                 tracing::warn!(store = %location, reason = %why, "waiting for the document store");

@@ -36,6 +36,9 @@ pub enum StoreError {
     /// The request cannot be answered by this store (400).
     #[error("{0}")]
     Invalid(String),
+    /// The store takes no writes from capot (a table another pipeline fills): 409.
+    #[error("{0}")]
+    ReadOnly(String),
     /// Anything else the database reported.
     #[error("the document store failed: {0}")]
     Database(String),
@@ -90,6 +93,12 @@ pub struct StoreInfo {
     pub ef_search: usize,
     /// Declared payload indexes, by metadata key.
     pub payload_fields: std::collections::BTreeMap<String, FieldSchema>,
+    /// How searches compare vectors: `inner_product`, `cosine` or `l2` (an attached table's
+    /// index decides).
+    pub metric: &'static str,
+    /// Whether capot writes documents into it (false for a table attached with
+    /// `--store-columns`).
+    pub writable: bool,
 }
 
 /// A read replica as `/info` reports it.

@@ -22,6 +22,8 @@ use futures_util::pin_mut;
 use pgvector::Vector;
 use tokio_postgres::binary_copy::BinaryCopyInWriter;
 use tokio_postgres::types::{Kind, ToSql, Type};
+
+pub use columns::{Columns, Metric};
 use tokio_postgres::NoTls;
 
 use super::{merge_vectors, StoredRecord};
@@ -31,6 +33,7 @@ use crate::index::Strategy;
 use crate::query::stages::{CorpusHits, FilterReport};
 use crate::query::Hit;
 
+pub mod columns;
 pub mod sql;
 pub mod tls;
 
@@ -476,6 +479,123 @@ pub async fn create_hnsw(
         .map_err(db_error)
 }
 
+/// What an operator says of a table another pipeline filled (`--store-columns` and
+/// `--document-encoder`).
+#[derive(Debug, Clone)]
+pub struct Attach {
+    pub columns: Columns,
+    /// Of the document encoder that made the table's vectors.
+    pub encoder_fingerprint: String,
+    pub encoder_name: String,
+    pub dimension: usize,
+    /// HNSW ef when a request gives none.
+    pub ef_search: usize,
+}
+
+/// What an attached table's catalog says.
+struct Layout {
+    /// The embedding column's dimension (None: an empty table with an unsized `vector` column).
+    dimension: Option<usize>,
+    /// The operator class of an HNSW index on the embedding column.
+    metric: Option<Metric>,
+}
+
+/// Checks that the table and the mapped columns exist with usable types, and reads the
+/// embedding's dimension and index.
+async fn inspect(
+    client: &tokio_postgres::Client,
+    location: &PgLocation,
+    columns: &Columns,
+) -> Result<Layout, StoreError> {
+    let table = location.quoted_table();
+    let found = client
+        .query_one("SELECT to_regclass($1::text) IS NOT NULL", &[&table])
+        .await
+        .map_err(db_error)?;
+    if !found.get::<_, bool>(0) {
+        return Err(StoreError::Mismatch(format!(
+            "{location}: the database has no table {}",
+            location.table
+        )));
+    }
+    let rows = client
+        .query(
+            "SELECT a.attname::text, t.typname::text, a.atttypmod
+             FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid
+             WHERE a.attrelid = $1::text::regclass AND a.attnum > 0 AND NOT a.attisdropped",
+            &[&table],
+        )
+        .await
+        .map_err(db_error)?;
+    let types: BTreeMap<String, (String, i32)> = rows
+        .iter()
+        .map(|r| (r.get(0), (r.get(1), r.get(2))))
+        .collect();
+    let roles = [
+        ("id", Some(&columns.id)),
+        ("embedding", Some(&columns.embedding)),
+        ("text", Some(&columns.text)),
+        ("title", columns.title.as_ref()),
+        ("metadata", columns.metadata.as_ref()),
+    ];
+    for (role, column) in roles {
+        let Some(column) = column else { continue };
+        let name = Columns::name(column);
+        let Some((ty, _)) = types.get(name) else {
+            return Err(StoreError::Mismatch(format!(
+                "{location}: table {} has no column {name} (the {role} of --store-columns)",
+                location.table
+            )));
+        };
+        let wanted = match role {
+            "embedding" => Some(&["vector"][..]),
+            "metadata" => Some(&["jsonb", "json"][..]),
+            _ => None,
+        };
+        if let Some(wanted) = wanted.filter(|w| !w.contains(&ty.as_str())) {
+            return Err(StoreError::Mismatch(format!(
+                "{location}: column {name} (the {role}) is {ty}, not {}",
+                wanted.join(" or ")
+            )));
+        }
+    }
+    let embedding = Columns::name(&columns.embedding);
+    let dimension = match types.get(embedding).map(|(_, m)| *m) {
+        Some(m) if m > 0 => Some(m as usize),
+        _ => client
+            .query_opt(
+                &format!(
+                    "SELECT vector_dims({e}) FROM {table} WHERE {e} IS NOT NULL LIMIT 1",
+                    e = columns.embedding
+                ),
+                &[],
+            )
+            .await
+            .map_err(db_error)?
+            .map(|r| r.get::<_, i32>(0) as usize),
+    };
+    let opclasses: Vec<String> = client
+        .query(
+            "SELECT opc.opcname::text FROM pg_index i
+               JOIN pg_class ic ON ic.oid = i.indexrelid
+               JOIN pg_am am ON am.oid = ic.relam
+               JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = i.indkey[0]
+               JOIN pg_opclass opc ON opc.oid = i.indclass[0]
+             WHERE i.indrelid = $1::text::regclass AND am.amname = 'hnsw'
+               AND a.attname = $2 AND i.indpred IS NULL",
+            &[&table, &embedding],
+        )
+        .await
+        .map_err(db_error)?
+        .into_iter()
+        .map(|r| r.get(0))
+        .collect();
+    let metric = [Metric::InnerProduct, Metric::Cosine, Metric::L2]
+        .into_iter()
+        .find(|m| opclasses.iter().any(|o| Metric::of_opclass(o) == Some(*m)));
+    Ok(Layout { dimension, metric })
+}
+
 /// A streaming replica searches may be served by.
 struct Replica {
     pool: Pool,
@@ -494,6 +614,10 @@ pub struct PgStore {
     pool: Pool,
     location: PgLocation,
     info: StoreInfo,
+    /// Where the table keeps what capot reads.
+    columns: Columns,
+    /// How its HNSW index compares vectors.
+    metric: Metric,
     healthy: Arc<AtomicBool>,
     replicas: Vec<Replica>,
     /// Round-robin position over the replicas.
@@ -522,7 +646,7 @@ impl PgStore {
             .await?
             .ok_or_else(|| {
                 StoreError::Mismatch(format!(
-                    "{location} has no capot record: load it with `capot index build --store`"
+                    "{location} has no capot record: load it with `capot index build --store`, or attach a table another pipeline filled with --store-columns and --document-encoder"
                 ))
             })?;
         drop(client);
@@ -534,7 +658,86 @@ impl PgStore {
             dimension: record.dimension,
             ef_search: record.ef_search,
             payload_fields: record.payload_fields,
+            metric: Metric::InnerProduct.as_str(),
+            writable: true,
         };
+        PgStore::with(
+            location,
+            pool,
+            options,
+            replicas,
+            info,
+            Columns::default(),
+            Metric::InnerProduct,
+        )
+    }
+
+    /// Serves a table another pipeline filled, read through `attach.columns`: no capot record is
+    /// needed, the vectors are taken to be `attach`'s document encoder's (the embedding
+    /// column's dimension must be its), searches order by the operator of the column's HNSW
+    /// index (inner product, cosine or L2), and writes are refused (the table's own pipeline
+    /// writes it).
+    pub async fn attach(
+        location: PgLocation,
+        options: PoolOptions,
+        replicas: &[PgLocation],
+        attach: Attach,
+    ) -> Result<PgStore, StoreError> {
+        let pool = location.pool(options)?;
+        let client = pool.get().await.map_err(pool_error)?;
+        let layout = inspect(&client, &location, &attach.columns).await?;
+        drop(client);
+        if layout.dimension.is_some_and(|d| d != attach.dimension) {
+            return Err(StoreError::Mismatch(format!(
+                "{location}: column {} holds {}-d vectors, the document encoder {} makes {}-d ones",
+                Columns::name(&attach.columns.embedding),
+                layout.dimension.unwrap_or_default(),
+                attach.encoder_name,
+                attach.dimension
+            )));
+        }
+        let metric = match layout.metric {
+            Some(m) => m,
+            None => {
+                tracing::warn!(
+                    store = %location,
+                    column = Columns::name(&attach.columns.embedding),
+                    "no HNSW index of vector_ip_ops, vector_cosine_ops or vector_l2_ops on the embedding column: every search scans the table"
+                );
+                Metric::InnerProduct
+            }
+        };
+        let info = StoreInfo {
+            kind: "postgres",
+            location: location.to_string(),
+            encoder_fingerprint: attach.encoder_fingerprint,
+            encoder_name: attach.encoder_name,
+            dimension: attach.dimension,
+            ef_search: attach.ef_search,
+            payload_fields: Default::default(),
+            metric: metric.as_str(),
+            writable: false,
+        };
+        PgStore::with(
+            location,
+            pool,
+            options,
+            replicas,
+            info,
+            attach.columns,
+            metric,
+        )
+    }
+
+    fn with(
+        location: PgLocation,
+        pool: Pool,
+        options: PoolOptions,
+        replicas: &[PgLocation],
+        info: StoreInfo,
+        columns: Columns,
+        metric: Metric,
+    ) -> Result<PgStore, StoreError> {
         let replicas = replicas
             .iter()
             .map(|r| {
@@ -557,6 +760,8 @@ impl PgStore {
             pool,
             location,
             info,
+            columns,
+            metric,
             healthy: Arc::new(AtomicBool::new(true)),
             replicas,
             turn: Default::default(),
@@ -631,6 +836,27 @@ impl PgStore {
             .map_err(|e| self.mark(e))
     }
 
+    /// What a search reads: the table, its columns, its metric.
+    fn target(&self) -> Target<'_> {
+        Target {
+            table: self.location.quoted_table(),
+            columns: &self.columns,
+            metric: self.metric,
+        }
+    }
+
+    /// Refuses writes to a table attached with `--store-columns`.
+    fn check_writable(&self) -> Result<(), StoreError> {
+        if self.info.writable {
+            Ok(())
+        } else {
+            Err(StoreError::ReadOnly(format!(
+                "{} is attached with --store-columns: the pipeline that fills it writes it, capot only searches it",
+                self.location
+            )))
+        }
+    }
+
     fn mark(&self, e: StoreError) -> StoreError {
         if matches!(e, StoreError::Unavailable(_)) {
             self.healthy.store(false, Ordering::Release);
@@ -672,7 +898,7 @@ impl PgStore {
                             return Ok(None);
                         }
                     }
-                    search_on(&r.pool, &self.location, &queries, &scope)
+                    search_on(&r.pool, &self.target(), &queries, &scope)
                         .await
                         .map(Some)
                 };
@@ -699,7 +925,7 @@ impl PgStore {
             }
         }
         drop(waiting);
-        let hits = search_on(&self.pool, &self.location, &queries, &scope)
+        let hits = search_on(&self.pool, &self.target(), &queries, &scope)
             .await
             .map_err(|e| self.mark(e))?;
         self.served.fetch_add(1, Ordering::Relaxed);
@@ -751,25 +977,45 @@ async fn replayed(pool: &Pool) -> Result<u64, StoreError> {
         .map_err(|_| StoreError::Database(format!("unexpected WAL position {text:?}")))
 }
 
+/// The table a search reads, where its columns are and how its vectors compare.
+struct Target<'a> {
+    table: String,
+    columns: &'a Columns,
+    metric: Metric,
+}
+
 /// The `k` best rows for each query's vectors, searched on `pool`.
 async fn search_on(
     pool: &Pool,
-    location: &PgLocation,
+    target: &Target<'_>,
     queries: &[Vec<Vec<f32>>],
     scope: &StoreSearch,
 ) -> Result<Vec<CorpusHits>, StoreError> {
+    let c = target.columns;
+    let filter = scope
+        .filter
+        .as_deref()
+        .map(|f| sql::filter_sql_on(f, 3, &c.id, &c.metadata_expr()));
+    if c.metadata.is_none() && filter.as_ref().is_some_and(|f| !f.paths.is_empty()) {
+        return Err(StoreError::Invalid(
+            "filter: the store's table has no metadata column (--store-columns metadata=COLUMN): only has_id applies".into(),
+        ));
+    }
     let mut client = pool.get().await.map_err(pool_error)?;
-    let filter = scope.filter.as_deref().map(|f| sql::filter_sql(f, 3));
     let where_clause = filter.as_ref().map_or("TRUE", |f| f.text.as_str());
     let metadata = if scope.with_metadata {
-        "metadata"
+        c.metadata_expr()
     } else {
-        "NULL::jsonb"
+        "NULL::jsonb".into()
     };
+    let (op, embedding) = (target.metric.operator(), &c.embedding);
     let statement = format!(
-        "SELECT id, title, text, {metadata}, (embedding <#> $1) FROM {} WHERE {where_clause}
-             ORDER BY embedding <#> $1 LIMIT $2",
-        location.quoted_table()
+        "SELECT {}::text, {}, {}::text, {metadata}, ({embedding} {op} $1)::float8 FROM {} WHERE {where_clause}
+             ORDER BY {embedding} {op} $1 LIMIT $2",
+        c.id,
+        c.title_expr(),
+        c.text,
+        target.table
     );
     let ef = scope.ef.clamp(1, 1000);
     let mut out = Vec::with_capacity(queries.len());
@@ -787,13 +1033,13 @@ async fn search_on(
         let mut lists = Vec::with_capacity(vectors.len());
         let mut strategy = Strategy::Graph;
         for v in vectors.iter() {
-            let mut hits = run(&tx, &prepared, v, scope.k, filter.as_ref()).await?;
+            let mut hits = run(&tx, &prepared, v, scope.k, filter.as_ref(), target.metric).await?;
             if filter.is_some() && hits.len() < scope.k {
                 // The walk stopped short: score every admitted row instead.
                 tx.batch_execute("SET LOCAL enable_indexscan = off")
                     .await
                     .map_err(db_error)?;
-                hits = run(&tx, &prepared, v, scope.k, filter.as_ref()).await?;
+                hits = run(&tx, &prepared, v, scope.k, filter.as_ref(), target.metric).await?;
                 tx.batch_execute("SET LOCAL enable_indexscan = on")
                     .await
                     .map_err(db_error)?;
@@ -820,6 +1066,7 @@ async fn run(
     vector: &[f32],
     k: usize,
     filter: Option<&sql::Sql>,
+    metric: Metric,
 ) -> Result<Vec<Hit>, StoreError> {
     let v = Vector::from(vector.to_vec());
     let limit = k as i64;
@@ -841,7 +1088,7 @@ async fn run(
             title: r.get(1),
             text: r.get(2),
             metadata: metadata_of(r.get(3)),
-            score: -(r.get::<_, f64>(4) as f32),
+            score: metric.score(r.get::<_, f64>(4)),
             rank: i + 1,
         })
         .collect())
@@ -907,9 +1154,14 @@ impl DocumentStore for PgStore {
 
     fn get<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Option<StoredRecord>, StoreError>> {
         Box::pin(async move {
+            let c = &self.columns;
             let sql = format!(
-                "SELECT id, title, text, metadata FROM {} WHERE id = $1",
-                self.location.quoted_table()
+                "SELECT {id}::text, {}, {}::text, {} FROM {} WHERE {id}::text = $1",
+                c.title_expr(),
+                c.text,
+                c.metadata_expr(),
+                self.location.quoted_table(),
+                id = c.id,
             );
             let row = self
                 .primary(|c| async move { c.query_opt(&sql, &[&id]).await })
@@ -925,6 +1177,7 @@ impl DocumentStore for PgStore {
 
     fn upsert(&self, docs: Vec<RecordWrite>) -> BoxFuture<'_, Result<u64, StoreError>> {
         Box::pin(async move {
+            self.check_writable()?;
             let write = async {
                 let mut client = self.pool.get().await.map_err(pool_error)?;
                 let tx = client.transaction().await.map_err(db_error)?;
@@ -956,6 +1209,7 @@ impl DocumentStore for PgStore {
 
     fn delete(&self, ids: Vec<String>) -> BoxFuture<'_, Result<u64, StoreError>> {
         Box::pin(async move {
+            self.check_writable()?;
             let write = async {
                 let client = self.pool.get().await.map_err(pool_error)?;
                 client
@@ -977,7 +1231,9 @@ impl DocumentStore for PgStore {
     fn texts(&self) -> BoxFuture<'_, Result<Vec<(String, String)>, StoreError>> {
         Box::pin(async move {
             let pool = self.pool.clone();
-            texts(&pool, &self.location).await.map_err(|e| self.mark(e))
+            texts(&pool, &self.location, &self.columns)
+                .await
+                .map_err(|e| self.mark(e))
         })
     }
 
@@ -997,6 +1253,7 @@ impl DocumentStore for PgStore {
 pub async fn texts(
     pool: &Pool,
     location: &PgLocation,
+    columns: &Columns,
 ) -> Result<Vec<(String, String)>, StoreError> {
     let mut client = pool.get().await.map_err(pool_error)?;
     let tx = client.transaction().await.map_err(db_error)?;
@@ -1005,7 +1262,9 @@ pub async fn texts(
         .map_err(db_error)?;
     let statement = tx
         .prepare(&format!(
-            "SELECT title, text FROM {}",
+            "SELECT {}, {}::text FROM {}",
+            columns.title_expr(),
+            columns.text,
             location.quoted_table()
         ))
         .await

@@ -29,12 +29,21 @@ pub enum Param {
     Ids(usize),
 }
 
-/// `filter` as a SQL boolean expression whose first parameter is `$first`.
+/// `filter` as a SQL boolean expression over capot's own columns (`id`, `metadata`) whose first
+/// parameter is `$first`.
 pub fn filter_sql(filter: &Filter, first: usize) -> Sql {
+    filter_sql_on(filter, first, "id", "metadata")
+}
+
+/// `filter` as a SQL boolean expression over the columns `id` (any type, compared as text) and
+/// `metadata` (jsonb) whose first parameter is `$first`.
+pub fn filter_sql_on(filter: &Filter, first: usize, id: &str, metadata: &str) -> Sql {
     let mut sql = Sql::default();
     let text = Writer {
         sql: &mut sql,
         first,
+        id,
+        metadata,
     }
     .filter(filter);
     sql.text = text;
@@ -44,6 +53,8 @@ pub fn filter_sql(filter: &Filter, first: usize) -> Sql {
 struct Writer<'a> {
     sql: &'a mut Sql,
     first: usize,
+    id: &'a str,
+    metadata: &'a str,
 }
 
 impl Writer<'_> {
@@ -90,7 +101,7 @@ impl Writer<'_> {
             Condition::HasId(ids) => {
                 self.sql.ids.push(ids.clone());
                 let p = self.param(Param::Ids(self.sql.ids.len() - 1));
-                format!("(id = ANY({p}::text[]))")
+                format!("({}::text = ANY({p}::text[]))", self.id)
             }
             Condition::IsNull { key } => self.path(format!("{} ? (@ == null)", key_path(key))),
             Condition::IsEmpty { key } => {
@@ -111,7 +122,7 @@ impl Writer<'_> {
     fn path(&mut self, path: String) -> String {
         self.sql.paths.push(path);
         let p = self.param(Param::Path(self.sql.paths.len() - 1));
-        format!("(metadata @? {p}::text::jsonpath)")
+        format!("({} @? {p}::text::jsonpath)", self.metadata)
     }
 }
 
@@ -240,7 +251,7 @@ mod tests {
         let sql = filter_sql(&f, 3);
         assert_eq!(
             sql.text,
-            "((metadata @? $3::text::jsonpath) AND (id = ANY($4::text[])))"
+            "((metadata @? $3::text::jsonpath) AND (id::text = ANY($4::text[])))"
         );
         assert_eq!(sql.order, [Param::Path(0), Param::Ids(0)]);
         assert_eq!(
