@@ -45,6 +45,9 @@ pub enum EncoderError {
     Output(String),
     #[error(transparent)]
     Model(#[from] crate::model::ModelError),
+    /// Inference panicked; the worker caught it and failed the batch.
+    #[error("the inference worker panicked: {0}")]
+    Panicked(String),
 }
 
 impl EncoderError {

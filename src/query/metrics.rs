@@ -41,6 +41,8 @@ pub struct Metrics {
     pub repairs: IntCounterVec,
     /// Queued requests dropped before inference because their client had gone, by encoder.
     pub abandoned: IntCounterVec,
+    /// Panics caught in inference workers, by encoder (each failed its batch's requests).
+    pub worker_panics: IntCounterVec,
     /// Filtered searches by how the planner answered them (empty, exact, graph,
     /// graph_then_exact).
     pub filtered_searches: IntCounterVec,
@@ -193,6 +195,14 @@ impl Metrics {
             &["encoder"],
         )?;
         registry.register(Box::new(abandoned.clone()))?;
+        let worker_panics = IntCounterVec::new(
+            Opts::new(
+                "worker_panics_total",
+                "Panics caught in inference workers (each failed its batch's requests; the worker went on).",
+            ),
+            &["encoder"],
+        )?;
+        registry.register(Box::new(worker_panics.clone()))?;
         let corpus_writes = IntCounterVec::new(
             Opts::new(
                 "corpus_writes_total",
@@ -290,6 +300,7 @@ impl Metrics {
             store_searches,
             store_waiting_searches,
             abandoned,
+            worker_panics,
             corpus_writes,
             corpus_documents_written,
             corpus_log_seconds,
@@ -364,6 +375,10 @@ impl BatchObserver for Metrics {
         self.abandoned
             .with_label_values(&[encoder])
             .inc_by(requests as u64);
+    }
+
+    fn worker_panicked(&self, encoder: &str) {
+        self.worker_panics.with_label_values(&[encoder]).inc();
     }
 }
 

@@ -306,10 +306,18 @@ impl AppState {
 
     /// Ready: index (or store) and default encoder loaded, the store answering its health
     /// checks, and not shutting down.
+    /// Loaded, not draining, the store (if any) answering, and every encoder with a running
+    /// inference worker.
     pub fn is_ready(&self) -> bool {
         self.ready.load(Ordering::Acquire)
             && !self.draining.load(Ordering::Acquire)
             && self.store.get().is_none_or(|s| s.healthy())
+            && self
+                .registry
+                .snapshot()
+                .encoders
+                .values()
+                .all(|e| e.batcher.live_workers() > 0)
     }
 
     pub fn request_timeout(&self) -> Duration {
