@@ -4,7 +4,12 @@
 
 Recall@10 and single-connection queries/s per ef (64, 256) for `ORDER BY embedding <#> q LIMIT
 10` on the table `ann`; filtered recall at 1% (`bucket` = 7) and 10% (`bucket` < 10) with
-`hnsw.iterative_scan` off and `relaxed_order`, and how many of the 10 hits came back. Exact
+`hnsw.iterative_scan` off and `relaxed_order`, and how many of the 10 hits came back; ranges
+at 1% and 10% on the declared integer `bucket` (`--payload-index bucket:integer`) in capot's two
+SQL forms: the SQL/JSON path alone, which HNSW walks (what capot ran before, and still runs when
+it picks the walk), and the B-tree form scored exactly (no index scan: the B-tree bitmap, then a
+sort); and which of the two capot's rule picks from PostgreSQL's estimate of the admitted rows
+(exact when admitted² ≤ ef · rows; src/store/postgres/mod.rs). Exact
 answers from numpy on the same (normalised) vectors. Prints Markdown with ratios; writes JSON
 beside it (store-ann.json).
 """
@@ -81,6 +86,50 @@ def main():
                 out["filtered"].append({"filter": name, "iterative_scan": iterative, "ef": ef,
                                         "recall": r, "hits": hits, "qps": qps})
                 lines.append(f"| {name}, ef {ef} | {iterative} | {r:.3f} | {hits:.1f} | {qps:.0f} |")
+    # capot's translation of {"key": "bucket", "range": {"lt": X}} on a declared integer field:
+    # the path alone, and the form a B-tree answers (as src/store/postgres/sql.rs writes it).
+    value = "(metadata ->> 'bucket')::float8"
+    num = (f"(CASE WHEN jsonb_typeof(metadata -> 'bucket') = 'number' "
+           f"AND {value} = floor({value}) THEN {value} END)")
+
+    def path_form(x):
+        return ("metadata @? '$.\"bucket\" ? (@.type() == \"number\" && @.floor() == @ && @ < "
+                f"{x})'")
+
+    def btree_form(x):
+        return (f"(({num} < {x}::float8) OR "
+                f"((jsonb_typeof(metadata -> 'bucket') = 'array') AND {path_form(x)}))")
+
+    conn.execute("ANALYZE ann")
+    rows_estimate = conn.execute("SELECT reltuples::bigint FROM pg_class WHERE oid = 'ann'::regclass").fetchone()[0]
+
+    def estimate(where):
+        top = conn.execute(f"EXPLAIN SELECT 1 FROM ann WHERE {where}").fetchone()[0]
+        return int(re.search(r"rows=(\d+)", top)[1])
+
+    def steered(ef, where, setting):
+        conn.execute(f"SET {setting} = off")
+        try:
+            return run(ef, where, "relaxed_order")
+        finally:
+            conn.execute(f"RESET {setting}")
+
+    lines += ["", "| range filter (iterative scans on) | ef | HNSW walk, path form (before): recall@10 / q/s | B-tree, exact: recall@10 / q/s | PostgreSQL's estimate | capot picks | picked ÷ before q/s |",
+              "|---|---|---|---|---|---|---|"]
+    for name, x in (("1% (bucket < 1)", 1), ("10% (bucket < 10)", 10)):
+        want = exact(bucket < x)
+        admitted = estimate(btree_form(x))
+        for ef in (64, 256):
+            path, qps_path = run(ef, path_form(x), "relaxed_order")
+            ex, qps_ex = steered(ef, btree_form(x), "enable_indexscan")
+            picks = "exact" if admitted * admitted <= ef * rows_estimate else "walk"
+            row = {"filter": name, "ef": ef, "estimated_admitted": admitted, "picks": picks,
+                   "walk": {"recall": recall(path, want)[0], "qps": qps_path},
+                   "exact": {"recall": recall(ex, want)[0], "qps": qps_ex}}
+            out.setdefault("ranges", []).append(row)
+            chosen = row[picks]
+            lines.append(f"| {name} | {ef} | {row['walk']['recall']:.3f} / {qps_path:.0f} | {row['exact']['recall']:.3f} / {qps_ex:.0f} | "
+                         f"{admitted:,} rows | {picks} | {chosen['qps'] / qps_path:.2f}× |")
     m = re.search(r"COPY ([\d.]+)s \((\d+) docs/s\), HNSW index ([\d.]+)s", open(load_log).read())
     if m:
         out["load"] = {"copy_seconds": float(m[1]), "docs_per_second": int(m[2]), "hnsw_seconds": float(m[3])}

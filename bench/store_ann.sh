@@ -10,7 +10,8 @@
 # `bucket` = its ordinal mod 100; then 1,000 MS MARCO dev query vectors: recall@10 against exact
 # search and single-connection queries/s per ef for pgvector (bench/store_ann.py), and
 # `capot bench ann` for capot's graph on the same vectors; filtered recall at 1% and 10% with
-# iterative scans off and on. Prints Markdown; $OUT/store-ann.json. At 1M, give the HNSW build
+# iterative scans off and on; ranges on the declared `bucket` through the SQL/JSON path and
+# through capot's B-tree form. Prints Markdown; $OUT/store-ann.json. At 1M, give the HNSW build
 # room: PG_MAINTENANCE_WORK_MEM=8GB (the default 2GB suits 100,000).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -42,7 +43,8 @@ trap pg_stop EXIT
 pg_start "$PORT_PG"
 url="postgres://postgres@127.0.0.1:$PORT_PG/postgres?table=ann"
 "$bin" index build --doc-encoder "$WORK/minilm" --corpus "$corpus" --vectors "$WORK/vectors-$N.npy" \
-  --check-vectors 0 --store "$url" --m 16 --ef-construction 200 --chunk-size 8192 2> "$OUT/load.log"
+  --check-vectors 0 --store "$url" --m 16 --ef-construction 200 --chunk-size 8192 \
+  --payload-index bucket:integer 2> "$OUT/load.log"
 tail -1 "$OUT/load.log"
 "$bin" bench ann --index "$WORK/index-$N" --queries-vectors "$WORK/queries-1000.f32" --ef 64,256 \
   > "$OUT/capot-ann.json"

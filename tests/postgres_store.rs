@@ -11,6 +11,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use capot::index::payload::{FieldSchema, FieldType};
+use capot::index::Strategy;
 use capot::query::filter::Filter;
 use capot::store::postgres::{self, PgLocation, PgStore, PoolOptions, StoreRecord};
 use capot::store::{DocumentStore, RecordWrite, StoreSearch};
@@ -56,6 +57,7 @@ fn metadata(rng: &mut Rng, i: usize) -> Option<Value> {
             0 => Value::Null,
             1 => json!("2020"),
             2 => json!(2020.5),
+            3 => json!([2000 + rng.below(25), 2020.5, "2011"]),
             _ => json!(2000 + rng.below(25)),
         },
         "price": (rng.below(10_000) as f64) / 100.0,
@@ -114,6 +116,8 @@ fn filters() -> Vec<Value> {
         json!({"must": [{"key": "year", "range": {"gte": 2010, "lt": 2015}}]}),
         json!({"must": [{"key": "year", "match": {"except": [2001, 2002]}}]}),
         json!({"must": [{"key": "price", "range": {"gt": 20.5, "lte": 60}}]}),
+        json!({"must_not": [{"key": "year", "range": {"gte": 2010}}]}),
+        json!({"should": [{"key": "year", "range": {"lt": 2003}}, {"key": "price", "range": {"gte": 99}}]}),
         json!({"must": [{"key": "ok", "match": {"value": false}}]}),
         json!({"must": [{"key": "at", "range": {"gte": "2024-06-01T00:00:00Z", "lt": "2024-09-01T00:00:00+02:00"}}]}),
         json!({"must": [{"key": "tags", "match": {"value": "tag3"}}]}),
@@ -242,6 +246,47 @@ fn filters_in_sql_admit_exactly_what_the_embedded_filter_admits() {
         }
         // The filters really select (not all empty, not all everything).
         assert!(nonempty >= 15, "{nonempty}");
+
+        // A range on a declared number is answerable from its B-tree (and the rows holding
+        // arrays from their partial index): with sequential scans off, the plan uses them.
+        let location = PgLocation::parse(&pg.url("docs"), None).unwrap();
+        let client = location
+            .pool(PoolOptions::default())
+            .unwrap()
+            .get()
+            .await
+            .unwrap();
+        let f = bound(&json!({"must": [{"key": "year", "range": {"gte": 2010, "lt": 2012}}]}));
+        let ranged: BTreeMap<String, FieldType> = [("year".to_string(), FieldType::Integer)].into();
+        let sql = postgres::sql::filter_sql_on(&f, 1, "id", "metadata", &ranged);
+        assert!(sql.text.contains("::float8"), "{}", sql.text);
+        let mut params: Vec<&(dyn tokio_postgres::types::ToSql + Sync)> = Vec::new();
+        for p in &sql.order {
+            match p {
+                postgres::sql::Param::Path(i) => params.push(&sql.paths[*i]),
+                postgres::sql::Param::Ids(i) => params.push(&sql.ids[*i]),
+                postgres::sql::Param::Number(i) => params.push(&sql.numbers[*i]),
+            }
+        }
+        client
+            .batch_execute("ANALYZE docs; SET enable_seqscan = off")
+            .await
+            .unwrap();
+        let plan: Vec<String> = client
+            .query(
+                &format!("EXPLAIN SELECT id FROM docs WHERE {}", sql.text),
+                &params,
+            )
+            .await
+            .unwrap()
+            .iter()
+            .map(|r| r.get(0))
+            .collect();
+        let plan = plan.join("\n");
+        assert!(
+            plan.contains("_num") && plan.contains("_arr") && !plan.contains("Seq Scan"),
+            "{plan}"
+        );
     });
 }
 
@@ -290,6 +335,47 @@ fn searches_return_the_exact_top_k_filtered_or_not_with_metadata() {
                 (1..=hits.len()).collect::<Vec<_>>()
             );
             assert_eq!(got[0].filter.is_some(), qi > 0);
+        }
+
+        // A range with a B-tree: the planner's estimate of what it admits picks exact scoring
+        // of those rows when they are few (admitted² ≤ ef · rows), the HNSW walk otherwise.
+        let q = unit((0..DIM).map(|_| rng.unit()).collect());
+        for (v, exact) in [
+            (
+                json!({"must": [{"key": "year", "range": {"gte": 2010, "lt": 2011}}]}),
+                true,
+            ),
+            (
+                json!({"must": [{"key": "price", "range": {"lt": 90}}]}),
+                false,
+            ),
+        ] {
+            let f = bound(&v);
+            let admitted = docs
+                .iter()
+                .filter(|d| f.admits(&d.id, d.metadata.as_ref()))
+                .count();
+            let got = store
+                .search(
+                    vec![vec![q.clone()]],
+                    StoreSearch {
+                        k: 10,
+                        ef: 16,
+                        filter: Some(Arc::new(f)),
+                        with_metadata: false,
+                        after: None,
+                        deadline: None,
+                    },
+                )
+                .await
+                .expect("search");
+            let strategy = got[0].filter.expect("a filter report").strategy;
+            assert_eq!(
+                strategy == Strategy::Exact,
+                exact,
+                "{v}: {strategy:?}, {admitted} admitted"
+            );
+            assert_eq!(got[0].hits.len(), admitted.min(10), "{v}");
         }
     });
 }

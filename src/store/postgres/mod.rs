@@ -28,7 +28,7 @@ use tokio_postgres::NoTls;
 
 use super::{merge_vectors, StoredRecord};
 use super::{BoxFuture, DocumentStore, RecordWrite, StoreError, StoreInfo, StoreSearch};
-use crate::index::payload::FieldSchema;
+use crate::index::payload::{FieldSchema, FieldType};
 use crate::index::Strategy;
 use crate::query::stages::{CorpusHits, FilterReport};
 use crate::query::Hit;
@@ -331,6 +331,12 @@ pub async fn create(
         ))
         .await
         .map_err(db_error)?;
+    for (key, kind) in ranged_keys(&record.payload_fields) {
+        client
+            .batch_execute(&sql::range_index_ddl(&t, &index_prefix, &key, kind))
+            .await
+            .map_err(db_error)?;
+    }
     let payload = serde_json::to_value(&record.payload_fields)
         .map_err(|e| StoreError::Invalid(e.to_string()))?;
     client
@@ -351,6 +357,18 @@ pub async fn create(
         .await
         .map_err(db_error)?;
     Ok(())
+}
+
+/// The declared integer and float fields whose ranges a B-tree answers
+/// ([`sql::range_index_ddl`]).
+fn ranged_keys(fields: &BTreeMap<String, FieldSchema>) -> BTreeMap<String, FieldType> {
+    fields
+        .iter()
+        .filter(|(key, schema)| {
+            matches!(schema.kind, FieldType::Integer | FieldType::Float) && sql::rangeable(key)
+        })
+        .map(|(key, schema)| (key.clone(), schema.kind))
+        .collect()
 }
 
 async fn read_record(
@@ -458,7 +476,7 @@ fn unit(d: &RecordWrite) -> Result<Vector, StoreError> {
 }
 
 /// Builds the HNSW index on the embeddings (inner product of normalised vectors: cosine) if
-/// the table has none.
+/// the table has none, then gathers the statistics the planner estimates filters with.
 pub async fn create_hnsw(
     pool: &Pool,
     location: &PgLocation,
@@ -470,10 +488,11 @@ pub async fn create_hnsw(
     client
         .batch_execute(&format!(
             "SET statement_timeout = 0;
-             CREATE INDEX IF NOT EXISTS \"{}_embedding\" ON {} USING hnsw (embedding vector_ip_ops)
-             WITH (m = {m}, ef_construction = {ef_construction})",
+             CREATE INDEX IF NOT EXISTS \"{}_embedding\" ON {t} USING hnsw (embedding vector_ip_ops)
+             WITH (m = {m}, ef_construction = {ef_construction});
+             ANALYZE {t}",
             location.table.replace('.', "_"),
-            location.quoted_table()
+            t = location.quoted_table()
         ))
         .await
         .map_err(db_error)
@@ -618,6 +637,10 @@ pub struct PgStore {
     columns: Columns,
     /// How its HNSW index compares vectors.
     metric: Metric,
+    /// Metadata keys whose ranges a B-tree index answers.
+    ranged: BTreeMap<String, FieldType>,
+    /// The table's rows as the planner's statistics count them (at the last health check).
+    rows: Arc<AtomicU64>,
     healthy: Arc<AtomicBool>,
     replicas: Vec<Replica>,
     /// Round-robin position over the replicas.
@@ -759,6 +782,8 @@ impl PgStore {
         Ok(PgStore {
             pool,
             location,
+            ranged: ranged_keys(&info.payload_fields),
+            rows: Default::default(),
             info,
             columns,
             metric,
@@ -780,6 +805,7 @@ impl PgStore {
             self.healthy.clone(),
             self.location.to_string(),
         );
+        let (rows, table) = (self.rows.clone(), self.location.quoted_table());
         let replicas: Vec<_> = self
             .replicas
             .iter()
@@ -801,6 +827,16 @@ impl PgStore {
                     .ok()
                     .and_then(Result::ok);
                 note_health(&primary.1, head.is_some(), &primary.2);
+                if head.is_some() {
+                    if let Ok(Ok(n)) = tokio::time::timeout(limit, async {
+                        let client = primary.0.get().await.map_err(pool_error)?;
+                        estimated_rows(&client, &table).await
+                    })
+                    .await
+                    {
+                        rows.store(n, Ordering::Relaxed);
+                    }
+                }
                 for (pool, healthy, location, lag) in &replicas {
                     let at = tokio::time::timeout(limit, replayed(pool))
                         .await
@@ -842,6 +878,8 @@ impl PgStore {
             table: self.location.quoted_table(),
             columns: &self.columns,
             metric: self.metric,
+            ranged: &self.ranged,
+            rows: self.rows.load(Ordering::Relaxed),
         }
     }
 
@@ -982,6 +1020,9 @@ struct Target<'a> {
     table: String,
     columns: &'a Columns,
     metric: Metric,
+    ranged: &'a BTreeMap<String, FieldType>,
+    /// The table's rows, estimated.
+    rows: u64,
 }
 
 /// The `k` best rows for each query's vectors, searched on `pool`.
@@ -992,16 +1033,41 @@ async fn search_on(
     scope: &StoreSearch,
 ) -> Result<Vec<CorpusHits>, StoreError> {
     let c = target.columns;
-    let filter = scope
-        .filter
-        .as_deref()
-        .map(|f| sql::filter_sql_on(f, 3, &c.id, &c.metadata_expr()));
+    let metadata_column = c.metadata_expr();
+    let path_only = BTreeMap::new();
+    let written = |first: usize, ranged: &BTreeMap<String, FieldType>| {
+        scope
+            .filter
+            .as_deref()
+            .map(|f| sql::filter_sql_on(f, first, &c.id, &metadata_column, ranged))
+    };
+    let mut filter = written(3, target.ranged);
     if c.metadata.is_none() && filter.as_ref().is_some_and(|f| !f.paths.is_empty()) {
         return Err(StoreError::Invalid(
             "filter: the store's table has no metadata column (--store-columns metadata=COLUMN): only has_id applies".into(),
         ));
     }
     let mut client = pool.get().await.map_err(pool_error)?;
+    let ef = scope.ef.clamp(1, 1000);
+    // A filter with a B-tree range: the planner's estimate of the rows it admits chooses, as the
+    // embedded planner does with exact counts, between scoring each of them (the B-tree, then an
+    // exact sort) and walking HNSW with the filter written as paths only, which no B-tree
+    // answers — left to itself PostgreSQL takes the B-tree far past the point where the walk is
+    // faster (docs/benchmarks.md "Stores").
+    let mut plan = None;
+    if filter.as_ref().is_some_and(|f| !f.numbers.is_empty()) {
+        let alone = written(1, target.ranged).unwrap_or_default();
+        let admitted = estimate_admitted(&client, &target.table, &alone).await?;
+        let rows = match target.rows {
+            0 => estimated_rows(&client, &target.table).await?,
+            n => n,
+        };
+        if admitted.saturating_mul(admitted) <= (ef as u64).saturating_mul(rows) {
+            plan = Some(Strategy::Exact);
+        } else {
+            filter = written(3, &path_only);
+        }
+    }
     let where_clause = filter.as_ref().map_or("TRUE", |f| f.text.as_str());
     let metadata = if scope.with_metadata {
         c.metadata_expr()
@@ -1017,7 +1083,6 @@ async fn search_on(
         c.text,
         target.table
     );
-    let ef = scope.ef.clamp(1, 1000);
     let mut out = Vec::with_capacity(queries.len());
     for vectors in queries {
         let tx = client.transaction().await.map_err(db_error)?;
@@ -1026,15 +1091,23 @@ async fn search_on(
         } else {
             ""
         };
-        tx.batch_execute(&format!("SET LOCAL hnsw.ef_search = {ef}; {iterative}"))
-            .await
-            .map_err(db_error)?;
+        // Exact: no index scan (HNSW's kind), so the B-tree bitmap, then a sort.
+        let steer = if plan == Some(Strategy::Exact) {
+            "SET LOCAL enable_indexscan = off;"
+        } else {
+            ""
+        };
+        tx.batch_execute(&format!(
+            "SET LOCAL hnsw.ef_search = {ef}; {iterative} {steer}"
+        ))
+        .await
+        .map_err(db_error)?;
         let prepared = tx.prepare_cached(&statement).await.map_err(db_error)?;
         let mut lists = Vec::with_capacity(vectors.len());
-        let mut strategy = Strategy::Graph;
+        let mut strategy = plan.unwrap_or(Strategy::Graph);
         for v in vectors.iter() {
             let mut hits = run(&tx, &prepared, v, scope.k, filter.as_ref(), target.metric).await?;
-            if filter.is_some() && hits.len() < scope.k {
+            if filter.is_some() && hits.len() < scope.k && strategy != Strategy::Exact {
                 // The walk stopped short: score every admitted row instead.
                 tx.batch_execute("SET LOCAL enable_indexscan = off")
                     .await
@@ -1059,6 +1132,53 @@ async fn search_on(
     Ok(out)
 }
 
+/// A filter's parameters, in the order its SQL numbers them.
+fn filter_params(f: &sql::Sql) -> Vec<&(dyn ToSql + Sync)> {
+    f.order
+        .iter()
+        .map(|p| -> &(dyn ToSql + Sync) {
+            match p {
+                sql::Param::Path(i) => &f.paths[*i],
+                sql::Param::Ids(i) => &f.ids[*i],
+                sql::Param::Number(i) => &f.numbers[*i],
+            }
+        })
+        .collect()
+}
+
+/// How many rows the planner expects `filter` (numbered from `$1`) to admit.
+async fn estimate_admitted(
+    client: &tokio_postgres::Client,
+    table: &str,
+    filter: &sql::Sql,
+) -> Result<u64, StoreError> {
+    let rows = client
+        .query(
+            &format!("EXPLAIN SELECT 1 FROM {table} WHERE {}", filter.text),
+            &filter_params(filter),
+        )
+        .await
+        .map_err(db_error)?;
+    let top: String = rows.first().map(|r| r.get(0)).unwrap_or_default();
+    top.split("rows=")
+        .nth(1)
+        .and_then(|rest| rest.split(|c: char| !c.is_ascii_digit()).next())
+        .and_then(|n| n.parse().ok())
+        .ok_or_else(|| StoreError::Database(format!("unexpected plan {top:?}")))
+}
+
+/// The table's rows as the planner's statistics count them (0 before its first ANALYZE).
+async fn estimated_rows(client: &tokio_postgres::Client, table: &str) -> Result<u64, StoreError> {
+    let row = client
+        .query_one(
+            "SELECT greatest(reltuples, 0)::bigint FROM pg_class WHERE oid = to_regclass($1::text)",
+            &[&table],
+        )
+        .await
+        .map_err(db_error)?;
+    Ok(row.get::<_, i64>(0) as u64)
+}
+
 /// One statement's hits for one vector.
 async fn run(
     tx: &deadpool_postgres::Transaction<'_>,
@@ -1072,12 +1192,7 @@ async fn run(
     let limit = k as i64;
     let mut params: Vec<&(dyn ToSql + Sync)> = vec![&v, &limit];
     if let Some(f) = filter {
-        for p in &f.order {
-            match p {
-                sql::Param::Path(i) => params.push(&f.paths[*i]),
-                sql::Param::Ids(i) => params.push(&f.ids[*i]),
-            }
-        }
+        params.extend(filter_params(f));
     }
     let rows = tx.query(statement, &params).await.map_err(db_error)?;
     Ok(rows

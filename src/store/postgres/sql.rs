@@ -6,6 +6,13 @@
 //! matches; the `@?` form is what a `jsonb_path_ops` GIN index answers. Values are written into
 //! the path as JSON literals and the whole path travels as a bound parameter, never spliced
 //! into the statement.
+//!
+//! A `range` on a top-level integer or float field with a declared payload index also has a
+//! B-tree form (see [`range_index_ddl`]): scalar numbers compare through the B-tree expression
+//! index, arrays (rare) through the path over a partial index of the rows holding one, so
+//! PostgreSQL's planner can answer a selective range from the B-tree instead of walking HNSW.
+
+use std::collections::BTreeMap;
 
 use crate::index::payload::{FieldType, NumericRange};
 use crate::query::filter::{Check, Condition, Filter, Scalar};
@@ -18,6 +25,8 @@ pub struct Sql {
     pub paths: Vec<String>,
     /// Id lists of `has_id`, each bound as `$n::text[]`.
     pub ids: Vec<Vec<String>>,
+    /// Range bounds compared through a B-tree index, each bound as `float8`.
+    pub numbers: Vec<f64>,
     /// Parameters, in order: which list each comes from.
     pub order: Vec<Param>,
 }
@@ -27,23 +36,33 @@ pub struct Sql {
 pub enum Param {
     Path(usize),
     Ids(usize),
+    Number(usize),
 }
 
 /// `filter` as a SQL boolean expression over capot's own columns (`id`, `metadata`) whose first
 /// parameter is `$first`.
 pub fn filter_sql(filter: &Filter, first: usize) -> Sql {
-    filter_sql_on(filter, first, "id", "metadata")
+    filter_sql_on(filter, first, "id", "metadata", &Default::default())
 }
 
 /// `filter` as a SQL boolean expression over the columns `id` (any type, compared as text) and
-/// `metadata` (jsonb) whose first parameter is `$first`.
-pub fn filter_sql_on(filter: &Filter, first: usize, id: &str, metadata: &str) -> Sql {
+/// `metadata` (jsonb) whose first parameter is `$first`; ranges on the keys of `ranged` (those
+/// with a [`range_index_ddl`] index for that type) take the B-tree form.
+pub fn filter_sql_on(
+    filter: &Filter,
+    first: usize,
+    id: &str,
+    metadata: &str,
+    ranged: &BTreeMap<String, FieldType>,
+) -> Sql {
     let mut sql = Sql::default();
     let text = Writer {
         sql: &mut sql,
         first,
         id,
         metadata,
+        ranged,
+        strict: false,
     }
     .filter(filter);
     sql.text = text;
@@ -55,6 +74,9 @@ struct Writer<'a> {
     first: usize,
     id: &'a str,
     metadata: &'a str,
+    ranged: &'a BTreeMap<String, FieldType>,
+    /// Under a NOT or a count: every condition must be true or false, never NULL.
+    strict: bool,
 }
 
 impl Writer<'_> {
@@ -72,6 +94,7 @@ impl Writer<'_> {
             let any: Vec<String> = f.should.iter().map(|c| self.condition(c)).collect();
             parts.push(format!("({})", any.join(" OR ")));
         }
+        let strict = std::mem::replace(&mut self.strict, true);
         for c in &f.must_not {
             let c = self.condition(c);
             parts.push(format!("NOT {c}"));
@@ -88,6 +111,7 @@ impl Writer<'_> {
                 parts.push(format!("({}) >= {}", counted.join(" + "), m.min_count));
             }
         }
+        self.strict = strict;
         if parts.is_empty() {
             "TRUE".into()
         } else {
@@ -112,11 +136,51 @@ impl Writer<'_> {
                 // A field whose type is unknown matches nothing (see `Filter::bind`).
                 None => "FALSE".into(),
                 Some(kind) => match field_predicate(check, *kind) {
-                    Some(pred) => self.path(format!("{} ? ({pred})", key_path(key))),
+                    Some(pred) => {
+                        let path = self.path(format!("{} ? ({pred})", key_path(key)));
+                        match check {
+                            Check::Range(r) if self.ranged.get(key) == Some(kind) => {
+                                self.btree_range(key, &r.bounds, *kind, path)
+                            }
+                            _ => path,
+                        }
+                    }
                     None => "FALSE".into(),
                 },
             },
         }
+    }
+
+    /// A range over a B-tree-indexed key: scalar numbers through the index expression, arrays
+    /// through `path` (the condition's path predicate) — the same rows the path alone admits.
+    fn btree_range(
+        &mut self,
+        key: &str,
+        r: &NumericRange,
+        kind: FieldType,
+        path: String,
+    ) -> String {
+        let num = number_expr(self.metadata, key, kind);
+        let mut parts = Vec::new();
+        for (b, op) in [(r.gt, ">"), (r.gte, ">="), (r.lt, "<"), (r.lte, "<=")] {
+            if let Some(x) = b {
+                self.sql.numbers.push(x);
+                let p = self.param(Param::Number(self.sql.numbers.len() - 1));
+                parts.push(format!("{num} {op} {p}::float8"));
+            }
+        }
+        if parts.is_empty() {
+            parts.push(format!("{num} IS NOT NULL"));
+        }
+        let scalar = if self.strict {
+            format!("COALESCE({}, FALSE)", parts.join(" AND "))
+        } else {
+            parts.join(" AND ")
+        };
+        format!(
+            "(({scalar}) OR ({} AND {path}))",
+            array_test(self.metadata, key)
+        )
     }
 
     fn path(&mut self, path: String) -> String {
@@ -124,6 +188,45 @@ impl Writer<'_> {
         let p = self.param(Param::Path(self.sql.paths.len() - 1));
         format!("({} @? {p}::text::jsonpath)", self.metadata)
     }
+}
+
+/// Whether a payload key can have a B-tree range index: a top-level key of letters, digits
+/// and `_` (it is written into the index's expression, so into statements, as a literal).
+pub fn rangeable(key: &str) -> bool {
+    !key.is_empty() && key.len() <= 63 && key.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+/// The value of a top-level key as `float8` when it counts for a field of type `kind` (a JSON
+/// number; a whole one for an integer field), else NULL: the B-tree index's expression, written
+/// identically where a query compares it, so the planner both uses the index and estimates a
+/// range from its statistics.
+fn number_expr(metadata: &str, key: &str, kind: FieldType) -> String {
+    let value = format!("({metadata} ->> '{key}')::float8");
+    let whole = if kind == FieldType::Integer {
+        format!(" AND {value} = floor({value})")
+    } else {
+        String::new()
+    };
+    format!("(CASE WHEN jsonb_typeof({metadata} -> '{key}') = 'number'{whole} THEN {value} END)")
+}
+
+/// Whether a top-level key holds an array: the predicate of the partial index of such rows.
+fn array_test(metadata: &str, key: &str) -> String {
+    format!("(jsonb_typeof({metadata} -> '{key}') = 'array')")
+}
+
+/// The statements that index ranges over the [`rangeable`] key `key` (a field of type `kind`,
+/// integer or float) of `table`'s metadata: a B-tree over [`number_expr`], and a partial index
+/// of the rows whose value is an array.
+pub fn range_index_ddl(table: &str, index_prefix: &str, key: &str, kind: FieldType) -> String {
+    let tag = blake3::hash(format!("{index_prefix}\0{key}\0{kind:?}").as_bytes()).to_hex();
+    let tag = &tag[..12];
+    format!(
+        "CREATE INDEX IF NOT EXISTS \"capot_{tag}_num\" ON {table} ({num});
+         CREATE INDEX IF NOT EXISTS \"capot_{tag}_arr\" ON {table} ((1)) WHERE {arr}",
+        num = number_expr("metadata", key, kind),
+        arr = array_test("metadata", key)
+    )
 }
 
 /// `$."a"."b"` for the dotted key `a.b`.
@@ -291,6 +394,58 @@ mod tests {
             r#"$."n" ? (@.type() == "number" && @ >= 1.5 && @ < 10)"#
         );
         assert_eq!(sql.paths[2], r#"$."tags" ? (@ != null)"#);
+    }
+
+    #[test]
+    fn ranges_on_indexed_numbers_take_the_btree_form_and_stay_two_valued_under_not() {
+        let mut f = Filter::parse(
+            &json!({
+                "must": [{"key": "year", "range": {"gte": 2010, "lt": 2015}}],
+                "must_not": [{"key": "year", "range": {"gt": 2013}}]
+            }),
+            "filter",
+        )
+        .unwrap();
+        let fields = [(
+            "year".to_string(),
+            crate::index::payload::FieldSchema {
+                kind: FieldType::Integer,
+                tenant: false,
+            },
+        )]
+        .into();
+        f.bind(&fields, true, "filter").unwrap();
+        let ranged: BTreeMap<String, FieldType> = [("year".to_string(), FieldType::Integer)].into();
+        let sql = filter_sql_on(&f, 1, "id", "m", &ranged);
+        let num = number_expr("m", "year", FieldType::Integer);
+        assert!(num.contains("floor"), "{num}");
+        assert_eq!(
+            sql.text,
+            format!(
+                "((({num} >= $2::float8 AND {num} < $3::float8) OR \
+                 ((jsonb_typeof(m -> 'year') = 'array') AND (m @? $1::text::jsonpath))) AND \
+                 NOT ((COALESCE({num} > $5::float8, FALSE)) OR \
+                 ((jsonb_typeof(m -> 'year') = 'array') AND (m @? $4::text::jsonpath))))"
+            )
+        );
+        // An index made for another type of the key does not answer it.
+        let floats: BTreeMap<String, FieldType> = [("year".to_string(), FieldType::Float)].into();
+        assert!(!filter_sql_on(&f, 1, "id", "m", &floats)
+            .text
+            .contains("float8"));
+        assert_eq!(sql.numbers, [2010.0, 2015.0, 2013.0]);
+        // Without the index, the path alone; keys that cannot be literals never get one.
+        assert!(!filter_sql(&f, 1).text.contains("float8"));
+        assert!(rangeable("year_2") && !rangeable("a.b") && !rangeable("x'y") && !rangeable(""));
+        let ddl = range_index_ddl("\"docs\"", "docs", "year", FieldType::Integer);
+        assert!(
+            ddl.contains(&number_expr("metadata", "year", FieldType::Integer)),
+            "{ddl}"
+        );
+        assert_ne!(
+            ddl,
+            range_index_ddl("\"docs\"", "docs", "year", FieldType::Float)
+        );
     }
 
     #[test]
