@@ -58,3 +58,75 @@ fn no_server_file_is_over_600_lines() {
         assert!(lines <= 600, "{} has {lines} lines", file.display());
     }
 }
+
+/// Which files of `dir` (`mod.rs` aside) name which others: `super::x::`, or `x::` through the
+/// parent's glob import. Comments do not count.
+fn file_imports(dir: &Path) -> std::collections::BTreeSet<(String, String)> {
+    let stems: Vec<String> = rust_files(dir)
+        .iter()
+        .filter(|p| p.parent() == Some(dir) && p.file_name().is_some_and(|n| n != "mod.rs"))
+        .filter_map(|p| p.file_stem().map(|s| s.to_string_lossy().into_owned()))
+        .collect();
+    let mut edges = std::collections::BTreeSet::new();
+    for from in &stems {
+        let text = fs::read_to_string(dir.join(format!("{from}.rs"))).expect("read source");
+        for line in text.lines() {
+            let code = line.trim_start();
+            if code.starts_with("//") {
+                continue;
+            }
+            for to in stems.iter().filter(|s| *s != from) {
+                let named = code.match_indices(&format!("{to}::")).any(|(at, _)| {
+                    let before = &code[..at];
+                    before.ends_with("super::")
+                        || !before.ends_with(|c: char| c.is_alphanumeric() || c == '_' || c == ':')
+                });
+                if named {
+                    edges.insert((from.clone(), to.clone()));
+                }
+            }
+        }
+    }
+    edges
+}
+
+fn edges(list: &[(&str, &str)]) -> std::collections::BTreeSet<(String, String)> {
+    list.iter()
+        .map(|(a, b)| (a.to_string(), b.to_string()))
+        .collect()
+}
+
+/// The imports docs/architecture.md draws for `query/` and `server/admin/`, exactly: a new one
+/// is a change of the design, made in the doc and here together.
+#[test]
+fn files_import_each_other_only_as_the_architecture_doc_draws() {
+    let query = edges(&[
+        ("compaction", "state"),
+        ("documents", "compaction"),
+        ("documents", "error"),
+        ("documents", "stages"),
+        ("documents", "state"),
+        ("stages", "error"),
+        ("stages", "filter"),
+        ("stages", "state"),
+        ("state", "compaction"),
+        ("state", "metrics"),
+    ]);
+    assert_eq!(file_imports(&src("query")), query, "src/query/");
+    let admin = edges(&[
+        ("documents", "events"),
+        ("handlers", "documents"),
+        ("handlers", "jobs"),
+        ("handlers", "registry_ops"),
+        ("jobs", "events"),
+        ("openapi", "documents"),
+        ("openapi", "handlers"),
+        ("openapi", "registry_ops"),
+    ]);
+    let found = file_imports(&src("server/admin"));
+    assert_eq!(found, admin, "src/server/admin/");
+    // No two admin files import each other.
+    for (a, b) in &found {
+        assert!(!found.contains(&(b.clone(), a.clone())), "{a} <-> {b}");
+    }
+}

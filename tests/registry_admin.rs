@@ -686,10 +686,11 @@ fn kill_9_during_admin_changes_restarts_on_one_whole_state() {
     assert_eq!(code, 201, "{v}");
     // A stream of admin changes (each one a state-file write) until the process dies under it.
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let acknowledged = std::sync::Arc::new(std::sync::atomic::AtomicU32::new(0));
     let changes = {
         let (stop, base, token) = (stop.clone(), admin.base.clone(), admin.token.clone());
+        let acknowledged = acknowledged.clone();
         std::thread::spawn(move || {
-            let mut acknowledged = 0u32;
             for i in 0u32.. {
                 if stop.load(std::sync::atomic::Ordering::Relaxed) {
                     break;
@@ -712,17 +713,27 @@ fn kill_9_during_admin_changes_restarts_on_one_whole_state() {
                     .output()
                     .expect("curl");
                 if String::from_utf8_lossy(&out.stdout) == "200" {
-                    acknowledged += 1;
+                    acknowledged.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
                 }
             }
-            acknowledged
         })
     };
-    std::thread::sleep(Duration::from_millis(1500));
+    // Kill it once several changes are acknowledged, however long they take here; the stream
+    // goes on meanwhile, so the kill lands amid writes.
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while acknowledged.load(std::sync::atomic::Ordering::Acquire) < 5 {
+        assert!(
+            std::time::Instant::now() < deadline && !changes.is_finished(),
+            "only {} changes acknowledged in 60 s",
+            acknowledged.load(std::sync::atomic::Ordering::Acquire)
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
     server.child.kill().unwrap();
     server.child.wait().unwrap();
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
-    let acknowledged = changes.join().unwrap();
+    changes.join().unwrap();
+    let acknowledged = acknowledged.load(std::sync::atomic::Ordering::Acquire);
     assert!(
         acknowledged >= 5,
         "only {acknowledged} changes before the kill"

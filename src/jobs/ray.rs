@@ -1137,7 +1137,12 @@ mod tests {
             Arc::from(runner.start(work(&["capot", "align"]), sink).unwrap());
         let h = handle.clone();
         let waiter = std::thread::spawn(move || h.wait());
-        std::thread::sleep(Duration::from_millis(100));
+        // Cancel once the job is seen running (its log has come), not after a guessed delay.
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        while lines.lock().unwrap().is_empty() {
+            assert!(std::time::Instant::now() < deadline, "no log line in 30 s");
+            std::thread::sleep(Duration::from_millis(5));
+        }
         handle.cancel();
         assert_eq!(waiter.join().unwrap(), Exit::Cancelled);
         assert_eq!(*lines.lock().unwrap(), vec!["working"]);

@@ -31,6 +31,8 @@ pub struct Metrics {
     pub queue_depth: IntGaugeVec,
     /// Requests being served now.
     pub in_flight: IntGauge,
+    /// Requests past admission control now (what `max_in_flight` bounds).
+    pub admitted: IntGauge,
     /// Documents in the loaded index.
     pub index_documents: IntGauge,
     /// Constant 1 per loaded encoder, labelled with what identifies it.
@@ -139,6 +141,11 @@ impl Metrics {
         registry.register(Box::new(batch_seconds.clone()))?;
         registry.register(Box::new(queue_depth.clone()))?;
         registry.register(Box::new(in_flight.clone()))?;
+        let admitted = IntGauge::new(
+            "requests_admitted",
+            "Requests past admission control now (what max_in_flight bounds).",
+        )?;
+        registry.register(Box::new(admitted.clone()))?;
         registry.register(Box::new(index_documents.clone()))?;
         registry.register(Box::new(encoder_info.clone()))?;
         let repairs = IntCounterVec::new(
@@ -290,6 +297,7 @@ impl Metrics {
             batch_seconds,
             queue_depth,
             in_flight,
+            admitted,
             index_documents,
             encoder_info,
             encoder_requests,

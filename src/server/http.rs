@@ -147,6 +147,12 @@ async fn ready(State(state): State<Arc<AppState>>) -> Response {
 }
 
 async fn metrics(State(state): State<Arc<AppState>>) -> Response {
+    state.metrics.admitted.set(
+        state
+            .limits
+            .max_in_flight
+            .saturating_sub(state.admission.available_permits()) as i64,
+    );
     if let Some(corpus) = state.corpus() {
         state.metrics.index_documents.set(corpus.index.len() as i64);
     }

@@ -3,19 +3,8 @@
 use super::registry_ops::{admin_view, LoadRequest};
 use super::*;
 
-/// The admin router; every route requires the bearer token but `/openapi.json`, which only
-/// describes them.
-pub fn router(admin: Arc<Admin>) -> Router {
-    let openapi = || async {
-        static DOC: std::sync::OnceLock<Value> = std::sync::OnceLock::new();
-        Json(DOC.get_or_init(super::openapi::document).clone())
-    };
-    Router::new()
-        .route("/openapi.json", get(openapi))
-        .merge(guarded(admin))
-}
-
-fn guarded(admin: Arc<Admin>) -> Router {
+/// The admin routes, each behind the bearer token.
+pub(super) fn guarded(admin: Arc<Admin>) -> Router {
     Router::new()
         .route("/admin/encoders", get(list_encoders).post(post_encoder))
         .route(

@@ -21,7 +21,6 @@ mod registry_ops;
 mod state_sync;
 
 pub use bootstrap::start;
-pub use handlers::router;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
@@ -262,4 +261,16 @@ pub(super) async fn blocking<T: Send + 'static, E: Into<ApiError> + Send + 'stat
         .await
         .map_err(|e| ApiError::internal(format!("admin task failed: {e}")))?
         .map_err(Into::into)
+}
+
+/// The admin router: every route requires the bearer token but `/openapi.json`, which only
+/// describes them.
+pub fn router(admin: Arc<Admin>) -> Router {
+    let openapi = || async {
+        static DOC: OnceLock<Value> = OnceLock::new();
+        Json(DOC.get_or_init(openapi::document).clone())
+    };
+    Router::new()
+        .route("/openapi.json", get(openapi))
+        .merge(handlers::guarded(admin))
 }
