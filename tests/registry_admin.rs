@@ -520,6 +520,117 @@ fn admin_changes_are_guarded_consistent_restored_and_declarative() {
     assert_consistent(&server, &admin, &state_path);
 }
 
+/// A routed request spends one request timeout in all: its alias groups run one after the other
+/// from one budget, so the answer (200, or 503 `timeout`) comes within about one timeout, never
+/// one per group.
+#[test]
+fn a_routed_search_answers_within_one_timeout_however_many_groups() {
+    let index = common::default_index();
+    let (a, b) = (common::minilm_bundle(), second_bundle());
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    let timeout_ms = 1000u64;
+    let server = Server::start(&[
+        "--index",
+        index.to_str().unwrap(),
+        "--encoder",
+        a.to_str().unwrap(),
+        "--data-dir",
+        data.to_str().unwrap(),
+        "--admin-addr",
+        "127.0.0.1:0",
+        "--router",
+        "typo",
+        "--request-timeout-ms",
+        &timeout_ms.to_string(),
+        "--models-dir",
+        &second_bundle_dir(),
+    ]);
+    let admin = Admin::of(&server, &data);
+    let (code, v) = admin.call(
+        "POST",
+        "/admin/encoders",
+        Some(&json!({ "name": "minilm-b", "path": b }).to_string()),
+    );
+    assert_eq!(code, 201, "{v}");
+    let (code, v) = admin.call(
+        "PUT",
+        "/admin/aliases/typo",
+        Some(r#"{"encoder":"minilm-b"}"#),
+    );
+    assert_eq!(code, 200, "{v}");
+    let post = |body: &Value| -> (u16, Value, Duration) {
+        let started = Instant::now();
+        let out = std::process::Command::new("curl")
+            .args(["-sS", "-o", "-", "-w", "\n%{http_code}", "--max-time", "60"])
+            .args(["-H", "Content-Type: application/json", "--data-binary"])
+            .arg(body.to_string())
+            .arg(format!("{}/search", server.base))
+            .output()
+            .unwrap();
+        let took = started.elapsed();
+        let text = String::from_utf8_lossy(&out.stdout).to_string();
+        let (json, code) = text.rsplit_once('\n').unwrap();
+        (
+            code.parse().unwrap(),
+            serde_json::from_str(json).unwrap_or(Value::Null),
+            took,
+        )
+    };
+    let clean = |i: usize| {
+        format!(
+            "question {i}: how long do antibiotics such as amoxicillin take to work for a sore \
+             throat, an ear infection or a sinus infection, and when should you see a doctor"
+        )
+    };
+    let noisy = |i: usize| {
+        format!(
+            "qeustion {i}: hwo lnog do antiboitics scuh as amoxicilin tkae to wrok for a sroe \
+             thraot, an aer infectoin or a sinsu infectoin, adn wehn shuold yuo see a doctr"
+        )
+    };
+    // This machine's time for 64 of these texts sizes the two groups (up to the request's 256
+    // texts) so each takes much of the timeout: groups given a timeout each would answer after
+    // nearly two (measured: 1.8 s against 1.0 s with one deadline).
+    let (code, calib, _) = post(&json!({
+        "queries": (0..64).map(clean).collect::<Vec<_>>(), "k": 1, "encoder": "minilm"
+    }));
+    let encode_ms = if code == 200 {
+        calib["timings_ms"]["encode"]
+            .as_f64()
+            .unwrap_or(1.0)
+            .max(1.0)
+    } else {
+        timeout_ms as f64
+    };
+    let per_group = ((0.9 * timeout_ms as f64 / encode_ms * 64.0) as usize).clamp(1, 128);
+    let mut queries: Vec<String> = (0..per_group).map(clean).collect();
+    queries.extend((0..per_group).map(noisy));
+    let (code, v, took) = post(&json!({ "queries": queries, "k": 1 }));
+    eprintln!(
+        "routed: {per_group} texts per group ({encode_ms:.0} ms per 64 here): {code} after {took:?}, timings {}",
+        v["timings_ms"]
+    );
+    if code == 200 {
+        let routed = v["routed_to"].as_array().unwrap();
+        assert!(
+            routed.contains(&json!("typo")) && routed.contains(&json!("default")),
+            "{v}"
+        );
+    } else {
+        assert_eq!(
+            (code, v["error"]["code"].as_str()),
+            (503, Some("timeout")),
+            "{v}"
+        );
+    }
+    let limit = Duration::from_millis(timeout_ms * 14 / 10);
+    assert!(
+        took <= limit,
+        "{per_group} texts per group ({encode_ms:.0} ms per 64): answered {code} after {took:?}, past one timeout ({timeout_ms} ms)"
+    );
+}
+
 #[test]
 fn router_sends_noisy_queries_to_typo_and_fusion_merges_by_rrf() {
     let index = common::default_index();

@@ -124,7 +124,14 @@ pub struct SearchOutcome {
 
 /// Serves a search: fused when the request names `fusion`, routed when it names no encoder and
 /// a router is configured, else by the one encoder named (or `default`).
-pub async fn search(state: &Arc<AppState>, req: SearchRequest) -> Result<SearchOutcome, ApiError> {
+pub async fn search(
+    state: &Arc<AppState>,
+    mut req: SearchRequest,
+) -> Result<SearchOutcome, ApiError> {
+    // One deadline for the whole request, however many searches it takes.
+    req.params
+        .deadline
+        .get_or_insert_with(|| Instant::now() + state.request_timeout());
     if let Some(names) = req.fusion.clone() {
         if req.params.encoder.is_some() {
             return Err(ApiError::invalid("give either encoder or fusion, not both"));

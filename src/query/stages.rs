@@ -44,6 +44,10 @@ pub struct SearchParams {
     /// Read-your-writes: served only by a node that holds the write with this `operation_id`
     /// (a PostgreSQL store's replicas; the embedded index has every acknowledged write).
     pub after: Option<u64>,
+    /// When the whole request must be answered: set once when it is admitted and shared by
+    /// every search of a routed or fused request, so groups spend from one budget. `None`: the
+    /// service's request timeout from the moment the search starts.
+    pub deadline: Option<Instant>,
 }
 
 impl SearchParams {
@@ -60,6 +64,7 @@ impl SearchParams {
             filter: None,
             with_metadata: false,
             after: None,
+            deadline: None,
         }
     }
 }
@@ -496,7 +501,9 @@ pub async fn search(state: &AppState, p: SearchParams) -> Result<SearchOutput, A
         Target::Corpus(c) => Some(c.live.clone()),
         Target::Store(_) => None,
     };
-    let deadline = Instant::now() + state.request_timeout();
+    let deadline = p
+        .deadline
+        .unwrap_or_else(|| started + state.request_timeout());
     let work = async {
         let prepared = prepare(&loaded, p.texts, repairer, fusion, live.clone()).await?;
         let (vectors, timings, _) = infer(&loaded, prepared.tokens).await?;
@@ -532,7 +539,7 @@ pub async fn search(state: &AppState, p: SearchParams) -> Result<SearchOutput, A
         };
         Ok::<_, ApiError>((results, prepared.repairs, stages))
     };
-    let (results, repairs, stages) = tokio::time::timeout(state.request_timeout(), work)
+    let (results, repairs, stages) = tokio::time::timeout_at(deadline.into(), work)
         .await
         .map_err(|_| timeout_error(state))??;
     let filter_report = results.first().and_then(|r| r.filter);

@@ -482,6 +482,7 @@ async fn search(
                 filter,
                 with_metadata: req.with_metadata,
                 after: req.after,
+                deadline: None,
             },
             fusion: req.fusion,
         },

@@ -116,6 +116,7 @@ pub(super) fn search_request(req: pb::SearchRequest) -> Result<query::SearchRequ
             filter,
             with_metadata: req.with_metadata,
             after: req.after,
+            deadline: None,
         },
         fusion: (!req.fusion.is_empty()).then_some(req.fusion),
     })
