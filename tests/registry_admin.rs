@@ -520,17 +520,12 @@ fn admin_changes_are_guarded_consistent_restored_and_declarative() {
     assert_consistent(&server, &admin, &state_path);
 }
 
-/// A routed request spends one request timeout in all: its alias groups run one after the other
-/// from one budget, so the answer (200, or 503 `timeout`) comes within about one timeout, never
-/// one per group.
-#[test]
-fn a_routed_search_answers_within_one_timeout_however_many_groups() {
-    let index = common::default_index();
-    let (a, b) = (common::minilm_bundle(), second_bundle());
-    let tmp = tempfile::tempdir().unwrap();
-    let data = tmp.path().join("data");
-    let timeout_ms = 1000u64;
-    let server = Server::start(&[
+/// The default index and MiniLM behind the `typo` router, with an admin listener and the second
+/// bundle's directory loadable; `extra` flags and `env` on top.
+fn router_server(data: &Path, extra: &[&str], env: &[(&str, &str)]) -> Server {
+    let (index, a) = (common::default_index(), common::minilm_bundle());
+    let models = second_bundle_dir();
+    let mut args = vec![
         "--index",
         index.to_str().unwrap(),
         "--encoder",
@@ -541,11 +536,27 @@ fn a_routed_search_answers_within_one_timeout_however_many_groups() {
         "127.0.0.1:0",
         "--router",
         "typo",
-        "--request-timeout-ms",
-        &timeout_ms.to_string(),
         "--models-dir",
-        &second_bundle_dir(),
-    ]);
+        &models,
+    ];
+    args.extend_from_slice(extra);
+    Server::start_with(&args, env, true)
+}
+
+/// A routed request spends one request timeout in all: its alias groups run one after the other
+/// from one budget, so the answer (200, or 503 `timeout`) comes within about one timeout, never
+/// one per group.
+#[test]
+fn a_routed_search_answers_within_one_timeout_however_many_groups() {
+    let b = second_bundle();
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    let timeout_ms = 1000u64;
+    let server = router_server(
+        &data,
+        &["--request-timeout-ms", &timeout_ms.to_string()],
+        &[],
+    );
     let admin = Admin::of(&server, &data);
     let (code, v) = admin.call(
         "POST",
@@ -633,30 +644,11 @@ fn a_routed_search_answers_within_one_timeout_however_many_groups() {
 
 #[test]
 fn router_sends_noisy_queries_to_typo_and_fusion_merges_by_rrf() {
-    let index = common::default_index();
-    let a = common::minilm_bundle();
     let b = second_bundle();
     let tmp = tempfile::tempdir().unwrap();
     let data = tmp.path().join("data");
     // A token from the environment: used, and no token file is written.
-    let server = Server::start_with(
-        &[
-            "--index",
-            index.to_str().unwrap(),
-            "--encoder",
-            a.to_str().unwrap(),
-            "--data-dir",
-            data.to_str().unwrap(),
-            "--admin-addr",
-            "127.0.0.1:0",
-            "--router",
-            "typo",
-            "--models-dir",
-            &second_bundle_dir(),
-        ],
-        &[("CAPOT_ADMIN_TOKEN", "env-token-123")],
-        true,
-    );
+    let server = router_server(&data, &[], &[("CAPOT_ADMIN_TOKEN", "env-token-123")]);
     let admin = Admin {
         base: format!("http://{}", registry_common::admin_addr(&server)),
         token: "env-token-123".into(),
