@@ -195,6 +195,26 @@ async fn random_store(pg: &Postgres, table: &str, n: usize) -> (PgStore, Vec<Rec
     (store, docs)
 }
 
+/// One query vector searched on `store` directly.
+async fn search_one(
+    store: &PgStore,
+    vector: &[f32],
+    k: usize,
+    ef: usize,
+    filter: Option<Filter>,
+    with_metadata: bool,
+) -> Result<Vec<capot::query::stages::CorpusHits>, capot::store::StoreError> {
+    let scope = StoreSearch {
+        k,
+        ef,
+        filter: filter.map(Arc::new),
+        with_metadata,
+        after: None,
+        deadline: None,
+    };
+    store.search(vec![vec![vector.to_vec()]], scope).await
+}
+
 fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -218,18 +238,7 @@ fn filters_in_sql_admit_exactly_what_the_embedded_filter_admits() {
                 .map(|d| d.id.clone())
                 .collect();
             // k = every document: the search returns exactly the admitted set.
-            let got = store
-                .search(
-                    vec![vec![docs[0].vector.clone()]],
-                    StoreSearch {
-                        k: docs.len(),
-                        ef: 1000,
-                        filter: Some(Arc::new(f)),
-                        with_metadata: false,
-                        after: None,
-                        deadline: None,
-                    },
-                )
+            let got = search_one(&store, &docs[0].vector, docs.len(), 1000, Some(f), false)
                 .await
                 .unwrap_or_else(|e| panic!("{v}: {e}"));
             let got: BTreeSet<String> = got[0].hits.iter().map(|h| h.id.clone()).collect();
@@ -307,18 +316,7 @@ fn searches_return_the_exact_top_k_filtered_or_not_with_metadata() {
                 .collect();
             want.sort_by(|a, b| b.0.total_cmp(&a.0));
             want.truncate(10);
-            let got = store
-                .search(
-                    vec![vec![q.clone()]],
-                    StoreSearch {
-                        k: 10,
-                        ef: 400,
-                        filter: (qi > 0).then(|| Arc::new(f)),
-                        with_metadata: true,
-                        after: None,
-                        deadline: None,
-                    },
-                )
+            let got = search_one(&store, &q, 10, 400, (qi > 0).then_some(f), true)
                 .await
                 .expect("search");
             let hits = &got[0].hits;
@@ -355,18 +353,7 @@ fn searches_return_the_exact_top_k_filtered_or_not_with_metadata() {
                 .iter()
                 .filter(|d| f.admits(&d.id, d.metadata.as_ref()))
                 .count();
-            let got = store
-                .search(
-                    vec![vec![q.clone()]],
-                    StoreSearch {
-                        k: 10,
-                        ef: 16,
-                        filter: Some(Arc::new(f)),
-                        with_metadata: false,
-                        after: None,
-                        deadline: None,
-                    },
-                )
+            let got = search_one(&store, &q, 10, 16, Some(f), false)
                 .await
                 .expect("search");
             let strategy = got[0].filter.expect("a filter report").strategy;

@@ -351,7 +351,7 @@ async fn write(state: &Arc<AppState>, op: Operation, wait: bool) -> Result<Write
     let metrics = state.metrics.clone();
     let logged = tokio::task::spawn_blocking(move || {
         let started = Instant::now();
-        let seq = live.log(&op).map_err(write_error)?;
+        let seq = live.log(&op)?;
         metrics
             .corpus_log_seconds
             .observe(started.elapsed().as_secs_f64());
@@ -359,7 +359,7 @@ async fn write(state: &Arc<AppState>, op: Operation, wait: bool) -> Result<Write
             live.apply(seq, &op, &index);
             metrics.set_corpus(&live.stats());
             drop(gate);
-            Ok::<_, ApiError>((seq, None))
+            Ok::<_, LiveError>((seq, None))
         } else {
             Ok((seq, Some((live, index, op, gate))))
         }
@@ -369,11 +369,11 @@ async fn write(state: &Arc<AppState>, op: Operation, wait: bool) -> Result<Write
     let (seq, pending) = match logged {
         Ok(l) => l,
         Err(e) => {
-            if e.code == "live_segment_full" {
+            if matches!(e, LiveError::Full(_)) {
                 // The 503's Retry-After holds while a compaction folds the segment away.
                 super::compaction::start_if_full(state);
             }
-            return Err(e);
+            return Err(write_error(e));
         }
     };
     state
