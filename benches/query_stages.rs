@@ -146,5 +146,58 @@ fn filter_sql(c: &mut Criterion) {
     });
 }
 
-criterion_group!(benches, repair, live_segment, filter_sql);
+/// A compaction's switch cutting the write-ahead log while writes wait (`Wal::retain_after`
+/// over a log of `CAPOT_BENCH_LOG_MIB` MiB, default 64, whose last 16 batches come after the
+/// snapshot), beside reading and decoding the whole log once (`Wal::records(..)`), which the
+/// switch did twice under the write gate before it cut from the snapshot's offset.
+fn log_cut(c: &mut Criterion) {
+    use capot::live::wal::Wal;
+    let mib: u64 = std::env::var("CAPOT_BENCH_LOG_MIB")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(64);
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let template = dir.path().join("template.log");
+    let (wal, _) = Wal::open(&template, "bench", 0).expect("log");
+    let text =
+        "a passage of about two hundred bytes, as a short document's text would be; ".repeat(3);
+    let mut batch = 0;
+    while wal.bytes() < mib << 20 {
+        let docs = unit_vectors(256, 0x9e37_79b9 + batch)
+            .into_iter()
+            .enumerate()
+            .map(|(i, vector)| LiveDocument {
+                id: format!("b{batch}-{i}"),
+                title: String::new(),
+                text: text.clone(),
+                metadata: None,
+                vector,
+            })
+            .collect();
+        wal.append(&Operation::Upsert(docs)).expect("append");
+        batch += 1;
+    }
+    let covers = batch.saturating_sub(16);
+    drop(wal);
+    let work = dir.path().join("wal.log");
+    c.bench_function("live/log_cut", |b| {
+        b.iter_custom(|iters| {
+            let mut spent = std::time::Duration::ZERO;
+            for _ in 0..iters {
+                std::fs::copy(&template, &work).expect("copy");
+                let (wal, _) = Wal::open(&work, "bench", 0).expect("log");
+                let started = std::time::Instant::now();
+                black_box(wal.retain_after(covers).expect("cut"));
+                spent += started.elapsed();
+            }
+            spent
+        })
+    });
+    let (wal, _) = Wal::open(&template, "bench", 0).expect("log");
+    c.bench_function("live/log_read_whole", |b| {
+        b.iter(|| black_box(wal.records(..).expect("read")))
+    });
+}
+
+criterion_group!(benches, repair, live_segment, filter_sql, log_cut);
 criterion_main!(benches);

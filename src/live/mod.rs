@@ -212,21 +212,19 @@ impl LiveCorpus {
     }
 
     /// The live corpus over `index`, a new version that holds every batch up to `covers`: the
-    /// batches after it, replayed from the log into a new segment, and the log cut to them.
+    /// log cut to the batches after it (only those are read), replayed into a new segment.
     /// Writes must wait while this runs (the caller holds the write gate), or one applied to
     /// this segment meanwhile would miss the new one.
     pub fn successor(&self, index: &Index, covers: u64) -> Result<LiveCorpus, LiveError> {
-        let records = self.wal.records(covers + 1..)?;
-        let next = LiveCorpus::over(
+        let records = self.wal.retain_after(covers)?;
+        crash_point("compact.log_cut");
+        Ok(LiveCorpus::over(
             self.wal.clone(),
             index,
             covers,
             &records,
             self.max_live_documents,
-        );
-        self.wal.retain_after(covers)?;
-        crash_point("compact.log_cut");
-        Ok(next)
+        ))
     }
 
     /// The last operation id the frozen version holds.

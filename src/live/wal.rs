@@ -59,6 +59,13 @@ pub(crate) trait LogStorage: Send + Sync {
     fn sync(&self) -> std::io::Result<()>;
     /// The log's bytes as they are now, synced or not.
     fn read_all(&self) -> std::io::Result<Vec<u8>>;
+    /// `len` of the log's bytes from `offset` (which the log holds).
+    fn read_at(&self, offset: u64, len: u64) -> std::io::Result<Vec<u8>> {
+        let all = self.read_all()?;
+        all.get(offset as usize..(offset + len) as usize)
+            .map(<[u8]>::to_vec)
+            .ok_or_else(|| std::io::Error::from(std::io::ErrorKind::UnexpectedEof))
+    }
     /// Replaces the whole log with `bytes`, durably and at once: after a crash the log is the
     /// old one or the new one, never a mix.
     fn replace(&self, bytes: &[u8]) -> std::io::Result<()>;
@@ -82,6 +89,12 @@ impl LogStorage for FileStorage {
     }
     fn read_all(&self) -> std::io::Result<Vec<u8>> {
         std::fs::read(&self.path)
+    }
+    fn read_at(&self, offset: u64, len: u64) -> std::io::Result<Vec<u8>> {
+        use std::os::unix::fs::FileExt;
+        let mut buf = vec![0u8; len as usize];
+        read(&self.file).read_exact_at(&mut buf, offset)?;
+        Ok(buf)
     }
     fn replace(&self, bytes: &[u8]) -> std::io::Result<()> {
         let tmp = self.path.with_extension("log.tmp");
@@ -108,6 +121,9 @@ impl LogStorage for FileStorage {
 struct Tail {
     /// Length of the valid log.
     bytes: u64,
+    /// Each record's id and the offset just past it, in log order: where the log is cut
+    /// without reading what comes before.
+    ends: Vec<(u64, u64)>,
     /// Id of the last record written (synced or not).
     written: u64,
     /// Set when a write or an fsync failed: what the kernel kept is unknown, so no more writes
@@ -194,6 +210,7 @@ impl Wal {
             cut_bytes: 0,
             cut_file: None,
         };
+        let mut ends = Vec::new();
         let valid = if bytes.len() < header.len() && header.starts_with(bytes) {
             // New, or its header torn before anything was acknowledged.
             storage.truncate(0).map_err(io)?;
@@ -202,9 +219,14 @@ impl Wal {
             header.len()
         } else {
             check_header(bytes, identity, path)?;
-            let (records, valid) = read_records(&bytes[header.len()..]);
+            let (records, record_ends) = read_records(&bytes[header.len()..]);
+            ends = records
+                .iter()
+                .zip(&record_ends)
+                .map(|(r, &end)| (r.seq, (header.len() + end) as u64))
+                .collect();
             recovery.records = records;
-            let valid = header.len() + valid;
+            let valid = header.len() + record_ends.last().copied().unwrap_or(0);
             if valid < bytes.len() {
                 storage.truncate(valid as u64).map_err(io)?;
                 storage.sync().map_err(io)?;
@@ -220,6 +242,7 @@ impl Wal {
                 storage,
                 tail: Mutex::new(Tail {
                     bytes: valid as u64,
+                    ends,
                     written: last,
                     failed: None,
                 }),
@@ -261,6 +284,8 @@ impl Wal {
             }
             tail.bytes += record.len() as u64;
             tail.written = seq;
+            let end = tail.bytes;
+            tail.ends.push((seq, end));
             seq
         };
         super::crash_point("wal.before_sync");
@@ -316,36 +341,44 @@ impl Wal {
             .collect())
     }
 
-    /// Drops the records up to `covers`, which a durable frozen version now holds, and keeps
-    /// the rest: the log is rewritten and swapped in at once, so a crash leaves the old log
-    /// or the new one, and both replay to the same corpus over that version.
-    pub fn retain_after(&self, covers: u64) -> Result<(), LiveError> {
+    /// Drops the records up to `covers`, which a durable frozen version now holds, and returns
+    /// the rest, which it keeps: the log is rewritten and swapped in at once, so a crash leaves
+    /// the old log or the new one, and both replay to the same corpus over that version. Only
+    /// the kept records are read (from the offset where `covers` ends): writes wait while this
+    /// runs, and the records before may be most of a large log.
+    pub fn retain_after(&self, covers: u64) -> Result<Vec<Record>, LiveError> {
         let mut synced = lock(&self.synced);
         let mut tail = lock(&self.tail);
         if let Some(reason) = &tail.failed {
             return Err(LiveError::LogFailed(reason.clone()));
         }
-        let bytes = self.storage.read_all().map_err(|e| self.io(e))?;
-        let header = self.header_len().min(bytes.len());
-        let body = &bytes[header..tail.bytes.min(bytes.len() as u64) as usize];
-        let (records, _) = read_records(body);
-        let mut kept = bytes[..header].to_vec();
-        let mut pos = 0;
-        for r in &records {
-            let len =
-                u32::from_le_bytes(body[pos..pos + 4].try_into().unwrap_or_default()) as usize;
-            if r.seq > covers {
-                kept.extend_from_slice(&body[pos..pos + 8 + len]);
-            }
-            pos += 8 + len;
-        }
+        let header = header(&self.identity);
+        let first_kept = tail.ends.partition_point(|&(seq, _)| seq <= covers);
+        let from = match first_kept {
+            0 => header.len() as u64,
+            i => tail.ends[i - 1].1,
+        };
+        let body = self
+            .storage
+            .read_at(from, tail.bytes.saturating_sub(from))
+            .map_err(|e| self.io(e))?;
+        let (records, record_ends) = read_records(&body);
+        let valid = record_ends.last().copied().unwrap_or(0);
+        let mut kept = header;
+        let header_len = kept.len() as u64;
+        kept.extend_from_slice(&body[..valid]);
         self.storage
             .replace(&kept)
             .map_err(|e| LiveError::from_write(e, &self.path))?;
         tail.bytes = kept.len() as u64;
+        tail.ends = records
+            .iter()
+            .zip(&record_ends)
+            .map(|(r, &end)| (r.seq, header_len + end as u64))
+            .collect();
         // The new log was synced whole.
         *synced = tail.written;
-        Ok(())
+        Ok(records)
     }
 
     /// Where the log is.
@@ -395,8 +428,10 @@ fn check_header(bytes: &[u8], identity: &str, path: &Path) -> Result<(), LiveErr
 }
 
 /// The valid records at the start of `bytes` and how many bytes they take.
-fn read_records(bytes: &[u8]) -> (Vec<Record>, usize) {
+/// The valid records at the start of `bytes`, and the offset just past each.
+fn read_records(bytes: &[u8]) -> (Vec<Record>, Vec<usize>) {
     let mut records = Vec::new();
+    let mut ends = Vec::new();
     let mut pos = 0;
     let mut expected = None;
     while bytes.len() - pos >= 8 {
@@ -418,8 +453,9 @@ fn read_records(bytes: &[u8]) -> (Vec<Record>, usize) {
         expected = Some(record.seq + 1);
         records.push(record);
         pos += 8 + len;
+        ends.push(pos);
     }
-    (records, pos)
+    (records, ends)
 }
 
 fn put_str(out: &mut Vec<u8>, s: &str) {
@@ -679,7 +715,8 @@ mod tests {
         }
         assert_eq!(wal.records(..=3).unwrap().len(), 3);
         let before = wal.bytes();
-        wal.retain_after(3).unwrap();
+        let kept = wal.retain_after(3).unwrap();
+        assert_eq!(kept.iter().map(|r| r.seq).collect::<Vec<_>>(), vec![4, 5]);
         assert!(wal.bytes() < before);
         let seqs = |w: &Wal| {
             w.records(..)
@@ -700,14 +737,30 @@ mod tests {
             rec.records.iter().map(|r| r.seq).collect::<Vec<_>>(),
             vec![4, 5, 6]
         );
+        // Cut again, from the offsets of a reopened log and of a record appended since: only
+        // what comes after is read back, and it is whole.
+        assert_eq!(
+            wal.append(&Operation::Upsert(vec![doc("d7", "y")]))
+                .unwrap(),
+            7
+        );
+        let kept = wal.retain_after(5).unwrap();
+        assert_eq!(kept.iter().map(|r| r.seq).collect::<Vec<_>>(), vec![6, 7]);
+        assert_eq!(seqs(&wal), vec![6, 7]);
+        assert_eq!(
+            wal.retain_after(5).unwrap().len(),
+            2,
+            "a second cut at the same place"
+        );
         // Everything compacted: the log is a header, and ids still go on from the version's.
-        wal.retain_after(6).unwrap();
+        assert!(wal.retain_after(7).unwrap().is_empty());
+        assert_eq!(wal.bytes(), header("index-a").len() as u64);
         drop(wal);
-        let (wal, rec) = Wal::open(&path, "index-a", 6).unwrap();
+        let (wal, rec) = Wal::open(&path, "index-a", 7).unwrap();
         assert!(rec.records.is_empty());
         assert_eq!(
             wal.append(&Operation::Delete(vec!["d1".into()])).unwrap(),
-            7
+            8
         );
         assert!(!dir.path().join("wal.log.tmp").exists());
     }
