@@ -315,7 +315,9 @@ fn embedded_only(admin: &Admin) -> Result<(), ApiError> {
             "served_from_store",
             format!(
                 "payload indexes are the embedded index's; {} is filtered on any metadata key \
-                 (declare fields with `capot index build --store --payload-index`)",
+                 (declare fields with `capot index build --store URL --payload-index KEY:TYPE`: \
+                 a rerun on a loaded table adds the B-tree indexes of integer and float keys, \
+                 used from the service's next start)",
                 store.info().location
             ),
         )),

@@ -672,6 +672,25 @@ impl PgStore {
                     "{location} has no capot record: load it with `capot index build --store`, or attach a table another pipeline filled with --store-columns and --document-encoder"
                 ))
             })?;
+        // Ranges take the B-tree form only where the table has the index (a table loaded by an
+        // older capot has declarations without them: a rerun of the load adds them).
+        let mut ranged = ranged_keys(&record.payload_fields);
+        let prefix = location.table.replace('.', "_");
+        let names: Vec<String> = ranged
+            .iter()
+            .map(|(key, kind)| sql::range_index_name(&prefix, key, *kind))
+            .collect();
+        let present: HashSet<String> = client
+            .query(
+                "SELECT indexname::text FROM pg_indexes WHERE indexname = ANY($1)",
+                &[&names],
+            )
+            .await
+            .map_err(db_error)?
+            .into_iter()
+            .map(|r| r.get(0))
+            .collect();
+        ranged.retain(|key, kind| present.contains(&sql::range_index_name(&prefix, key, *kind)));
         drop(client);
         let info = StoreInfo {
             kind: "postgres",
@@ -684,7 +703,7 @@ impl PgStore {
             metric: Metric::InnerProduct.as_str(),
             writable: true,
         };
-        PgStore::with(
+        let mut store = PgStore::with(
             location,
             pool,
             options,
@@ -692,7 +711,9 @@ impl PgStore {
             info,
             Columns::default(),
             Metric::InnerProduct,
-        )
+        )?;
+        store.ranged = ranged;
+        Ok(store)
     }
 
     /// Serves a table another pipeline filled, read through `attach.columns`: no capot record is
@@ -782,7 +803,7 @@ impl PgStore {
         Ok(PgStore {
             pool,
             location,
-            ranged: ranged_keys(&info.payload_fields),
+            ranged: BTreeMap::new(),
             rows: Default::default(),
             info,
             columns,

@@ -215,15 +215,22 @@ fn array_test(metadata: &str, key: &str) -> String {
     format!("(jsonb_typeof({metadata} -> '{key}') = 'array')")
 }
 
+/// The name of the B-tree [`range_index_ddl`] makes for `key` of type `kind` (its partial index
+/// of arrays ends in `_arr` instead of `_num`).
+pub fn range_index_name(index_prefix: &str, key: &str, kind: FieldType) -> String {
+    let tag = blake3::hash(format!("{index_prefix}\0{key}\0{kind:?}").as_bytes()).to_hex();
+    format!("capot_{}_num", &tag[..12])
+}
+
 /// The statements that index ranges over the [`rangeable`] key `key` (a field of type `kind`,
 /// integer or float) of `table`'s metadata: a B-tree over [`number_expr`], and a partial index
 /// of the rows whose value is an array.
 pub fn range_index_ddl(table: &str, index_prefix: &str, key: &str, kind: FieldType) -> String {
-    let tag = blake3::hash(format!("{index_prefix}\0{key}\0{kind:?}").as_bytes()).to_hex();
-    let tag = &tag[..12];
+    let num_index = range_index_name(index_prefix, key, kind);
+    let arr_index = num_index.replace("_num", "_arr");
     format!(
-        "CREATE INDEX IF NOT EXISTS \"capot_{tag}_num\" ON {table} ({num});
-         CREATE INDEX IF NOT EXISTS \"capot_{tag}_arr\" ON {table} ((1)) WHERE {arr}",
+        "CREATE INDEX IF NOT EXISTS \"{num_index}\" ON {table} ({num});
+         CREATE INDEX IF NOT EXISTS \"{arr_index}\" ON {table} ((1)) WHERE {arr}",
         num = number_expr("metadata", key, kind),
         arr = array_test("metadata", key)
     )
