@@ -716,6 +716,19 @@ fn same_answers(
     out
 }
 
+/// Upserts one document through the admin API; its `operation_id`.
+fn write_one(admin: &str, token: &str, id: &str, text: &str) -> u64 {
+    let doc = json!({"documents": [{"id": id, "text": text}]});
+    let (code, _, v) = curl(
+        "POST",
+        &format!("{admin}/admin/documents"),
+        Some(&doc),
+        Some(token),
+    );
+    assert_eq!(code, 200, "{v}");
+    v["result"]["operation_id"].as_u64().unwrap()
+}
+
 fn admin_token(data: &std::path::Path) -> String {
     std::fs::read_to_string(data.join("admin-token"))
         .expect("admin-token")
@@ -1196,15 +1209,7 @@ fn replicas_serve_searches_a_stopped_one_fails_none_and_writes_are_read_back_thr
     // node that has it; one that does not may be served by the lagging replica.
     replica.psql("SELECT pg_wal_replay_pause()");
     let text = "Glassblowers anneal each vase overnight so it does not crack.";
-    let doc = json!({"documents": [{"id": "ryw-1", "text": text}]});
-    let (code, _, v) = curl(
-        "POST",
-        &format!("{admin}/admin/documents"),
-        Some(&doc),
-        Some(&token),
-    );
-    assert_eq!(code, 200, "{v}");
-    let op = v["result"]["operation_id"].as_u64().unwrap();
+    let op = write_one(&admin, &token, "ryw-1", text);
     assert_eq!(
         replica.psql("SELECT count(*) FROM docs WHERE id = 'ryw-1'"),
         "0"
@@ -1246,15 +1251,7 @@ fn replicas_serve_searches_a_stopped_one_fails_none_and_writes_are_read_back_thr
     // (not the primary) answers it once replay resumes.
     replica.psql("SELECT pg_wal_replay_pause()");
     let text = "Beekeepers smoke the hive so the bees stay calm.";
-    let doc = json!({"documents": [{"id": "ryw-2", "text": text}]});
-    let (code, _, v) = curl(
-        "POST",
-        &format!("{admin}/admin/documents"),
-        Some(&doc),
-        Some(&token),
-    );
-    assert_eq!(code, 200, "{v}");
-    let op = v["result"]["operation_id"].as_u64().unwrap();
+    let op = write_one(&admin, &token, "ryw-2", text);
     let before = (
         wait_metric(&server, &primary_served, |_| true),
         wait_metric(&server, &replica_served, |_| true),

@@ -16,6 +16,17 @@ use serde_json::{json, Value};
 /// A server with an admin API that may load bundles from [`second_bundle`]'s directory and from
 /// the directory holding `data` (the test's own bundles).
 fn start(index: &Path, encoder: &Path, data: &Path, extra: &[&str]) -> Server {
+    start_with_env(index, encoder, data, extra, &[])
+}
+
+/// [`start`] with environment variables.
+fn start_with_env(
+    index: &Path,
+    encoder: &Path,
+    data: &Path,
+    extra: &[&str],
+    env: &[(&str, &str)],
+) -> Server {
     let models = second_bundle_dir();
     let own = data.parent().unwrap().to_str().unwrap();
     let mut args = vec![
@@ -35,7 +46,7 @@ fn start(index: &Path, encoder: &Path, data: &Path, extra: &[&str]) -> Server {
         own,
     ];
     args.extend_from_slice(extra);
-    Server::start(&args)
+    Server::start_with(&args, env, true)
 }
 
 /// A bundle that loads but whose vectors claim another space: symlinks to MiniLM's files and
@@ -524,23 +535,9 @@ fn admin_changes_are_guarded_consistent_restored_and_declarative() {
 /// bundle's directory loadable; `extra` flags and `env` on top.
 fn router_server(data: &Path, extra: &[&str], env: &[(&str, &str)]) -> Server {
     let (index, a) = (common::default_index(), common::minilm_bundle());
-    let models = second_bundle_dir();
-    let mut args = vec![
-        "--index",
-        index.to_str().unwrap(),
-        "--encoder",
-        a.to_str().unwrap(),
-        "--data-dir",
-        data.to_str().unwrap(),
-        "--admin-addr",
-        "127.0.0.1:0",
-        "--router",
-        "typo",
-        "--models-dir",
-        &models,
-    ];
+    let mut args = vec!["--router", "typo"];
     args.extend_from_slice(extra);
-    Server::start_with(&args, env, true)
+    start_with_env(index, a, data, &args, env)
 }
 
 /// A routed request spends one request timeout in all: its alias groups run one after the other
