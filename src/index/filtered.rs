@@ -15,7 +15,8 @@ use serde::Serialize;
 
 use super::error::IndexError;
 use super::exact::hit_order;
-use super::{vectors, Hit, Index};
+use super::graph::Scored;
+use super::{vectors, Hit, Index, RESCORE_MIN, RESCORE_PER_HIT};
 
 /// Nodes an unfiltered layer-0 walk scores per unit of `ef`, measured on capot's graphs (M 16,
 /// MiniLM and random unit vectors, 10k–100k documents: 9–14); see docs/benchmarks.md
@@ -26,6 +27,9 @@ const VISITS_PER_EF: f64 = 12.0;
 /// refused ones to their neighbours (ACORN-1's two-hop expansion; Weaviate switches at 0.4):
 /// above it most neighbours are admitted and walking through every node costs less.
 const TWO_HOP_BELOW: f64 = 0.4;
+
+/// How many admitted rows ahead of the one being scored the exact scan asks memory for.
+const SCAN_PREFETCH_ROWS: usize = 16;
 
 /// How a filtered search was answered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, utoipa::ToSchema)]
@@ -95,7 +99,7 @@ impl Index {
         let walk_cost = VISITS_PER_EF * ef as f64 * n as f64 / count as f64;
         if count as f64 <= walk_cost || count <= k {
             return Ok(FilteredSearch {
-                hits: self.scan(&q, k, admitted),
+                hits: self.scan(&q, k, admitted)?,
                 strategy: Strategy::Exact,
             });
         }
@@ -132,36 +136,93 @@ impl Index {
                 strategy: Strategy::Graph,
             }),
             _ => Ok(FilteredSearch {
-                hits: self.scan(&q, k, admitted),
+                hits: self.scan(&q, k, admitted)?,
                 strategy: Strategy::GraphThenExact,
             }),
         }
     }
 
-    /// Exact top-`k` among the admitted documents (a normalised query).
-    fn scan(&self, q: &[f32], k: usize, admitted: &RoaringBitmap) -> Vec<Hit> {
+    /// Exact top-`k` among the admitted documents (a normalised query). With a smaller copy of
+    /// the vectors, it is scanned (a quarter or half of the bytes to read) and its best
+    /// `max(4k, 32)` re-scored in float32, as the graph walk's candidates are.
+    fn scan(&self, q: &[f32], k: usize, admitted: &RoaringBitmap) -> Result<Vec<Hit>, IndexError> {
         let n = self.len() as u32;
-        let mut hits: Vec<Hit> = Vec::with_capacity(2 * k + 1);
-        let mut floor = f32::NEG_INFINITY;
-        for i in admitted.iter().take_while(|&i| i < n) {
-            let Some(row) = self.vector(i as usize) else {
-                break;
-            };
-            let score = vectors::dot(q, row);
-            if score >= floor {
-                hits.push(Hit {
-                    index: i as usize,
-                    score,
-                });
-                if hits.len() == 2 * k {
-                    hits.select_nth_unstable_by(k - 1, hit_order);
-                    hits.truncate(k);
-                    floor = hits.iter().map(|h| h.score).fold(f32::INFINITY, f32::min);
-                }
+        let admitted = || admitted.iter().take_while(move |&i| i < n);
+        match &self.small {
+            None => {
+                let rows = self.vectors.as_slice();
+                let dim = self.dimension();
+                let row = |i: u32| {
+                    let i = i as usize;
+                    rows.get(i * dim..(i + 1) * dim).unwrap_or(&[])
+                };
+                let mut hits = top_scored(
+                    admitted(),
+                    k,
+                    |i| vectors::dot(q, row(i)),
+                    |i| vectors::prefetch(row(i)),
+                );
+                hits.truncate(k);
+                Ok(hits)
+            }
+            Some(small) => {
+                let dim = self.dimension();
+                let keep = (RESCORE_PER_HIT * k).max(RESCORE_MIN);
+                let found: Vec<Scored> = top_scored(
+                    admitted(),
+                    keep,
+                    |i| small.score(q, i),
+                    |i| small.prefetch(i, dim),
+                )
+                .into_iter()
+                .map(|h| Scored(h.score, h.index as u32))
+                .collect();
+                self.exact_hits(q, &found, k)
             }
         }
-        hits.sort_unstable_by(hit_order);
-        hits.truncate(k);
-        hits
     }
+}
+
+/// The `keep` best of `ids` by `score`, in [`hit_order`]. The ids are scattered over the
+/// vectors: fetching each row only when it is scored waits out a memory round trip per row, so
+/// a second cursor runs [`SCAN_PREFETCH_ROWS`] ahead and asks for its row early (`prefetch`),
+/// keeping that many fetches in flight.
+fn top_scored<I>(
+    ids: I,
+    keep: usize,
+    mut score: impl FnMut(u32) -> f32,
+    prefetch: impl Fn(u32),
+) -> Vec<Hit>
+where
+    I: Iterator<Item = u32> + Clone,
+{
+    let keep = keep.max(1);
+    let mut ahead = ids.clone();
+    for i in ahead.by_ref().take(SCAN_PREFETCH_ROWS) {
+        prefetch(i);
+    }
+    // The best `keep` so far, with room for as many again: a row below the worst of those kept
+    // can never be among them, and most rows stop at that comparison.
+    let mut hits: Vec<Hit> = Vec::with_capacity(2 * keep);
+    let mut floor = f32::NEG_INFINITY;
+    for i in ids {
+        if let Some(next) = ahead.next() {
+            prefetch(next);
+        }
+        let score = score(i);
+        if score >= floor {
+            hits.push(Hit {
+                index: i as usize,
+                score,
+            });
+            if hits.len() == 2 * keep {
+                hits.select_nth_unstable_by(keep - 1, hit_order);
+                hits.truncate(keep);
+                floor = hits.iter().map(|h| h.score).fold(f32::INFINITY, f32::min);
+            }
+        }
+    }
+    hits.sort_unstable_by(hit_order);
+    hits.truncate(keep);
+    hits
 }

@@ -1051,7 +1051,9 @@ mod tests {
 mod index_tests {
     use super::*;
     use crate::index::payload::FieldSchema;
-    use crate::index::{Document, HnswParams, IndexBuilder, ManifestFields, Strategy};
+    use crate::index::{
+        Document, GraphVectors, HnswParams, IndexBuilder, ManifestFields, Strategy,
+    };
     use serde_json::json;
 
     struct Rng(u64);
@@ -1083,6 +1085,14 @@ mod index_tests {
     /// An index of N documents in CLUSTERS clusters; metadata: `cluster` (integer, what makes
     /// a filter correlated with a query), `cat` (keyword, skewed), `year`, `tenant`, `tags`.
     fn index(dir: &std::path::Path) -> (Index, Vec<Value>, Vec<Vec<f32>>) {
+        index_with(dir, GraphVectors::Float32)
+    }
+
+    /// The test index, its graph walked (and its exact scans read) on a copy of `precision`.
+    fn index_with(
+        dir: &std::path::Path,
+        precision: GraphVectors,
+    ) -> (Index, Vec<Value>, Vec<Vec<f32>>) {
         let mut rng = Rng(7);
         let centres: Vec<Vec<f32>> = (0..CLUSTERS)
             .map(|_| {
@@ -1126,6 +1136,7 @@ mod index_tests {
         };
         IndexBuilder::new(dir, fields)
             .params(params)
+            .graph_vectors(precision)
             .build(docs, vectors, &mut |_| Ok(()))
             .unwrap();
         let declared: BTreeMap<String, FieldSchema> = [
@@ -1175,8 +1186,20 @@ mod index_tests {
 
     #[test]
     fn bitmaps_equal_the_verdict_and_every_strategy_finds_the_exact_hits() {
+        every_strategy_finds_the_exact_hits(GraphVectors::Float32);
+    }
+
+    /// The exact scan reads the int8 (float16) copy first and re-scores its best in float32:
+    /// the hits and their order must still be the exact ones.
+    #[test]
+    fn scans_of_a_smaller_copy_find_the_exact_hits() {
+        every_strategy_finds_the_exact_hits(GraphVectors::Int8);
+        every_strategy_finds_the_exact_hits(GraphVectors::Float16);
+    }
+
+    fn every_strategy_finds_the_exact_hits(precision: GraphVectors) {
         let dir = tempfile::tempdir().unwrap();
-        let (index, meta, queries) = index(&dir.path().join("idx"));
+        let (index, meta, queries) = index_with(&dir.path().join("idx"), precision);
         let filters = [
             json!({"must": [{"key": "cat", "match": {"value": "c0"}}]}),
             json!({"must": [{"key": "tenant", "match": {"value": "t7"}}]}),
@@ -1212,7 +1235,11 @@ mod index_tests {
                     assert!(got.hits.iter().all(|h| bits.contains(h.index as u32)));
                     if got.strategy != Strategy::Graph {
                         let ids: Vec<usize> = got.hits.iter().map(|h| h.index).collect();
-                        assert_eq!(ids, truth, "{fv}: {:?} is exact", got.strategy);
+                        assert_eq!(
+                            ids, truth,
+                            "{fv}: {:?} on {precision:?} is exact",
+                            got.strategy
+                        );
                     }
                     found += got.hits.iter().filter(|h| truth.contains(&h.index)).count();
                     wanted += truth.len();
