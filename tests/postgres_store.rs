@@ -379,7 +379,7 @@ fn searches_return_the_exact_top_k_filtered_or_not_with_metadata() {
             .batch_execute(&format!("DROP INDEX \"{index}\""))
             .await
             .unwrap();
-        let older = PgStore::open(location, PoolOptions::default(), &[])
+        let older = PgStore::open(location.clone(), PoolOptions::default(), &[])
             .await
             .unwrap();
         let narrow = json!({"must": [{"key": "year", "range": {"gte": 2010, "lt": 2011}}]});
@@ -395,6 +395,77 @@ fn searches_return_the_exact_top_k_filtered_or_not_with_metadata() {
             .filter(|d| bound(&narrow).admits(&d.id, d.metadata.as_ref()))
             .count();
         assert_eq!(got[0].hits.len(), admitted.min(10));
+        let ids =
+            |hits: &[capot::query::Hit]| hits.iter().map(|h| h.id.clone()).collect::<Vec<_>>();
+        let path_form = ids(&got[0].hits);
+
+        // Declared again on the running store (what `PUT /admin/index/payload/year` does): the
+        // B-tree is built (concurrently), recorded, and the same search takes the exact plan
+        // with the same hits; a declaration as float replaces the integer one's indexes;
+        // dropped, the path form again, its indexes gone, and a fresh open reads the record.
+        let integer = FieldSchema {
+            kind: FieldType::Integer,
+            tenant: false,
+        };
+        older
+            .set_payload_index("year", Some(integer))
+            .await
+            .expect("declare");
+        let valid = |name: String| {
+            let client = &client;
+            async move {
+                client
+                    .query_one(
+                        "SELECT count(*) FROM pg_class c JOIN pg_index i ON i.indexrelid = c.oid
+                         WHERE c.relname = $1 AND i.indisvalid",
+                        &[&name],
+                    )
+                    .await
+                    .unwrap()
+                    .get::<_, i64>(0)
+            }
+        };
+        assert_eq!(valid(index.clone()).await, 1, "the B-tree is rebuilt");
+        let got = search_one(&older, &q, 10, 16, Some(bound(&narrow)), false)
+            .await
+            .expect("search");
+        assert_eq!(
+            got[0].filter.expect("a filter report").strategy,
+            Strategy::Exact
+        );
+        assert_eq!(ids(&got[0].hits), path_form, "the same hits in either form");
+        let float = FieldSchema {
+            kind: FieldType::Float,
+            ..integer
+        };
+        older
+            .set_payload_index("year", Some(float))
+            .await
+            .expect("redeclare");
+        let float_index = postgres::sql::range_index_name("public_top", "year", FieldType::Float);
+        assert_eq!(
+            valid(index.clone()).await,
+            0,
+            "the integer B-tree is dropped"
+        );
+        assert_eq!(valid(float_index.clone()).await, 1);
+        assert_eq!(older.payload_fields()["year"], float);
+        older.set_payload_index("year", None).await.expect("drop");
+        assert_eq!(valid(float_index).await, 0);
+        assert!(!older.payload_fields().contains_key("year"));
+        let got = search_one(&older, &q, 10, 16, Some(bound(&narrow)), false)
+            .await
+            .expect("search");
+        assert_ne!(
+            got[0].filter.expect("a filter report").strategy,
+            Strategy::Exact
+        );
+        assert_eq!(ids(&got[0].hits), path_form);
+        let reopened = PgStore::open(location.clone(), PoolOptions::default(), &[])
+            .await
+            .unwrap();
+        assert!(!reopened.payload_fields().contains_key("year"));
+        assert_eq!(reopened.payload_fields().len(), fields().len() - 1);
     });
 }
 
@@ -622,6 +693,17 @@ fn a_table_another_pipeline_filled_is_searched_through_its_columns() {
     assert_eq!(code, 409, "{v}");
     assert_eq!(v["error"]["code"], "store_read_only", "{v}");
     assert_eq!(pg.psql("SELECT count(*) FROM passages"), "200");
+    let (code, _, v) = curl(
+        "PUT",
+        &format!("{}/admin/index/payload/parity", admin_base(&attached)),
+        Some(&json!({"type": "keyword"})),
+        Some(&token),
+    );
+    assert_eq!(
+        (code, v["error"]["code"].as_str()),
+        (409, Some("store_read_only")),
+        "{v}"
+    );
 
     // Query repair's vocabulary comes from the mapped text column.
     let o = common::run_capot(
@@ -945,15 +1027,69 @@ fn writes_are_committed_before_they_are_answered_and_survive_sigkill() {
         (Some(200), Some(true)),
         "{v}"
     );
+    // A payload index declared on the running store: built in the database in the background
+    // (202, then `payload.builds` until it is recorded), its B-tree present, ranges on it
+    // answered; dropped again (200, then 404).
     let (code, _, v) = curl(
         "PUT",
-        &format!("{admin}/admin/index/payload/lang"),
-        Some(&json!({"type": "keyword"})),
+        &format!("{admin}/admin/index/payload/rank"),
+        Some(&json!({"type": "integer"})),
         Some(&token),
     );
     assert_eq!(
+        (code, v["result"]["state"].as_str()),
+        (202, Some("building")),
+        "{v}"
+    );
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let view = loop {
+        let (_, _, v) = curl("GET", &format!("{admin}/admin/index"), None, Some(&token));
+        let declared = v["payload"]["indexes"].as_array().is_some_and(|a| {
+            a.iter()
+                .any(|f| f["key"] == "rank" && f["type"] == "integer")
+        });
+        if declared && v["payload"]["builds"].get("rank").is_none() {
+            break v;
+        }
+        assert!(v["payload"]["builds"]["rank"]["state"] != "failed", "{v}");
+        assert!(std::time::Instant::now() < deadline, "never built: {v}");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    assert_eq!(
+        view["store"]["payload_fields"]["rank"]["type"], "integer",
+        "{view}"
+    );
+    let btree =
+        "SELECT count(*) FROM pg_indexes WHERE tablename = 'docs' AND indexdef LIKE '%''rank''%'";
+    assert_eq!(
+        pg.psql(btree),
+        "2",
+        "the B-tree and the partial index of arrays"
+    );
+    let ranged = json!({"query": "vaccines", "k": 3,
+                        "filter": {"must": [{"key": "rank", "range": {"gte": 1}}]}});
+    let (code, _, v) = curl(
+        "POST",
+        &format!("{}/search", server.base),
+        Some(&ranged),
+        None,
+    );
+    assert_eq!(code, 200, "{v}");
+    let drop_rank = || {
+        curl(
+            "DELETE",
+            &format!("{admin}/admin/index/payload/rank"),
+            None,
+            Some(&token),
+        )
+    };
+    let (code, _, v) = drop_rank();
+    assert_eq!((code, &v["result"]["dropped"]), (200, &json!(true)), "{v}");
+    assert_eq!(pg.psql(btree), "0");
+    let (code, _, v) = drop_rank();
+    assert_eq!(
         (code, v["error"]["code"].as_str()),
-        (409, Some("served_from_store")),
+        (404, Some("payload_index_not_found")),
         "{v}"
     );
 

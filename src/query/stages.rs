@@ -487,7 +487,7 @@ pub async fn search(state: &AppState, p: SearchParams) -> Result<SearchOutput, A
                     c.index.payload_fields(),
                     state.limits.allow_unindexed_filters,
                 ),
-                Target::Store(s) => (s.info().payload_fields.clone(), true),
+                Target::Store(s) => (s.payload_fields(), true),
             };
             f.bind(&fields, allow_unindexed, "filter")
                 .map_err(filter_error)?;

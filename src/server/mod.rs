@@ -293,7 +293,7 @@ fn load_store(
             Err(e) => return Err(format!("cannot serve {location}: {e}")),
         }
     };
-    let info = store.info().clone();
+    let info = store.info();
     load_encoders(
         state,
         options,

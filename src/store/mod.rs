@@ -49,7 +49,7 @@ pub enum StoreError {
 pub struct StoreSearch {
     pub k: usize,
     pub ef: usize,
-    /// A bound filter ([`Filter::bind`] against [`StoreInfo::payload_fields`]).
+    /// A bound filter ([`Filter::bind`] against [`DocumentStore::payload_fields`]).
     pub filter: Option<Arc<Filter>>,
     pub with_metadata: bool,
     /// Served only by a node that holds this write (its `operation_id`): read-your-writes
@@ -132,8 +132,21 @@ pub struct StoreActivity {
 
 /// The seam between the query pipeline and a document store (see the module doc).
 pub trait DocumentStore: Send + Sync + 'static {
-    /// What the store serves.
-    fn info(&self) -> &StoreInfo;
+    /// What the store serves now (its declared payload fields change with
+    /// [`DocumentStore::set_payload_index`]).
+    fn info(&self) -> StoreInfo;
+
+    /// Declared payload fields, by metadata key: what filters are bound against.
+    fn payload_fields(&self) -> std::collections::BTreeMap<String, FieldSchema>;
+
+    /// Declares the payload field `key` (`Some`, replacing an earlier type) or drops its
+    /// declaration (`None`), with the indexes the declaration creates; answers once searches use
+    /// them.
+    fn set_payload_index<'a>(
+        &'a self,
+        key: &'a str,
+        schema: Option<FieldSchema>,
+    ) -> BoxFuture<'a, Result<(), StoreError>>;
 
     /// Whether the store answered its last health check (any node that can serve searches).
     fn healthy(&self) -> bool;

@@ -124,11 +124,26 @@ async fn index_info(State(admin): State<Arc<Admin>>) -> Result<Json<Value>, ApiE
             .count()
             .await
             .map_err(crate::query::stages::store_error)?;
+        let building = crate::sync::lock(&admin.state.payload_builds).clone();
+        let indexes: Vec<Value> = store
+            .payload_fields()
+            .into_iter()
+            .map(|(key, schema)| {
+                let mut v = json!({"key": key});
+                if let (Some(o), Ok(Value::Object(s))) =
+                    (v.as_object_mut(), serde_json::to_value(schema))
+                {
+                    o.extend(s);
+                }
+                v
+            })
+            .collect();
         return Ok(Json(json!({
             "store": store.info(),
             "documents": documents,
             "healthy": store.healthy(),
             "vocabulary": store_vocabulary(&admin.state),
+            "payload": {"indexes": indexes, "builds": building},
         })));
     }
     let Some(corpus) = admin.state.corpus() else {
@@ -172,9 +187,25 @@ async fn put_payload_index(
     if req.tenant && req.kind != FieldType::Keyword {
         return Err(ApiError::invalid("a tenant key must be a keyword field").with_param("tenant"));
     }
-    embedded_only(&admin)?;
-    let Some(corpus) = admin.state.corpus() else {
-        return Err(ApiError::not_ready("the index is not loaded yet"));
+    let store = admin.state.store.get().cloned();
+    if let Some(store) = &store {
+        if !store.info().writable {
+            return Err(crate::query::stages::store_error(
+                crate::store::StoreError::ReadOnly(format!(
+                    "{} is attached with --store-columns: its indexes are its pipeline's, and there is no capot record to declare fields in",
+                    store.info().location
+                )),
+            ));
+        }
+    }
+    let corpus = match &store {
+        Some(_) => None,
+        None => Some(
+            admin
+                .state
+                .corpus()
+                .ok_or_else(|| ApiError::not_ready("the index is not loaded yet"))?,
+        ),
     };
     let schema = FieldSchema {
         kind: req.kind,
@@ -199,9 +230,7 @@ async fn put_payload_index(
     }
     let state = admin.state.clone();
     let key = field.clone();
-    tokio::task::spawn_blocking(move || {
-        let started = Instant::now();
-        let result = corpus.index.set_payload_index(&key, Some(schema));
+    let finish = move |started: Instant, result: Result<(), String>| {
         let mut builds = crate::sync::lock(&state.payload_builds);
         match result {
             Ok(()) => {
@@ -211,11 +240,26 @@ async fn put_payload_index(
             Err(e) => {
                 tracing::warn!(field = %key, error = %e, "payload index build failed");
                 if let Some(b) = builds.get_mut(&key) {
-                    b.fail(e.to_string());
+                    b.fail(e);
                 }
             }
         }
-    });
+    };
+    let key = field.clone();
+    if let Some(store) = store {
+        // The store builds its indexes in the database (CONCURRENTLY: writes go on).
+        tokio::spawn(async move {
+            let started = Instant::now();
+            let result = store.set_payload_index(&key, Some(schema)).await;
+            finish(started, result.map_err(|e| e.to_string()));
+        });
+    } else if let Some(corpus) = corpus {
+        tokio::task::spawn_blocking(move || {
+            let started = Instant::now();
+            let result = corpus.index.set_payload_index(&key, Some(schema));
+            finish(started, result.map_err(|e| e.to_string()));
+        });
+    }
     Ok((
         StatusCode::ACCEPTED,
         Json(json!({
@@ -225,8 +269,6 @@ async fn put_payload_index(
     ))
 }
 
-/// `DELETE /admin/index/payload/{field}`: drops a payload index (filters on the field are then
-/// refused, or scan with `--allow-unindexed-filters`); 404 when none is declared.
 /// The store's vocabulary as `GET /admin/index` reports it: when it was built, from how many
 /// documents, and whether a rebuild runs or failed.
 fn store_vocabulary(state: &crate::query::AppState) -> Value {
@@ -307,30 +349,32 @@ async fn rebuild_vocab(
     ))
 }
 
-/// 409 when the service serves a document store: payload indexes are the embedded index's.
-fn embedded_only(admin: &Admin) -> Result<(), ApiError> {
-    match admin.state.store.get() {
-        Some(store) => Err(ApiError::new(
-            StatusCode::CONFLICT,
-            "served_from_store",
-            format!(
-                "payload indexes are the embedded index's; {} is filtered on any metadata key \
-                 (declare fields with `capot index build --store URL --payload-index KEY:TYPE`: \
-                 a rerun on a loaded table adds the B-tree indexes of integer and float keys, \
-                 used from the service's next start)",
-                store.info().location
-            ),
-        )),
-        None => Ok(()),
-    }
-}
-
+/// `DELETE /admin/index/payload/{field}`: drops a payload index (filters on the field are then
+/// refused, or scan with `--allow-unindexed-filters`; a store filters on any key, without the
+/// index); 404 when none is declared.
 async fn delete_payload_index(
     State(admin): State<Arc<Admin>>,
     UrlPath(field): UrlPath<String>,
 ) -> Result<Json<Value>, ApiError> {
     let started = Instant::now();
-    embedded_only(&admin)?;
+    if let Some(store) = admin.state.store.get().cloned() {
+        if !store.payload_fields().contains_key(&field) {
+            return Err(ApiError::not_found(
+                "payload_index_not_found",
+                format!("no payload index is declared for {field:?}"),
+            ));
+        }
+        store
+            .set_payload_index(&field, None)
+            .await
+            .map_err(crate::query::stages::store_error)?;
+        crate::sync::lock(&admin.state.payload_builds).remove(&field);
+        return Ok(Json(json!({
+            "result": {"field": field, "dropped": true},
+            "status": "ok",
+            "time": started.elapsed().as_secs_f64(),
+        })));
+    }
     let Some(corpus) = admin.state.corpus() else {
         return Err(ApiError::not_ready("the index is not loaded yet"));
     };

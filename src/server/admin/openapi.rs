@@ -191,12 +191,14 @@ fn compaction_events() {}
 
 /// Declares a payload index on a metadata key (dotted path) and builds it in the background:
 /// `GET /admin/index` lists it under `payload.builds` until it serves, then `payload.indexes`.
+/// On a PostgreSQL store the declaration is recorded in the table's record and integer and
+/// float keys get B-tree indexes, built `CONCURRENTLY`.
 #[utoipa::path(put, path = "/admin/index/payload/{field}", tag = "documents",
     params(("field" = String, Path, description = "metadata key, a dotted path")),
     request_body = PayloadIndexRequest,
     responses((status = 202, description = "building", body = Object),
         (status = 401, body = ErrorBody),
-        (status = 409, description = "this field's index is being built", body = ErrorBody),
+        (status = 409, description = "this field's index is being built (`payload_index_building`), or the store is a table attached with --store-columns (`store_read_only`)", body = ErrorBody),
         (status = 422, description = "an unknown type, or a tenant key that is no keyword", body = ErrorBody),
         (status = 503, description = "the index is not loaded yet", body = ErrorBody)))]
 #[allow(dead_code)]
@@ -207,7 +209,8 @@ fn put_payload_index() {}
 #[utoipa::path(delete, path = "/admin/index/payload/{field}", tag = "documents",
     params(("field" = String, Path, description = "metadata key, a dotted path")),
     responses((status = 200, body = Object), (status = 401, body = ErrorBody),
-        (status = 404, description = "no payload index on this field", body = ErrorBody)))]
+        (status = 404, description = "no payload index on this field", body = ErrorBody),
+        (status = 503, description = "the store cannot be reached", body = ErrorBody)))]
 #[allow(dead_code)]
 fn delete_payload_index() {}
 

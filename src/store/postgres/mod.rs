@@ -14,7 +14,7 @@
 use std::collections::{BTreeMap, HashSet};
 use std::str::FromStr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
@@ -154,6 +154,19 @@ impl PgLocation {
             config.ssl_mode(tokio_postgres::config::SslMode::Require);
         }
         Ok(PgLocation { config, table, tls })
+    }
+
+    /// What the names of the table's indexes start with (`search_documents`).
+    fn index_prefix(&self) -> String {
+        self.table.replace('.', "_")
+    }
+
+    /// An index of the table quoted for SQL: in the table's schema.
+    fn quoted_index(&self, name: &str) -> String {
+        match self.table.split_once('.') {
+            Some((schema, _)) => format!("\"{schema}\".\"{name}\""),
+            None => format!("\"{name}\""),
+        }
     }
 
     /// The table name quoted for SQL (`"search"."documents"`).
@@ -317,7 +330,7 @@ pub async fn create(
         }
     }
     let t = location.quoted_table();
-    let index_prefix = location.table.replace('.', "_");
+    let index_prefix = location.index_prefix();
     client
         .batch_execute(&format!(
             "CREATE TABLE IF NOT EXISTS {t} (
@@ -332,10 +345,9 @@ pub async fn create(
         .await
         .map_err(db_error)?;
     for (key, kind) in ranged_keys(&record.payload_fields) {
-        client
-            .batch_execute(&sql::range_index_ddl(&t, &index_prefix, &key, kind))
-            .await
-            .map_err(db_error)?;
+        for statement in sql::range_index_ddl(&t, &index_prefix, &key, kind, false) {
+            client.batch_execute(&statement).await.map_err(db_error)?;
+        }
     }
     let payload = serde_json::to_value(&record.payload_fields)
         .map_err(|e| StoreError::Invalid(e.to_string()))?;
@@ -369,6 +381,35 @@ fn ranged_keys(fields: &BTreeMap<String, FieldSchema>) -> BTreeMap<String, Field
         })
         .map(|(key, schema)| (key.clone(), schema.kind))
         .collect()
+}
+
+/// The [`ranged_keys`] of `fields` whose B-tree index the table has, valid: ranges take the
+/// B-tree form only there (a table loaded by an older capot has declarations without them, and
+/// a `CREATE INDEX CONCURRENTLY` that failed leaves an invalid one).
+async fn valid_ranges(
+    client: &tokio_postgres::Client,
+    location: &PgLocation,
+    fields: &BTreeMap<String, FieldSchema>,
+) -> Result<BTreeMap<String, FieldType>, StoreError> {
+    let mut ranged = ranged_keys(fields);
+    let prefix = location.index_prefix();
+    let names: Vec<String> = ranged
+        .iter()
+        .map(|(key, kind)| sql::range_index_name(&prefix, key, *kind))
+        .collect();
+    let present: HashSet<String> = client
+        .query(
+            "SELECT c.relname::text FROM pg_class c JOIN pg_index i ON i.indexrelid = c.oid
+             WHERE c.relname = ANY($1) AND i.indisvalid AND i.indrelid = $2::text::regclass",
+            &[&names, &location.quoted_table()],
+        )
+        .await
+        .map_err(db_error)?
+        .into_iter()
+        .map(|r| r.get(0))
+        .collect();
+    ranged.retain(|key, kind| present.contains(&sql::range_index_name(&prefix, key, *kind)));
+    Ok(ranged)
 }
 
 async fn read_record(
@@ -627,6 +668,19 @@ struct Replica {
     served: AtomicU64,
 }
 
+/// What the table's record declares, as searches use it: changed by
+/// [`DocumentStore::set_payload_index`] and re-read from the record by the health watcher, so a
+/// declaration made through another server reaches this one within a health check.
+#[derive(Debug, Default)]
+struct Declared {
+    fields: BTreeMap<String, FieldSchema>,
+    /// Declared integer and float keys whose B-tree indexes exist and are valid.
+    ranged: BTreeMap<String, FieldType>,
+    /// Bumped by every change made here: a health check that read the record before it does not
+    /// write its older reading over it.
+    generation: u64,
+}
+
 /// A document store served from PostgreSQL: the primary takes writes (and searches when no
 /// replica can), streaming replicas take searches in turn.
 pub struct PgStore {
@@ -637,8 +691,8 @@ pub struct PgStore {
     columns: Columns,
     /// How its HNSW index compares vectors.
     metric: Metric,
-    /// Metadata keys whose ranges a B-tree index answers.
-    ranged: BTreeMap<String, FieldType>,
+    /// Declared payload fields and the keys whose ranges a B-tree answers.
+    declared: Arc<RwLock<Declared>>,
     /// The table's rows as the planner's statistics count them (at the last health check).
     rows: Arc<AtomicU64>,
     healthy: Arc<AtomicBool>,
@@ -672,25 +726,7 @@ impl PgStore {
                     "{location} has no capot record: load it with `capot index build --store`, or attach a table another pipeline filled with --store-columns and --document-encoder"
                 ))
             })?;
-        // Ranges take the B-tree form only where the table has the index (a table loaded by an
-        // older capot has declarations without them: a rerun of the load adds them).
-        let mut ranged = ranged_keys(&record.payload_fields);
-        let prefix = location.table.replace('.', "_");
-        let names: Vec<String> = ranged
-            .iter()
-            .map(|(key, kind)| sql::range_index_name(&prefix, key, *kind))
-            .collect();
-        let present: HashSet<String> = client
-            .query(
-                "SELECT indexname::text FROM pg_indexes WHERE indexname = ANY($1)",
-                &[&names],
-            )
-            .await
-            .map_err(db_error)?
-            .into_iter()
-            .map(|r| r.get(0))
-            .collect();
-        ranged.retain(|key, kind| present.contains(&sql::range_index_name(&prefix, key, *kind)));
+        let ranged = valid_ranges(&client, &location, &record.payload_fields).await?;
         drop(client);
         let info = StoreInfo {
             kind: "postgres",
@@ -699,11 +735,11 @@ impl PgStore {
             encoder_name: record.encoder_name,
             dimension: record.dimension,
             ef_search: record.ef_search,
-            payload_fields: record.payload_fields,
+            payload_fields: BTreeMap::new(),
             metric: Metric::InnerProduct.as_str(),
             writable: true,
         };
-        let mut store = PgStore::with(
+        let store = PgStore::with(
             location,
             pool,
             options,
@@ -712,7 +748,11 @@ impl PgStore {
             Columns::default(),
             Metric::InnerProduct,
         )?;
-        store.ranged = ranged;
+        *crate::sync::write(&store.declared) = Declared {
+            fields: record.payload_fields,
+            ranged,
+            generation: 0,
+        };
         Ok(store)
     }
 
@@ -803,7 +843,7 @@ impl PgStore {
         Ok(PgStore {
             pool,
             location,
-            ranged: BTreeMap::new(),
+            declared: Default::default(),
             rows: Default::default(),
             info,
             columns,
@@ -827,6 +867,10 @@ impl PgStore {
             self.location.to_string(),
         );
         let (rows, table) = (self.rows.clone(), self.location.quoted_table());
+        let declarations = self
+            .info
+            .writable
+            .then(|| (self.location.clone(), self.declared.clone()));
         let replicas: Vec<_> = self
             .replicas
             .iter()
@@ -857,6 +901,25 @@ impl PgStore {
                     {
                         rows.store(n, Ordering::Relaxed);
                     }
+                    if let Some((location, declared)) = &declarations {
+                        // Declarations another server made since.
+                        let _ = tokio::time::timeout(limit, async {
+                            let seen = crate::sync::read(declared).generation;
+                            let client = primary.0.get().await.map_err(pool_error)?;
+                            let Some(record) = read_record(&client, &location.table).await? else {
+                                return Ok(());
+                            };
+                            let ranged =
+                                valid_ranges(&client, location, &record.payload_fields).await?;
+                            let mut d = crate::sync::write(declared);
+                            if d.generation == seen {
+                                d.fields = record.payload_fields;
+                                d.ranged = ranged;
+                            }
+                            Ok::<_, StoreError>(())
+                        })
+                        .await;
+                    }
                 }
                 for (pool, healthy, location, lag) in &replicas {
                     let at = tokio::time::timeout(limit, replayed(pool))
@@ -881,15 +944,18 @@ impl PgStore {
         F: FnOnce(deadpool_postgres::Object) -> Fut,
         Fut: std::future::Future<Output = Result<T, tokio_postgres::Error>>,
     {
-        let client = self
-            .pool
+        query(self.connection().await?)
+            .await
+            .map_err(db_error)
+            .map_err(|e| self.mark(e))
+    }
+
+    /// A connection to the primary; a failure to get one marks it down.
+    async fn connection(&self) -> Result<deadpool_postgres::Object, StoreError> {
+        self.pool
             .get()
             .await
             .map_err(pool_error)
-            .map_err(|e| self.mark(e))?;
-        query(client)
-            .await
-            .map_err(db_error)
             .map_err(|e| self.mark(e))
     }
 
@@ -899,7 +965,7 @@ impl PgStore {
             table: self.location.quoted_table(),
             columns: &self.columns,
             metric: self.metric,
-            ranged: &self.ranged,
+            ranged: crate::sync::read(&self.declared).ranged.clone(),
             rows: self.rows.load(Ordering::Relaxed),
         }
     }
@@ -914,6 +980,105 @@ impl PgStore {
                 self.location
             )))
         }
+    }
+
+    /// [`DocumentStore::set_payload_index`]: the new B-tree indexes first (built
+    /// `CONCURRENTLY`, so writes go on; no statement timeout), then the record, then searches use
+    /// them; the indexes of a declaration replaced or dropped go last. An attached table has no
+    /// record to declare in: refused.
+    async fn declare(&self, key: &str, schema: Option<FieldSchema>) -> Result<(), StoreError> {
+        self.check_writable()?;
+        let client = self.connection().await?;
+        client
+            .batch_execute("SET statement_timeout = 0")
+            .await
+            .map_err(db_error)?;
+        let result = self.declare_on(&client, key, schema).await;
+        // The pool's connections keep the statement timeout they were opened with.
+        let reset = client.batch_execute("RESET statement_timeout").await;
+        result?;
+        reset.map_err(db_error)
+    }
+
+    async fn declare_on(
+        &self,
+        client: &tokio_postgres::Client,
+        key: &str,
+        schema: Option<FieldSchema>,
+    ) -> Result<(), StoreError> {
+        let (t, prefix) = (self.location.quoted_table(), self.location.index_prefix());
+        let record = read_record(client, &self.location.table)
+            .await?
+            .ok_or_else(|| {
+                StoreError::Mismatch(format!("{} has no capot record", self.location))
+            })?;
+        let ranged = |s: Option<FieldSchema>| {
+            s.map(|s| s.kind).filter(|k| {
+                matches!(k, FieldType::Integer | FieldType::Float) && sql::rangeable(key)
+            })
+        };
+        let (old, new) = (
+            ranged(record.payload_fields.get(key).copied()),
+            ranged(schema),
+        );
+        if let Some(kind) = new {
+            for statement in sql::range_index_ddl(&t, &prefix, key, kind, true) {
+                if let Err(e) = client.batch_execute(&statement).await {
+                    // A failed concurrent build leaves an invalid index behind: drop it, so a
+                    // retry builds it again rather than finding it there.
+                    self.drop_range_indexes(client, key, kind).await.ok();
+                    return Err(db_error(e));
+                }
+            }
+        }
+        let value = schema
+            .map(|s| serde_json::to_value(s).map_err(|e| StoreError::Invalid(e.to_string())))
+            .transpose()?;
+        client
+            .execute(
+                "UPDATE capot_stores SET payload = CASE WHEN $3::jsonb IS NULL THEN payload - $2
+                     ELSE payload || jsonb_build_object($2::text, $3::jsonb) END
+                 WHERE table_name = $1",
+                &[&self.location.table, &key, &value],
+            )
+            .await
+            .map_err(db_error)?;
+        {
+            let mut declared = crate::sync::write(&self.declared);
+            declared.generation += 1;
+            match schema {
+                Some(s) => declared.fields.insert(key.to_string(), s),
+                None => declared.fields.remove(key),
+            };
+            match new {
+                Some(kind) => declared.ranged.insert(key.to_string(), kind),
+                None => declared.ranged.remove(key),
+            };
+        }
+        match old {
+            Some(kind) if old != new => self.drop_range_indexes(client, key, kind).await,
+            _ => Ok(()),
+        }
+    }
+
+    /// Drops the B-tree indexes of `key` as a field of type `kind` (those that exist).
+    async fn drop_range_indexes(
+        &self,
+        client: &tokio_postgres::Client,
+        key: &str,
+        kind: FieldType,
+    ) -> Result<(), StoreError> {
+        let num = sql::range_index_name(&self.location.index_prefix(), key, kind);
+        for name in [num.replace("_num", "_arr"), num] {
+            client
+                .batch_execute(&format!(
+                    "DROP INDEX CONCURRENTLY IF EXISTS {}",
+                    self.location.quoted_index(&name)
+                ))
+                .await
+                .map_err(db_error)?;
+        }
+        Ok(())
     }
 
     fn mark(&self, e: StoreError) -> StoreError {
@@ -1041,7 +1206,7 @@ struct Target<'a> {
     table: String,
     columns: &'a Columns,
     metric: Metric,
-    ranged: &'a BTreeMap<String, FieldType>,
+    ranged: BTreeMap<String, FieldType>,
     /// The table's rows, estimated.
     rows: u64,
 }
@@ -1062,7 +1227,7 @@ async fn search_on(
             .as_deref()
             .map(|f| sql::filter_sql_on(f, first, &c.id, &metadata_column, ranged))
     };
-    let mut filter = written(3, target.ranged);
+    let mut filter = written(3, &target.ranged);
     if c.metadata.is_none() && filter.as_ref().is_some_and(|f| !f.paths.is_empty()) {
         return Err(StoreError::Invalid(
             "filter: the store's table has no metadata column (--store-columns metadata=COLUMN): only has_id applies".into(),
@@ -1077,7 +1242,7 @@ async fn search_on(
     // faster (docs/benchmarks.md "Stores").
     let mut plan = None;
     if filter.as_ref().is_some_and(|f| !f.numbers.is_empty()) {
-        let alone = written(1, target.ranged).unwrap_or_default();
+        let alone = written(1, &target.ranged).unwrap_or_default();
         let admitted = estimate_admitted(&client, &target.table, &alone).await?;
         let rows = match target.rows {
             0 => estimated_rows(&client, &target.table).await?,
@@ -1236,8 +1401,23 @@ fn metadata_of(v: Option<serde_json::Value>) -> Option<serde_json::Value> {
 }
 
 impl DocumentStore for PgStore {
-    fn info(&self) -> &StoreInfo {
-        &self.info
+    fn info(&self) -> StoreInfo {
+        StoreInfo {
+            payload_fields: self.payload_fields(),
+            ..self.info.clone()
+        }
+    }
+
+    fn payload_fields(&self) -> BTreeMap<String, FieldSchema> {
+        crate::sync::read(&self.declared).fields.clone()
+    }
+
+    fn set_payload_index<'a>(
+        &'a self,
+        key: &'a str,
+        schema: Option<FieldSchema>,
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
+        Box::pin(self.declare(key, schema))
     }
 
     fn healthy(&self) -> bool {

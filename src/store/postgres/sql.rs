@@ -224,16 +224,28 @@ pub fn range_index_name(index_prefix: &str, key: &str, kind: FieldType) -> Strin
 
 /// The statements that index ranges over the [`rangeable`] key `key` (a field of type `kind`,
 /// integer or float) of `table`'s metadata: a B-tree over [`number_expr`], and a partial index
-/// of the rows whose value is an array.
-pub fn range_index_ddl(table: &str, index_prefix: &str, key: &str, kind: FieldType) -> String {
+/// of the rows whose value is an array. `concurrently`: built without blocking writes (each
+/// statement must then run on its own, outside a transaction).
+pub fn range_index_ddl(
+    table: &str,
+    index_prefix: &str,
+    key: &str,
+    kind: FieldType,
+    concurrently: bool,
+) -> [String; 2] {
     let num_index = range_index_name(index_prefix, key, kind);
     let arr_index = num_index.replace("_num", "_arr");
-    format!(
-        "CREATE INDEX IF NOT EXISTS \"{num_index}\" ON {table} ({num});
-         CREATE INDEX IF NOT EXISTS \"{arr_index}\" ON {table} ((1)) WHERE {arr}",
-        num = number_expr("metadata", key, kind),
-        arr = array_test("metadata", key)
-    )
+    let how = if concurrently { " CONCURRENTLY" } else { "" };
+    [
+        format!(
+            "CREATE INDEX{how} IF NOT EXISTS \"{num_index}\" ON {table} ({})",
+            number_expr("metadata", key, kind)
+        ),
+        format!(
+            "CREATE INDEX{how} IF NOT EXISTS \"{arr_index}\" ON {table} ((1)) WHERE {}",
+            array_test("metadata", key)
+        ),
+    ]
 }
 
 /// `$."a"."b"` for the dotted key `a.b`.
@@ -444,15 +456,19 @@ mod tests {
         // Without the index, the path alone; keys that cannot be literals never get one.
         assert!(!filter_sql(&f, 1).text.contains("float8"));
         assert!(rangeable("year_2") && !rangeable("a.b") && !rangeable("x'y") && !rangeable(""));
-        let ddl = range_index_ddl("\"docs\"", "docs", "year", FieldType::Integer);
+        let ddl = range_index_ddl("\"docs\"", "docs", "year", FieldType::Integer, false);
         assert!(
-            ddl.contains(&number_expr("metadata", "year", FieldType::Integer)),
-            "{ddl}"
+            ddl[0].contains(&number_expr("metadata", "year", FieldType::Integer)),
+            "{ddl:?}"
         );
         assert_ne!(
             ddl,
-            range_index_ddl("\"docs\"", "docs", "year", FieldType::Float)
+            range_index_ddl("\"docs\"", "docs", "year", FieldType::Float, false)
         );
+        let online = range_index_ddl("\"docs\"", "docs", "year", FieldType::Integer, true);
+        assert!(online
+            .iter()
+            .all(|s| s.starts_with("CREATE INDEX CONCURRENTLY")));
     }
 
     #[test]
