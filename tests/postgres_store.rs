@@ -407,10 +407,42 @@ fn searches_return_the_exact_top_k_filtered_or_not_with_metadata() {
             kind: FieldType::Integer,
             tenant: false,
         };
+        // Another server on the same table learns of declarations from its health checks.
+        let other = PgStore::open(location.clone(), PoolOptions::default(), &[])
+            .await
+            .unwrap();
+        let watcher = other.watch_health(std::time::Duration::from_millis(20));
+        let other_sees = |want: Option<FieldSchema>| {
+            let other = &other;
+            async move {
+                let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+                while other.payload_fields().get("year").copied() != want {
+                    assert!(std::time::Instant::now() < deadline, "never saw {want:?}");
+                    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+                }
+            }
+        };
         older
             .set_payload_index("year", Some(integer))
             .await
             .expect("declare");
+        // (The record declared `year` all along: what the other server must learn is that its
+        // B-tree now exists.)
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        loop {
+            let got = search_one(&other, &q, 10, 16, Some(bound(&narrow)), false)
+                .await
+                .expect("search");
+            if got[0].filter.expect("a filter report").strategy == Strategy::Exact {
+                assert_eq!(ids(&got[0].hits), path_form);
+                break;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the other server never used the new B-tree"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
         let valid = |name: String| {
             let client = &client;
             async move {
@@ -453,6 +485,8 @@ fn searches_return_the_exact_top_k_filtered_or_not_with_metadata() {
         older.set_payload_index("year", None).await.expect("drop");
         assert_eq!(valid(float_index).await, 0);
         assert!(!older.payload_fields().contains_key("year"));
+        other_sees(None).await;
+        watcher.abort();
         let got = search_one(&older, &q, 10, 16, Some(bound(&narrow)), false)
             .await
             .expect("search");
