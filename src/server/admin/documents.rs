@@ -230,14 +230,14 @@ async fn put_payload_index(
     }
     let state = admin.state.clone();
     let key = field.clone();
-    let finish = move |started: Instant, result: Result<(), String>| {
+    let finish = move |started: Instant, failed: Option<String>| {
         let mut builds = crate::sync::lock(&state.payload_builds);
-        match result {
-            Ok(()) => {
+        match failed {
+            None => {
                 tracing::info!(field = %key, seconds = started.elapsed().as_secs_f64(), "payload index built");
                 builds.remove(&key);
             }
-            Err(e) => {
+            Some(e) => {
                 tracing::warn!(field = %key, error = %e, "payload index build failed");
                 if let Some(b) = builds.get_mut(&key) {
                     b.fail(e);
@@ -251,13 +251,13 @@ async fn put_payload_index(
         tokio::spawn(async move {
             let started = Instant::now();
             let result = store.set_payload_index(&key, Some(schema)).await;
-            finish(started, result.map_err(|e| e.to_string()));
+            finish(started, result.err().map(|e| e.to_string()));
         });
     } else if let Some(corpus) = corpus {
         tokio::task::spawn_blocking(move || {
             let started = Instant::now();
             let result = corpus.index.set_payload_index(&key, Some(schema));
-            finish(started, result.map_err(|e| e.to_string()));
+            finish(started, result.err().map(|e| e.to_string()));
         });
     }
     Ok((
