@@ -80,27 +80,48 @@ pub enum ServeError {
     Io(#[from] std::io::Error),
 }
 
+/// Why an encoder's vectors do not fit an index.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum Incompatible {
+    /// Vectors of another size: nothing makes them searchable.
+    #[error("encoder {encoder} produces {produces}-dimensional vectors; the index holds {holds}-dimensional ones")]
+    Dimension {
+        encoder: String,
+        produces: usize,
+        holds: usize,
+    },
+    /// Neither the index's document encoder nor aligned to it: searchable, but its vectors
+    /// mean something else (an operator may load it anyway, `allow_incompatible`).
+    #[error("encoder {encoder} (fingerprint {fingerprint}, aligned to {aligned_to}) is neither the index's document encoder nor aligned to it ({index})")]
+    Unaligned {
+        encoder: String,
+        fingerprint: String,
+        aligned_to: String,
+        index: String,
+    },
+}
+
 /// Checks that an encoder's vectors fit the index: same dimension, and either the index's own
 /// document encoder or aligned to it.
 pub fn check_compatible(
     encoder: &EncoderManifest,
     fingerprint: &str,
     dimension: usize,
-) -> Result<(), String> {
+) -> Result<(), Incompatible> {
     if encoder.dimension != dimension {
-        return Err(format!(
-            "encoder {} produces {}-dimensional vectors; the index holds {dimension}-dimensional ones",
-            encoder.label(),
-            encoder.dimension,
-        ));
+        return Err(Incompatible::Dimension {
+            encoder: encoder.label(),
+            produces: encoder.dimension,
+            holds: dimension,
+        });
     }
     if encoder.fingerprint != fingerprint && encoder.aligned_to != fingerprint {
-        return Err(format!(
-            "encoder {} (fingerprint {}, aligned to {}) is neither the index's document encoder nor aligned to it ({fingerprint})",
-            encoder.label(),
-            encoder.fingerprint,
-            encoder.aligned_to,
-        ));
+        return Err(Incompatible::Unaligned {
+            encoder: encoder.label(),
+            fingerprint: encoder.fingerprint.clone(),
+            aligned_to: encoder.aligned_to.clone(),
+            index: fingerprint.to_string(),
+        });
     }
     Ok(())
 }

@@ -42,7 +42,7 @@ use serde_json::{json, Value};
 
 use super::error::JsonBody;
 use super::http::{constant_time_eq, encoder_view};
-use super::{check_compatible, load_encoder, ServeError, ServeOptions};
+use super::{check_compatible, load_encoder, Incompatible, ServeError, ServeOptions};
 use crate::encoder::{EncoderManifest, RuntimeOptions};
 use crate::jobs::local::LocalRunner;
 use crate::jobs::ray::RayRunner;

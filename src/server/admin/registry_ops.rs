@@ -139,25 +139,19 @@ impl Admin {
             let mut e = load_encoder(path, &self.runtime, &self.batch, &self.state.metrics)
                 .map_err(AdminError::Load)?;
             let m = e.encoder().manifest();
-            let verdict = if m.dimension != dimension {
+            let verdict = match check_compatible(m, &fingerprint, dimension) {
+                Ok(()) => Ok(()),
+                Err(reason @ Incompatible::Unaligned { .. }) if allow_incompatible => {
+                    tracing::warn!(encoder = name, %reason, "loaded despite incompatibility (allow_incompatible)");
+                    e.compatibility_override = Some(format!("allow_incompatible: {reason}"));
+                    Ok(())
+                }
+                Err(reason @ Incompatible::Unaligned { .. }) => Err(AdminError::Incompatible(
+                    format!("{reason}; pass \"allow_incompatible\": true to load it anyway"),
+                )),
                 // No override can make vectors of another size searchable.
-                Err(AdminError::Incompatible(format!(
-                    "encoder {} produces {}-dimensional vectors; the index holds {}-dimensional ones",
-                    m.label(),
-                    m.dimension,
-                    dimension
-                )))
-            } else {
-                match check_compatible(m, &fingerprint, dimension) {
-                    Ok(()) => Ok(()),
-                    Err(reason) if allow_incompatible => {
-                        tracing::warn!(encoder = name, %reason, "loaded despite incompatibility (allow_incompatible)");
-                        e.compatibility_override = Some(format!("allow_incompatible: {reason}"));
-                        Ok(())
-                    }
-                    Err(reason) => Err(AdminError::Incompatible(format!(
-                        "{reason}; pass \"allow_incompatible\": true to load it anyway"
-                    ))),
+                Err(reason @ Incompatible::Dimension { .. }) => {
+                    Err(AdminError::Incompatible(reason.to_string()))
                 }
             };
             if let Err(err) = verdict {
