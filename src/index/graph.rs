@@ -176,14 +176,21 @@ pub(crate) fn search_layer(
     out
 }
 
+/// The fewest new neighbours whose admitted share decides how a filtered walk expands a node.
+const HOP_READING: usize = 8;
+
 /// [`search_layer`] under a filter: only admitted nodes are kept as results, and the walk stops
 /// once the `ef` best admitted nodes are settled. `None` when it scores more than `budget`
 /// nodes: an exact scan of the admitted nodes is then the cheaper way (Lucene's rule).
 ///
-/// With `two_hop` (a selective filter) only admitted nodes are scored: a neighbour the filter
-/// refuses is not scored but stepped through, its own neighbours taken in its place (ACORN-1's
-/// expansion), which keeps the admitted nodes connected without paying a dot product for each
-/// refused one. Without it (most nodes admitted) every node is scored and walked through.
+/// Where fewer than `hop_below` of a node's neighbours are admitted, only admitted nodes are
+/// scored: a refused neighbour is not scored but stepped through, its own neighbours taken in
+/// its place (ACORN-1's expansion), which keeps the admitted nodes connected without paying a
+/// dot product for each refused one. Where more are admitted, every neighbour is scored and
+/// walked through. Deciding per node rather than per filter follows the filter's correlation
+/// with the query: around a query whose neighbourhood the filter refuses (a filter
+/// anti-correlated with it) the walk steps through, and where most nodes are admitted it walks
+/// as an unfiltered one does.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn search_layer_filtered(
     entries: &[Scored],
@@ -192,7 +199,7 @@ pub(crate) fn search_layer_filtered(
     score: &mut impl FnMut(u32) -> f32,
     prefetch: &impl Fn(u32),
     admit: &impl Fn(u32) -> bool,
-    two_hop: bool,
+    hop_below: f64,
     budget: usize,
     visited: &mut Visited,
 ) -> Option<Vec<Scored>> {
@@ -216,7 +223,8 @@ pub(crate) fn search_layer_filtered(
     let mut scored = 0usize;
     let mut buf = Vec::new();
     let mut hop = Vec::new();
-    let mut fresh = Vec::new();
+    // Nodes to score, and whether each is admitted.
+    let mut fresh: Vec<(u32, bool)> = Vec::new();
     while let Some(c) = candidates.pop() {
         let worst = results.peek().map_or(f32::NEG_INFINITY, |r| r.0 .0);
         if results.len() >= ef && c.0 < worst {
@@ -224,35 +232,44 @@ pub(crate) fn search_layer_filtered(
         }
         neighbours(c.1, 0, &mut buf);
         fresh.clear();
-        for &nb in &buf {
-            if !visited.insert(nb) {
-                continue;
+        fresh.extend(
+            buf.iter()
+                .filter(|&&nb| visited.insert(nb))
+                .map(|&nb| (nb, admit(nb))),
+        );
+        // The share admitted among the node's new neighbours, read only when there are enough
+        // of them to read it (late in a walk a few new ones say little).
+        let admitted = fresh.iter().filter(|f| f.1).count();
+        let reading = fresh.len() >= HOP_READING || hop_below >= 1.0;
+        if reading && (admitted as f64) < hop_below * fresh.len() as f64 {
+            // Few admitted here: step through the refused ones to their admitted neighbours.
+            for i in 0..fresh.len() {
+                let (nb, ok) = fresh[i];
+                if ok {
+                    continue;
+                }
+                neighbours(nb, 0, &mut hop);
+                for &nb2 in &hop {
+                    if admit(nb2) && visited.insert(nb2) {
+                        fresh.push((nb2, true));
+                    }
+                }
             }
-            if !two_hop || admit(nb) {
-                fresh.push(nb);
-                continue;
-            }
-            // Refused: step through it to its admitted neighbours.
-            neighbours(nb, 0, &mut hop);
-            fresh.extend(
-                hop.iter()
-                    .copied()
-                    .filter(|&nb2| admit(nb2) && visited.insert(nb2)),
-            );
+            fresh.retain(|f| f.1);
         }
         scored += fresh.len();
         if scored > budget {
             return None;
         }
-        for (j, &nb) in fresh.iter().enumerate() {
-            if let Some(&next) = fresh.get(j + 1) {
+        for (j, &(nb, ok)) in fresh.iter().enumerate() {
+            if let Some(&(next, _)) = fresh.get(j + 1) {
                 prefetch(next);
             }
             let s = score(nb);
             let worst = results.peek().map_or(f32::NEG_INFINITY, |r| r.0 .0);
             if results.len() < ef || s > worst {
                 candidates.push(Scored(s, nb));
-                if two_hop || admit(nb) {
+                if ok {
                     keep(&mut results, Scored(s, nb));
                 }
             }
@@ -446,7 +463,7 @@ impl Graph {
         score: &mut impl FnMut(u32) -> f32,
         prefetch: &impl Fn(u32),
         admit: &impl Fn(u32) -> bool,
-        two_hop: bool,
+        hop_below: f64,
         budget: usize,
     ) -> Option<Vec<Scored>> {
         let mut neighbours = |node: u32, level: usize, buf: &mut Vec<u32>| {
@@ -464,7 +481,7 @@ impl Graph {
                 score,
                 prefetch,
                 admit,
-                two_hop,
+                hop_below,
                 budget,
                 &mut visited,
             )
