@@ -195,6 +195,18 @@ async fn random_store(pg: &Postgres, table: &str, n: usize) -> (PgStore, Vec<Rec
     (store, docs)
 }
 
+/// The location of `table` and a connection to its database.
+async fn connect(pg: &Postgres, table: &str) -> (PgLocation, deadpool_postgres::Object) {
+    let location = PgLocation::parse(&pg.url(table), None).expect("location");
+    let client = location
+        .pool(PoolOptions::default())
+        .expect("pool")
+        .get()
+        .await
+        .expect("connection");
+    (location, client)
+}
+
 /// One query vector searched on `store` directly.
 async fn search_one(
     store: &PgStore,
@@ -258,13 +270,7 @@ fn filters_in_sql_admit_exactly_what_the_embedded_filter_admits() {
 
         // A range on a declared number is answerable from its B-tree (and the rows holding
         // arrays from their partial index): with sequential scans off, the plan uses them.
-        let location = PgLocation::parse(&pg.url("docs"), None).unwrap();
-        let client = location
-            .pool(PoolOptions::default())
-            .unwrap()
-            .get()
-            .await
-            .unwrap();
+        let (_, client) = connect(&pg, "docs").await;
         let f = bound(&json!({"must": [{"key": "year", "range": {"gte": 2010, "lt": 2012}}]}));
         let ranged: BTreeMap<String, FieldType> = [("year".to_string(), FieldType::Integer)].into();
         let sql = postgres::sql::filter_sql_on(&f, 1, "id", "metadata", &ranged);
@@ -367,13 +373,7 @@ fn searches_return_the_exact_top_k_filtered_or_not_with_metadata() {
 
         // A table whose declared range index is missing (loaded by an older capot) keeps the
         // path form: no B-tree estimate, the walk, every hit still there.
-        let location = PgLocation::parse(&pg.url("public.top"), None).unwrap();
-        let client = location
-            .pool(PoolOptions::default())
-            .unwrap()
-            .get()
-            .await
-            .unwrap();
+        let (location, client) = connect(&pg, "public.top").await;
         let index = postgres::sql::range_index_name("public_top", "year", FieldType::Integer);
         client
             .batch_execute(&format!("DROP INDEX \"{index}\""))
