@@ -472,7 +472,7 @@ pub async fn search(state: &AppState, p: SearchParams) -> Result<SearchOutput, A
     let k = p.k;
     let default_ef = match &target {
         Target::Corpus(c) => c.index.default_ef(),
-        Target::Store(s) => s.info().ef_search,
+        Target::Store(s) => s.default_ef(),
     };
     let ef =
         p.ef.or(state.limits.default_ef)

@@ -136,6 +136,9 @@ pub trait DocumentStore: Send + Sync + 'static {
     /// [`DocumentStore::set_payload_index`]).
     fn info(&self) -> StoreInfo;
 
+    /// The `ef` a search uses when it gives none (read per search: no copy of [`StoreInfo`]).
+    fn default_ef(&self) -> usize;
+
     /// Declared payload fields, by metadata key: what filters are bound against.
     fn payload_fields(&self) -> std::collections::BTreeMap<String, FieldSchema>;
 

@@ -1408,6 +1408,10 @@ impl DocumentStore for PgStore {
         }
     }
 
+    fn default_ef(&self) -> usize {
+        self.info.ef_search
+    }
+
     fn payload_fields(&self) -> BTreeMap<String, FieldSchema> {
         crate::sync::read(&self.declared).fields.clone()
     }
