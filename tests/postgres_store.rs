@@ -65,11 +65,14 @@ fn metadata(rng: &mut Rng, i: usize) -> Option<Value> {
         "at": format!("2024-{:02}-{:02}T{:02}:00:00{}", 1 + rng.below(12), 1 + rng.below(28),
                       rng.below(24), if rng.below(3) == 0 { "+02:00" } else { "Z" }),
         "tags": (0..rng.below(4)).map(|_| format!("tag{}", rng.below(6))).collect::<Vec<_>>(),
-        "author": if rng.below(4) == 0 {
-            json!([{"country": "nz"}, {"country": "us"}])
-        } else {
-            let country = ["nz", "us", "de"][rng.below(3) as usize];
-            json!({"country": country})
+        "author": match rng.below(8) {
+            0 | 1 => json!([{"country": "nz", "born": 1950}, {"country": "us", "born": 1990 + rng.below(10)}]),
+            2 => json!({"country": "de", "born": [1940 + rng.below(60), 1999]}),
+            3 => json!({"country": "us", "born": "1970"}),
+            _ => {
+                let country = ["nz", "us", "de"][rng.below(3) as usize];
+                json!({"country": country, "born": 1940 + rng.below(60)})
+            }
         },
     });
     if rng.below(6) == 0 {
@@ -91,6 +94,7 @@ fn fields() -> BTreeMap<String, FieldSchema> {
         ("at", FieldType::Datetime),
         ("tags", FieldType::Keyword),
         ("author.country", FieldType::Keyword),
+        ("author.born", FieldType::Integer),
     ]
     .into_iter()
     .map(|(k, kind)| {
@@ -125,6 +129,8 @@ fn filters() -> Vec<Value> {
         json!({"must": [{"is_null": {"key": "year"}}]}),
         json!({"must_not": [{"is_empty": {"key": "year"}}]}),
         json!({"must": [{"key": "author.country", "match": {"value": "nz"}}]}),
+        json!({"must": [{"key": "author.born", "range": {"gte": 1945, "lt": 1995}}]}),
+        json!({"must_not": [{"key": "author.born", "range": {"gte": 1990}}]}),
         json!({"must": [{"has_id": ["d3", "d5", "d17", "nope"]}]}),
         json!({"should": [{"key": "tenant", "match": {"value": "t1"}}, {"key": "ok", "match": {"value": true}}]}),
         json!({"must": [{"key": "tenant", "match": {"value": "t2"}}],
@@ -268,40 +274,44 @@ fn filters_in_sql_admit_exactly_what_the_embedded_filter_admits() {
         // The filters really select (not all empty, not all everything).
         assert!(nonempty >= 15, "{nonempty}");
 
-        // A range on a declared number is answerable from its B-tree (and the rows holding
-        // arrays from their partial index): with sequential scans off, the plan uses them.
+        // A range on a declared number, top-level or nested, is answerable from its B-tree
+        // (and the rows holding arrays from their partial index): with sequential scans off,
+        // the plan uses them.
         let (_, client) = connect(&pg, "docs").await;
-        let f = bound(&json!({"must": [{"key": "year", "range": {"gte": 2010, "lt": 2012}}]}));
-        let ranged: BTreeMap<String, FieldType> = [("year".to_string(), FieldType::Integer)].into();
-        let sql = postgres::sql::filter_sql_on(&f, 1, "id", "metadata", &ranged);
-        assert!(sql.text.contains("::float8"), "{}", sql.text);
-        let mut params: Vec<&(dyn tokio_postgres::types::ToSql + Sync)> = Vec::new();
-        for p in &sql.order {
-            match p {
-                postgres::sql::Param::Path(i) => params.push(&sql.paths[*i]),
-                postgres::sql::Param::Ids(i) => params.push(&sql.ids[*i]),
-                postgres::sql::Param::Number(i) => params.push(&sql.numbers[*i]),
-            }
-        }
         client
             .batch_execute("ANALYZE docs; SET enable_seqscan = off")
             .await
             .unwrap();
-        let plan: Vec<String> = client
-            .query(
-                &format!("EXPLAIN SELECT id FROM docs WHERE {}", sql.text),
-                &params,
-            )
-            .await
-            .unwrap()
-            .iter()
-            .map(|r| r.get(0))
-            .collect();
-        let plan = plan.join("\n");
-        assert!(
-            plan.contains("_num") && plan.contains("_arr") && !plan.contains("Seq Scan"),
-            "{plan}"
-        );
+        for key in ["year", "author.born"] {
+            let f = bound(&json!({"must": [{"key": key, "range": {"gte": 1960, "lt": 2012}}]}));
+            let ranged: BTreeMap<String, FieldType> =
+                [(key.to_string(), FieldType::Integer)].into();
+            let sql = postgres::sql::filter_sql_on(&f, 1, "id", "metadata", &ranged);
+            assert!(sql.text.contains("::float8"), "{}", sql.text);
+            let mut params: Vec<&(dyn tokio_postgres::types::ToSql + Sync)> = Vec::new();
+            for p in &sql.order {
+                match p {
+                    postgres::sql::Param::Path(i) => params.push(&sql.paths[*i]),
+                    postgres::sql::Param::Ids(i) => params.push(&sql.ids[*i]),
+                    postgres::sql::Param::Number(i) => params.push(&sql.numbers[*i]),
+                }
+            }
+            let plan: Vec<String> = client
+                .query(
+                    &format!("EXPLAIN SELECT id FROM docs WHERE {}", sql.text),
+                    &params,
+                )
+                .await
+                .unwrap()
+                .iter()
+                .map(|r| r.get(0))
+                .collect();
+            let plan = plan.join("\n");
+            assert!(
+                plan.contains("_num") && plan.contains("_arr") && !plan.contains("Seq Scan"),
+                "{key}: {plan}"
+            );
+        }
     });
 }
 

@@ -7,9 +7,10 @@
 //! the path as JSON literals and the whole path travels as a bound parameter, never spliced
 //! into the statement.
 //!
-//! A `range` on a top-level integer or float field with a declared payload index also has a
-//! B-tree form (see [`range_index_ddl`]): scalar numbers compare through the B-tree expression
-//! index, arrays (rare) through the path over a partial index of the rows holding one, so
+//! A `range` on an integer or float field with a declared payload index (a top-level key or a
+//! dotted path, `a.b`) also has a B-tree form (see [`range_index_ddl`]): scalar numbers compare
+//! through the B-tree expression index, arrays (rare: the value, or an object on the way, as in
+//! `[{"b": 1}, {"b": 2}]`) through the path over a partial index of the rows holding one, so
 //! PostgreSQL's planner can answer a selective range from the B-tree instead of walking HNSW.
 
 use std::collections::BTreeMap;
@@ -190,29 +191,59 @@ impl Writer<'_> {
     }
 }
 
-/// Whether a payload key can have a B-tree range index: a top-level key of letters, digits
-/// and `_` (it is written into the index's expression, so into statements, as a literal).
+/// Whether a payload key can have a B-tree range index: a top-level key or a dotted path whose
+/// parts are letters, digits and `_` (it is written into the index's expression, so into
+/// statements, as a literal).
 pub fn rangeable(key: &str) -> bool {
-    !key.is_empty() && key.len() <= 63 && key.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+    key.len() <= 63
+        && key.split('.').all(|part| {
+            !part.is_empty() && part.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+        })
 }
 
-/// The value of a top-level key as `float8` when it counts for a field of type `kind` (a JSON
-/// number; a whole one for an integer field), else NULL: the B-tree index's expression, written
-/// identically where a query compares it, so the planner both uses the index and estimates a
-/// range from its statistics.
+/// `metadata -> 'key'` (`->>` when `text`) for a top-level key, `metadata #> '{a,b}'` (`#>>`)
+/// for a dotted path: the JSON (or the text) at a [`rangeable`] key. Top-level keys keep the
+/// `->` form, which the indexes of tables loaded before dotted keys had one are written in.
+fn json_at(metadata: &str, key: &str, text: bool) -> String {
+    match (key.contains('.'), text) {
+        (false, false) => format!("{metadata} -> '{key}'"),
+        (false, true) => format!("{metadata} ->> '{key}'"),
+        (true, false) => format!("{metadata} #> '{{{}}}'", key.replace('.', ",")),
+        (true, true) => format!("{metadata} #>> '{{{}}}'", key.replace('.', ",")),
+    }
+}
+
+/// The value at a [`rangeable`] key as `float8` when it counts for a field of type `kind` (a
+/// JSON number; a whole one for an integer field), else NULL: the B-tree index's expression,
+/// written identically where a query compares it, so the planner both uses the index and
+/// estimates a range from its statistics.
 fn number_expr(metadata: &str, key: &str, kind: FieldType) -> String {
-    let value = format!("({metadata} ->> '{key}')::float8");
+    let value = format!("({})::float8", json_at(metadata, key, true));
     let whole = if kind == FieldType::Integer {
         format!(" AND {value} = floor({value})")
     } else {
         String::new()
     };
-    format!("(CASE WHEN jsonb_typeof({metadata} -> '{key}') = 'number'{whole} THEN {value} END)")
+    format!(
+        "(CASE WHEN jsonb_typeof({}) = 'number'{whole} THEN {value} END)",
+        json_at(metadata, key, false)
+    )
 }
 
-/// Whether a top-level key holds an array: the predicate of the partial index of such rows.
+/// Whether the value at a [`rangeable`] key, or an object on the way to it, is an array (the
+/// path then has several values, which the B-tree expression does not see): the predicate of
+/// the partial index of such rows.
 fn array_test(metadata: &str, key: &str) -> String {
-    format!("(jsonb_typeof({metadata} -> '{key}') = 'array')")
+    let parts: Vec<&str> = key.split('.').collect();
+    let tests: Vec<String> = (1..=parts.len())
+        .map(|n| {
+            format!(
+                "jsonb_typeof({}) = 'array'",
+                json_at(metadata, &parts[..n].join("."), false)
+            )
+        })
+        .collect();
+    format!("({})", tests.join(" OR "))
 }
 
 /// The name of the B-tree [`range_index_ddl`] makes for `key` of type `kind` (its partial index
@@ -223,7 +254,7 @@ pub fn range_index_name(index_prefix: &str, key: &str, kind: FieldType) -> Strin
 }
 
 /// The statements that index ranges over the [`rangeable`] key `key` (a field of type `kind`,
-/// integer or float) of `table`'s metadata: a B-tree over [`number_expr`], and a partial index
+/// integer or float; top-level or dotted) of `table`'s metadata: a B-tree over [`number_expr`], and a partial index
 /// of the rows whose value is an array. `concurrently`: built without blocking writes (each
 /// statement must then run on its own, outside a transaction).
 pub fn range_index_ddl(
@@ -455,7 +486,22 @@ mod tests {
         assert_eq!(sql.numbers, [2010.0, 2015.0, 2013.0]);
         // Without the index, the path alone; keys that cannot be literals never get one.
         assert!(!filter_sql(&f, 1).text.contains("float8"));
-        assert!(rangeable("year_2") && !rangeable("a.b") && !rangeable("x'y") && !rangeable(""));
+        assert!(rangeable("year_2") && rangeable("a.b_2") && !rangeable("x'y") && !rangeable(""));
+        assert!(!rangeable("a..b") && !rangeable(".a") && !rangeable("a.") && !rangeable("a.b'"));
+        // A dotted path reads through `#>`, and an array on the way sends the row to the path.
+        assert_eq!(
+            number_expr("m", "a.b", FieldType::Float),
+            "(CASE WHEN jsonb_typeof(m #> '{a,b}') = 'number' THEN (m #>> '{a,b}')::float8 END)"
+        );
+        assert_eq!(
+            array_test("m", "a.b"),
+            "(jsonb_typeof(m -> 'a') = 'array' OR jsonb_typeof(m #> '{a,b}') = 'array')"
+        );
+        // Top-level keys keep the expression their existing indexes were built with.
+        assert_eq!(
+            array_test("m", "year"),
+            "(jsonb_typeof(m -> 'year') = 'array')"
+        );
         let ddl = range_index_ddl("\"docs\"", "docs", "year", FieldType::Integer, false);
         assert!(
             ddl[0].contains(&number_expr("metadata", "year", FieldType::Integer)),
