@@ -3,7 +3,8 @@
 # time per query in-process (`capot bench repair`), then `capot serve` /search with
 # --repair off against --repair auto (the default, fusion max) in one run: the `repair` stage and
 # p50 at concurrency 1, and the throughput at saturation, on clean MS MARCO dev queries (few
-# change) and on the dl19 typo queries (most change, so they are searched twice).
+# change) and on the dl19 typo queries (most change, so they are searched twice); a third
+# server adds the index's vote (--repair-vote-documents, VOTE_DOCUMENTS, default 10).
 #
 #   bench/repair.sh            (needs scripts/setup's assets; writes bench/out/repair-*.json)
 #
@@ -13,6 +14,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 S=${SECONDS_PER_POINT:-10}
 C=${CONCURRENCY:-16}
+VOTE=${VOTE_DOCUMENTS:-10}
 WORK=${BENCH_WORK:-/tmp/bench}
 DATA=../shared/data
 PORT=${PORT_CAPOT:-18083}
@@ -40,9 +42,11 @@ pid=
 stop() { if [ -n "$pid" ]; then kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; pid=; fi; }
 trap stop EXIT
 url=http://127.0.0.1:$PORT
-for mode in off auto; do
+for mode in off auto vote; do
+  # `vote`: auto with the index's vote (each query searched as typed first).
+  case $mode in vote) flags=(--repair auto --repair-vote-documents "$VOTE");; *) flags=(--repair "$mode");; esac
   "$bin" serve --index "$index" --encoder "$bundle" --addr "127.0.0.1:$PORT" --grpc-addr off \
-    --admin-addr 127.0.0.1:0 --repair "$mode" --data-dir "$WORK/data-$mode" 2>"$OUT/serve-$mode.log" &
+    --admin-addr 127.0.0.1:0 "${flags[@]}" --data-dir "$WORK/data-$mode" 2>"$OUT/serve-$mode.log" &
   pid=$!
   for _ in $(seq 1 240); do curl -sf "$url/ready" >/dev/null 2>&1 && break; sleep 0.5; done
   for set in clean typo; do
@@ -66,12 +70,12 @@ print(f"vocabulary of {b['documents']} documents: {v['words']} words, {v['pairs'
 for r in b["repair"]:
     print(f"  repair() on {r['queries']}: p50 {r['p50_us']:.1f} µs, p99 {r['p99_us']:.1f} µs, changed {r['changed']} of {r['count']}")
 print()
-print(f"| queries | repair | stage `repair` mean ms | total mean ms | p50 ms at c=1 | q/s at c={c} | errors |")
-print("|---|---|---|---|---|---|---|")
+print(f"| queries | repair | stage `repair` mean ms | stage `vote` mean ms | total mean ms | p50 ms at c=1 | q/s at c={c} | errors |")
+print("|---|---|---|---|---|---|---|---|")
 for s in ["clean", "typo"]:
-    for m in ["off", "auto"]:
+    for m in ["off", "auto", "vote"]:
         t = json.load(open(f"{out}/repair-timings-{m}-{s}.json"))["mean_ms"]
         w1 = json.load(open(f"{out}/repair-{m}-{s}-c1.json"))
         wc = json.load(open(f"{out}/repair-{m}-{s}-c{c}.json"))
-        print(f"| {s} | {m} | {t.get('repair', 0):.3f} | {t['total']:.2f} | {w1['latency_ms_p50']:.2f} | {wc['requests_per_second']:.0f} | {wc['errors'] + wc['non_2xx']} |")
+        print(f"| {s} | {m} | {t.get('repair', 0):.3f} | {t.get('vote', 0):.3f} | {t['total']:.2f} | {w1['latency_ms_p50']:.2f} | {wc['requests_per_second']:.0f} | {wc['errors'] + wc['non_2xx']} |")
 PY

@@ -164,6 +164,103 @@ fn index_vocab_and_repair_cli() {
 }
 
 #[test]
+fn repair_cli_lets_the_index_vote_with_an_encoder() {
+    let index = common::default_index();
+    let index_s = index.to_str().unwrap();
+    let minilm = common::minilm_bundle().to_str().unwrap().to_string();
+    let typo = common::root().join("data/default-corpus/queries.typo.tsv");
+    let typo_s = typo.to_str().unwrap();
+
+    // With the encoder the index was built with, each query is searched first and the words of
+    // what it retrieves are in the explanation, per word and per reading.
+    let o = run_capot(
+        &[
+            "repair",
+            "--index",
+            index_s,
+            "--encoder",
+            &minilm,
+            "--explain",
+        ],
+        b"q1\tsymptoms of vitamin d deficeincy\n",
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["repaired"], "symptoms of vitamin d deficiency", "{v}");
+    let words = v["explain"]["words"].as_array().unwrap();
+    let vitamin = words
+        .iter()
+        .find(|w| w["word"] == "vitamin")
+        .expect("vitamin");
+    assert!(vitamin["documents_using"].as_u64().unwrap() >= 1, "{v}");
+    let typo_word = words.iter().find(|w| w["word"] == "deficeincy").unwrap();
+    assert_eq!(typo_word["documents_using"], 0, "{v}");
+    let meant = typo_word["readings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["meant"] == "deficiency")
+        .expect("deficiency weighed");
+    assert!(meant["documents_using"].as_u64().unwrap() >= 2, "{v}");
+
+    // The built-in typo queries: the vote keeps or adds to what the speller restores alone.
+    let restored = |args: &[&str]| {
+        let o = run_capot(args, b"");
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        String::from_utf8_lossy(&o.stdout)
+            .lines()
+            .filter(|l| l.contains("\"changed\":true"))
+            .count()
+    };
+    let alone = restored(&["repair", "--index", index_s, "--queries", typo_s]);
+    let voted = restored(&[
+        "repair",
+        "--index",
+        index_s,
+        "--queries",
+        typo_s,
+        "--encoder",
+        &minilm,
+    ]);
+    assert!(
+        voted >= alone && alone > 0,
+        "{voted} with the vote, {alone} without"
+    );
+
+    // An encoder that does not fit the index, or the vote turned off, is one clear line.
+    let tmp = tempfile::tempdir().unwrap();
+    let tiny = common::import_tiny(tmp.path(), "tiny", 7);
+    let o = run_capot(
+        &[
+            "repair",
+            "--index",
+            index_s,
+            "--encoder",
+            tiny.to_str().unwrap(),
+        ],
+        b"q1\tvitamin d\n",
+    );
+    assert_eq!(o.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(err.contains("tiny"), "{err}");
+    let o = run_capot(
+        &[
+            "repair",
+            "--index",
+            index_s,
+            "--encoder",
+            &minilm,
+            "--params",
+            r#"{"vote_documents": 0}"#,
+        ],
+        b"q1\tvitamin d\n",
+    );
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("vote"));
+}
+
+#[test]
 fn bench_repair_measures_several_settings_on_one_vocabulary() {
     let dir = tempfile::tempdir().unwrap();
     let corpus = Path::new(env!("CARGO_MANIFEST_DIR")).join("data/default-corpus");
@@ -230,20 +327,63 @@ fn bench_repair_measures_several_settings_on_one_vocabulary() {
     );
 }
 
-#[test]
-fn search_repairs_reports_and_counts() {
-    let tmp = tempfile::tempdir().unwrap();
-    let data = tmp.path().join("data");
+/// A server on the built-in index and MiniLM, with its data directory under `dir`.
+fn minilm_server(dir: &Path, extra: &[&str]) -> Server {
+    let data = dir.join("data");
     let index = common::default_index().to_str().unwrap().to_string();
     let bundle = common::minilm_bundle().to_str().unwrap().to_string();
-    let server = Server::start(&[
+    let mut args = vec![
         "--index",
         &index,
         "--encoder",
         &bundle,
         "--data-dir",
         data.to_str().unwrap(),
-    ]);
+    ];
+    args.extend_from_slice(extra);
+    Server::start(&args)
+}
+
+/// The typo query searched with the server's defaults: 200, repaired; the response.
+fn typo_search_is_repaired(server: &Server) -> Value {
+    let (code, v) = curl_post(
+        server,
+        "/search",
+        &json!({ "query": "symptoms of vitamin d deficeincy", "k": 3 }),
+    );
+    assert_eq!(code, 200, "{v}");
+    assert_eq!(
+        v["repair"]["text"], "symptoms of vitamin d deficiency",
+        "{v}"
+    );
+    v
+}
+
+/// The typo query searched with its repaired text alone finds what the clean query finds, and
+/// the clean query is not repaired.
+fn repaired_alone_finds_what_the_clean_query_finds(server: &Server) {
+    let (_, repaired) = curl_post(
+        server,
+        "/search",
+        &json!({ "query": "symptoms of vitamin d deficeincy", "k": 3, "repair_fusion": "repaired" }),
+    );
+    let (_, clean) = curl_post(
+        server,
+        "/search",
+        &json!({ "query": "symptoms of vitamin d deficiency", "k": 3 }),
+    );
+    assert!(
+        clean.get("repair").is_none(),
+        "a clean query is not repaired: {clean}"
+    );
+    assert_eq!(common::hit_ids(&repaired), common::hit_ids(&clean));
+}
+
+#[test]
+fn search_repairs_reports_and_counts() {
+    let tmp = tempfile::tempdir().unwrap();
+    let server = minilm_server(tmp.path(), &[]);
+    let data = tmp.path().join("data");
 
     let (code, info) = {
         let (c, b) = common::http_get(server.addr, "/info").unwrap();
@@ -273,35 +413,11 @@ fn search_repairs_reports_and_counts() {
     );
 
     // The default (auto, max) repairs and says so.
-    let (code, v) = curl_post(
-        &server,
-        "/search",
-        &json!({ "query": "symptoms of vitamin d deficeincy", "k": 3 }),
-    );
-    assert_eq!(code, 200, "{v}");
-    assert_eq!(
-        v["repair"]["text"], "symptoms of vitamin d deficiency",
-        "{v}"
-    );
+    let v = typo_search_is_repaired(&server);
     assert_eq!(v["repair"]["edits"][0]["from"], "deficeincy");
     assert_eq!(v["repair"]["fusion"], "max");
     assert!(v["timings_ms"]["repair"].as_f64().unwrap() >= 0.0);
-    // Repaired alone gives what the clean query gives.
-    let (_, repaired) = curl_post(
-        &server,
-        "/search",
-        &json!({ "query": "symptoms of vitamin d deficeincy", "k": 3, "repair_fusion": "repaired" }),
-    );
-    let (_, clean) = curl_post(
-        &server,
-        "/search",
-        &json!({ "query": "symptoms of vitamin d deficiency", "k": 3 }),
-    );
-    assert!(
-        clean.get("repair").is_none(),
-        "a clean query is not repaired: {clean}"
-    );
-    assert_eq!(common::hit_ids(&repaired), common::hit_ids(&clean));
+    repaired_alone_finds_what_the_clean_query_finds(&server);
     // Off: searched as written.
     let (_, off) = curl_post(
         &server,
@@ -381,4 +497,54 @@ fn search_repairs_reports_and_counts() {
         Some(r#"{"encoder": "minilm", "repair": "never"}"#),
     );
     assert!(code == 422 || code == 400, "{code} {r}");
+}
+
+#[test]
+fn search_lets_the_index_vote_when_asked_and_reports_its_cost() {
+    let tmp = tempfile::tempdir().unwrap();
+    let server = minilm_server(tmp.path(), &["--repair-vote-documents", "10"]);
+    let (_, info) = common::http_get(server.addr, "/info").unwrap();
+    let info: Value = serde_json::from_str(&info).unwrap();
+    assert_eq!(info["repair"]["vote_documents"], 10, "{}", info["repair"]);
+
+    // A typo is still repaired (the raw text searched first, the corrected one after), fused,
+    // and the vote's time is reported beside the other stages.
+    let v = typo_search_is_repaired(&server);
+    assert!(v["timings_ms"]["vote"].as_f64().unwrap() > 0.0, "{v}");
+    repaired_alone_finds_what_the_clean_query_finds(&server);
+    // A batch: each query voted on by its own documents, in order.
+    let (code, b) = curl_post(
+        &server,
+        "/search",
+        &json!({ "queries": ["how long to boil an egg", "what is the capital of austrlia"], "k": 2 }),
+    );
+    assert_eq!(code, 200, "{b}");
+    assert!(b["repairs"][0].is_null(), "{b}");
+    assert_eq!(
+        b["repairs"][1]["text"], "what is the capital of australia",
+        "{b}"
+    );
+    // Off: no vote, no time for it.
+    let (_, off) = curl_post(
+        &server,
+        "/search",
+        &json!({ "query": "symptoms of vitamin d deficeincy", "repair": "off" }),
+    );
+    assert_eq!(off["timings_ms"]["vote"], 0.0, "{off}");
+
+    // Prometheus counts the queries the index voted on (the four above), and times the stage.
+    let (_, metrics) = common::http_get(server.addr, "/metrics").unwrap();
+    let votes: f64 = metrics
+        .lines()
+        .find(|l| l.starts_with("capot_query_repair_votes_total{"))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|x| x.parse().ok())
+        .unwrap_or_else(|| panic!("no vote counter in {metrics}"));
+    assert_eq!(votes, 5.0, "{metrics}");
+    assert!(
+        metrics.contains(
+            "capot_request_stage_duration_seconds_count{encoder=\"minilm\",stage=\"vote\"}"
+        ),
+        "{metrics}"
+    );
 }

@@ -16,6 +16,7 @@ use capot::eval::run::{self, EvalPlan, Progress, Ranking, Retriever};
 use capot::eval::{EvalError, Metric};
 use capot::index::Index;
 use capot::noise;
+use capot::repair::retrieved::retrieved_from;
 use capot::repair::{RepairFusion, RepairMode, Repairer};
 
 use super::{DeviceArgs, GlobalArgs, LexiconArgs};
@@ -152,10 +153,29 @@ impl Retriever for LocalRetriever {
         let (vectors, raw_vectors) = match &self.repair {
             None => (encode(texts)?, None),
             Some((_, repairer, fusion)) => {
-                let fixed: Vec<String> = texts.iter().map(|t| repairer.repair(t).text).collect();
-                let raw = (*fusion == RepairFusion::Max)
+                // The index's vote: the raw texts are encoded and searched first, and the words
+                // of what they retrieve go to the speller (the raw vectors serve fusion too).
+                let voters = repairer.params().vote_documents;
+                let raw = (*fusion == RepairFusion::Max || voters > 0)
                     .then(|| encode(texts))
                     .transpose()?;
+                let mut fixed = Vec::with_capacity(texts.len());
+                for (i, t) in texts.iter().enumerate() {
+                    let retrieved = match &raw {
+                        Some(raw) if voters > 0 => Some(
+                            retrieved_from(
+                                &self.index,
+                                &raw[i],
+                                voters,
+                                self.ef.unwrap_or(self.index.default_ef()).max(voters),
+                            )
+                            .map_err(|e| EvalError::Retrieval(e.to_string()))?,
+                        ),
+                        _ => None,
+                    };
+                    fixed.push(repairer.repair_with(t, &|_| false, retrieved.as_ref()).text);
+                }
+                let raw = raw.filter(|_| *fusion == RepairFusion::Max);
                 (encode(&fixed)?, raw)
             }
         };

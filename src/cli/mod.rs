@@ -232,7 +232,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Encoder(cmd) => encoder_cmd::run(cmd, &cli.global),
         Command::Encode(args) => encode::run(args, &cli.global),
         Command::Noise(args) => noise::run(args),
-        Command::Repair(args) => repair::run(args),
+        Command::Repair(args) => repair::run(args, &cli.global),
         Command::Align(args) => align::run(*args, &cli.global),
         Command::Index(cmd) => index::run(cmd, &cli.global),
         Command::Serve(args) => serve::run(*args, &cli.global),

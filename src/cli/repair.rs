@@ -9,12 +9,88 @@ use anyhow::Context;
 use clap::{Args, Subcommand, ValueEnum};
 use serde_json::json;
 
+use capot::encoder::Encoder;
 use capot::index::Index;
 use capot::noise::human::Misspellings;
 use capot::repair::eval::{self, Injection};
-use capot::repair::{Params, Repairer};
+use capot::repair::retrieved::retrieved_from;
+use capot::repair::{Params, Repairer, RetrievedWords};
 
-use super::LexiconArgs;
+use super::{DeviceArgs, GlobalArgs, LexiconArgs};
+
+/// The index's vote: `--encoder` and how the raw query is searched.
+#[derive(Debug, Args)]
+pub struct VoteArgs {
+    /// Query encoder bundle that fits the index: with it, each query as typed is encoded and
+    /// searched first, and the words of the documents it retrieves vote on its words (the
+    /// index's vote, `vote_documents` in `--params`, 10 by default; docs/repair.md). Without
+    /// it, the speller
+    /// decides from its lists and the vocabulary alone.
+    #[arg(long, value_name = "DIR")]
+    pub encoder: Option<PathBuf>,
+    #[command(flatten)]
+    pub device: DeviceArgs,
+}
+
+/// What the raw query retrieves, when `--encoder` was given and the vote is on.
+struct Voter {
+    encoder: Encoder,
+    index: Index,
+    documents: usize,
+}
+
+impl Voter {
+    fn new(
+        args: &VoteArgs,
+        index: &std::path::Path,
+        params: &Params,
+        global: &GlobalArgs,
+    ) -> anyhow::Result<Option<Voter>> {
+        let Some(bundle) = &args.encoder else {
+            return Ok(None);
+        };
+        anyhow::ensure!(
+            params.vote_documents > 0,
+            "--encoder: the index's vote is off (vote_documents 0 in --params)"
+        );
+        let index =
+            Index::load(index).with_context(|| format!("cannot load index {}", index.display()))?;
+        let encoder = Encoder::load(bundle, &args.device.runtime(global)?)
+            .with_context(|| format!("cannot load encoder {}", bundle.display()))?;
+        capot::server::check_compatible(
+            encoder.manifest(),
+            &index.manifest().encoder_fingerprint,
+            index.manifest().dimension,
+        )
+        .map_err(|r| anyhow::anyhow!("{}: {r}", bundle.display()))?;
+        Ok(Some(Voter {
+            encoder,
+            index,
+            documents: params.vote_documents,
+        }))
+    }
+
+    /// The words of the documents `text` retrieves; `None` (no vote) where that fails, with
+    /// the reason on stderr.
+    fn retrieve(&self, text: &str) -> Option<RetrievedWords> {
+        let found = self
+            .encoder
+            .encode(&[text])
+            .map_err(|e| e.to_string())
+            .and_then(|v| {
+                let v = v.into_iter().next().unwrap_or_default();
+                let ef = self.index.default_ef().max(self.documents);
+                retrieved_from(&self.index, &v, self.documents, ef).map_err(|e| e.to_string())
+            });
+        match found {
+            Ok(words) => Some(words),
+            Err(e) => {
+                eprintln!("repair: no vote for {text:?}: {e}");
+                None
+            }
+        }
+    }
+}
 
 #[derive(Debug, Args)]
 #[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
@@ -41,6 +117,8 @@ pub struct RepairArgs {
     pub explain: bool,
     #[command(flatten)]
     pub lexicon: LexiconArgs,
+    #[command(flatten)]
+    pub vote: VoteArgs,
 }
 
 /// Speller settings from `flag` (`--params`), the defaults for any not named.
@@ -90,6 +168,8 @@ pub struct RepairEvalArgs {
     pub out: Option<PathBuf>,
     #[command(flatten)]
     pub lexicon: LexiconArgs,
+    #[command(flatten)]
+    pub vote: VoteArgs,
 }
 
 /// Output formats of `capot repair`.
@@ -120,9 +200,9 @@ fn load_repairer(
     Ok(repairer)
 }
 
-pub fn run(args: RepairArgs) -> anyhow::Result<()> {
+pub fn run(args: RepairArgs, global: &GlobalArgs) -> anyhow::Result<()> {
     if let Some(RepairCommand::Eval(e)) = args.command {
-        return run_eval(e);
+        return run_eval(e, global);
     }
     let index = args.index.context("--index is required")?;
     anyhow::ensure!(
@@ -134,11 +214,13 @@ pub fn run(args: RepairArgs) -> anyhow::Result<()> {
         &args.lexicon,
         parse_params(args.params.as_deref(), "--params")?,
     )?;
+    let voter = Voter::new(&args.vote, &index, repairer.params(), global)?;
     let queries = super::read_queries_arg(args.queries.as_deref())?;
     let mut out = BufWriter::new(std::io::stdout().lock());
     let mut changed = 0usize;
     for q in queries.queries() {
-        let r = repairer.repair(&q.text);
+        let retrieved = voter.as_ref().and_then(|v| v.retrieve(&q.text));
+        let r = repairer.repair_with(&q.text, &|_| false, retrieved.as_ref());
         changed += usize::from(r.changed());
         match args.format {
             OutputFormat::Json => {
@@ -151,7 +233,8 @@ pub fn run(args: RepairArgs) -> anyhow::Result<()> {
                     "edits": r.edits,
                 });
                 if args.explain {
-                    line["explain"] = serde_json::to_value(repairer.explain(&q.text))?;
+                    line["explain"] =
+                        serde_json::to_value(repairer.explain_with(&q.text, retrieved.as_ref()))?;
                 }
                 writeln!(out, "{line}")?;
             }
@@ -173,7 +256,7 @@ pub fn run(args: RepairArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn run_eval(args: RepairEvalArgs) -> anyhow::Result<()> {
+fn run_eval(args: RepairEvalArgs, global: &GlobalArgs) -> anyhow::Result<()> {
     let params = parse_params(args.params.as_deref(), "--params")?;
     anyhow::ensure!(
         !args.misspellings.is_empty() || args.realword || args.boundary,
@@ -185,6 +268,8 @@ fn run_eval(args: RepairEvalArgs) -> anyhow::Result<()> {
         .map(|p| Misspellings::load(p).map(|m| (p.clone(), m)))
         .collect::<Result<Vec<_>, _>>()?;
     let repairer = load_repairer(&args.index, &args.lexicon, params)?;
+    let voter = Voter::new(&args.vote, &args.index, repairer.params(), global)?;
+    let retrieve = |text: &str| voter.as_ref().and_then(|v| v.retrieve(text));
     let queries = super::read_queries_arg(Some(&args.queries))?;
     let queries: Vec<(String, String)> = queries
         .queries()
@@ -206,6 +291,7 @@ fn run_eval(args: RepairEvalArgs) -> anyhow::Result<()> {
             Injection::Misspell,
             Some(list),
             args.seed,
+            &retrieve,
         );
         injected.push((format!("misspell {}", path.display()), r));
         bar.inc(1);
@@ -216,12 +302,12 @@ fn run_eval(args: RepairEvalArgs) -> anyhow::Result<()> {
     ];
     for (_, injection, what) in others.into_iter().filter(|o| o.0) {
         bar.set_message(what);
-        let r = eval::injected(&repairer, &queries, injection, None, args.seed);
+        let r = eval::injected(&repairer, &queries, injection, None, args.seed, &retrieve);
         injected.push((injection.as_str().to_string(), r));
         bar.inc(1);
     }
     bar.set_message("clean queries");
-    let clean = eval::clean(&repairer, &queries);
+    let clean = eval::clean(&repairer, &queries, &retrieve);
     bar.finish_and_clear();
     println!("| errors | queries | restored | other words changed |");
     println!("|---|---|---|---|");

@@ -150,6 +150,12 @@ pub struct ServeArgs {
     /// What a repaired query searches with: repaired, max [default: max].
     #[arg(long, env = "CAPOT_REPAIR_FUSION")]
     pub repair_fusion: Option<RepairFusion>,
+    /// Let the index vote on repair: each query as typed is encoded and searched first, and the
+    /// words of its N nearest documents speak for and against corrections (docs/repair.md "The
+    /// index's vote"); a query repair changed is encoded a second time. 0 turns it off
+    /// [default: 0].
+    #[arg(long, env = "CAPOT_REPAIR_VOTE_DOCUMENTS", value_name = "N")]
+    pub repair_vote_documents: Option<usize>,
     #[command(flatten)]
     pub lexicon: LexiconArgs,
     #[command(flatten)]
@@ -157,6 +163,10 @@ pub struct ServeArgs {
     #[command(flatten)]
     pub admin: super::serve_admin::AdminArgs,
 }
+
+/// Most documents the index's vote may read per query: each is a positioned read on the
+/// request's path.
+const MAX_VOTE_DOCUMENTS: usize = 100;
 
 /// The config file: same keys as the flags.
 #[derive(Debug, Default, Deserialize)]
@@ -195,6 +205,7 @@ struct ServeFile {
     default_ef: Option<usize>,
     repair: Option<RepairMode>,
     repair_fusion: Option<RepairFusion>,
+    repair_vote_documents: Option<usize>,
     #[serde(default)]
     lexicon: Vec<PathBuf>,
     #[serde(default)]
@@ -508,7 +519,16 @@ pub fn options(args: ServeArgs, global: &GlobalArgs) -> anyhow::Result<ServeOpti
             .repair_fusion
             .or(file.repair_fusion)
             .unwrap_or_default(),
+        vote_documents: args
+            .repair_vote_documents
+            .or(file.repair_vote_documents)
+            .unwrap_or(0),
     };
+    anyhow::ensure!(
+        repair.vote_documents <= MAX_VOTE_DOCUMENTS,
+        "--repair-vote-documents must be at most {MAX_VOTE_DOCUMENTS}, got {}",
+        repair.vote_documents
+    );
     let lexicon_args = if args.lexicon.lexicons.is_empty() && !args.lexicon.no_lexicon {
         LexiconArgs {
             lexicons: file.lexicon,

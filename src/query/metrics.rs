@@ -41,6 +41,9 @@ pub struct Metrics {
     pub encoder_requests: IntCounterVec,
     /// Queries by what query repair did (unchanged, changed, skipped) and encoder.
     pub repairs: IntCounterVec,
+    /// Queries whose repair the index voted on (`--repair-vote-documents`), by encoder: their
+    /// share of `repairs` is the vote's share of the traffic.
+    pub repair_votes: IntCounterVec,
     /// Queued requests dropped before inference because their client had gone, by encoder.
     pub abandoned: IntCounterVec,
     /// Panics caught in inference workers, by encoder (each failed its batch's requests).
@@ -157,6 +160,14 @@ impl Metrics {
         )?;
         registry.register(Box::new(encoder_requests.clone()))?;
         registry.register(Box::new(repairs.clone()))?;
+        let repair_votes = IntCounterVec::new(
+            Opts::new(
+                "query_repair_votes_total",
+                "Queries whose repair the index voted on (the words of the documents the raw query retrieved), by encoder.",
+            ),
+            &["encoder"],
+        )?;
+        registry.register(Box::new(repair_votes.clone()))?;
         let filtered_searches = IntCounterVec::new(
             Opts::new(
                 "filtered_searches_total",
@@ -302,6 +313,7 @@ impl Metrics {
             encoder_info,
             encoder_requests,
             repairs,
+            repair_votes,
             filtered_searches,
             store_up,
             store_replica_lag_bytes,

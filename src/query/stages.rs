@@ -100,6 +100,9 @@ pub struct TimingsMs {
     /// Evaluating the filter into the set of admitted documents (0 without a filter).
     pub filter: f64,
     pub repair: f64,
+    /// The index's vote: searching the raw texts and reading their documents' words (0 when
+    /// it did not run; `--repair-vote-documents`).
+    pub vote: f64,
     pub tokenize: f64,
     pub queue: f64,
     pub encode: f64,
@@ -394,10 +397,118 @@ async fn prepare(
     .map_err(|e| ApiError::internal(format!("tokenizer task failed: {e}")))?
 }
 
+/// A request's texts encoded for search: per query its vectors' positions (`slots`, as
+/// [`Prepared`]), and what each stage took.
+struct Encoded {
+    repairs: Vec<Option<Repaired>>,
+    vectors: Vec<Vec<f32>>,
+    slots: Vec<Vec<usize>>,
+    repair_seconds: f64,
+    tokenize_seconds: f64,
+    /// Searching the raw texts and reading their documents' words, when the index voted.
+    vote_seconds: Option<f64>,
+    timings: EncodeTimings,
+}
+
+/// Where the index's vote reads: the corpus, how many documents vote, the walk's `ef`.
+struct Voting {
+    corpus: Arc<Corpus>,
+    documents: usize,
+    ef: usize,
+}
+
+/// Repair with the index's vote ([`Repairer::repair_with`]): the raw texts are encoded and
+/// searched first, the words of their nearest documents go to the speller, and only the texts
+/// it changed are encoded again (a second trip to the encoder, for those requests alone). The
+/// raw vectors are the ones fusion `max` searches with anyway.
+async fn encode_voted(
+    loaded: &Arc<LoadedEncoder>,
+    texts: Vec<String>,
+    repairer: Arc<Repairer>,
+    fusion: RepairFusion,
+    live: Option<Arc<LiveCorpus>>,
+    voting: Voting,
+) -> Result<Encoded, ApiError> {
+    let raw = prepare(loaded, texts.clone(), None, fusion, None).await?;
+    let (raw_vectors, mut timings, _) = infer(loaded, raw.tokens).await?;
+    let raw_vectors = Arc::new(raw_vectors);
+    let voted = {
+        let raw_vectors = raw_vectors.clone();
+        tokio::task::spawn_blocking(move || {
+            let started = Instant::now();
+            let mut retrieved = Vec::with_capacity(texts.len());
+            for v in raw_vectors.iter() {
+                retrieved.push(crate::repair::retrieved::retrieved_from(
+                    &voting.corpus.index,
+                    v,
+                    voting.documents,
+                    voting.ef.max(voting.documents),
+                )?);
+            }
+            let vote_seconds = started.elapsed().as_secs_f64();
+            let started = Instant::now();
+            let segment = live.as_ref().map(|l| l.read());
+            let known = |w: &str| segment.as_ref().is_some_and(|s| s.has_word(w));
+            let repairs: Vec<Option<Repaired>> = texts
+                .iter()
+                .zip(&retrieved)
+                .map(|(t, d)| {
+                    Some(repairer.repair_with(t, &known, Some(d))).filter(Repaired::changed)
+                })
+                .collect();
+            Ok::<_, IndexError>((repairs, vote_seconds, started.elapsed().as_secs_f64()))
+        })
+        .await
+        .map_err(|e| ApiError::internal(format!("repair task failed: {e}")))?
+        .map_err(|e| ApiError::internal(e.to_string()))?
+    };
+    let (repairs, vote_seconds, repair_seconds) = voted;
+    let changed: Vec<String> = repairs.iter().flatten().map(|r| r.text.clone()).collect();
+    let mut tokenize_seconds = raw.tokenize_seconds;
+    let mut changed_vectors = Vec::new();
+    if !changed.is_empty() {
+        let again = prepare(loaded, changed, None, fusion, None).await?;
+        tokenize_seconds += again.tokenize_seconds;
+        let (vectors, more, _) = infer(loaded, again.tokens).await?;
+        timings.queue += more.queue;
+        timings.encode += more.encode;
+        changed_vectors = vectors;
+    }
+    let raw_vectors = Arc::try_unwrap(raw_vectors).unwrap_or_else(|shared| (*shared).clone());
+    let mut vectors = Vec::with_capacity(raw_vectors.len() + changed_vectors.len());
+    let mut slots = Vec::with_capacity(raw_vectors.len());
+    let mut changed_vectors = changed_vectors.into_iter();
+    for (raw, repaired) in raw_vectors.into_iter().zip(&repairs) {
+        let mut own = Vec::with_capacity(2);
+        if repaired.is_none() || fusion == RepairFusion::Max {
+            own.push(vectors.len());
+            vectors.push(raw);
+        }
+        if repaired.is_some() {
+            let v = changed_vectors
+                .next()
+                .ok_or_else(|| ApiError::internal("a repaired text was not encoded"))?;
+            own.push(vectors.len());
+            vectors.push(v);
+        }
+        slots.push(own);
+    }
+    Ok(Encoded {
+        repairs,
+        vectors,
+        slots,
+        repair_seconds,
+        tokenize_seconds,
+        vote_seconds: Some(vote_seconds),
+        timings,
+    })
+}
+
 /// Seconds per stage of one request.
 struct Stages {
     filter: f64,
     repair: f64,
+    vote: Option<f64>,
     tokenize: f64,
     encode: EncodeTimings,
     search: Option<f64>,
@@ -407,6 +518,9 @@ fn record(state: &AppState, encoder: &str, s: &Stages, total: f64) {
     let m = &state.metrics;
     if s.search.is_some() {
         m.observe_stage("repair", encoder, s.repair);
+    }
+    if let Some(vote) = s.vote {
+        m.observe_stage("vote", encoder, vote);
     }
     m.observe_stage("tokenize", encoder, s.tokenize);
     m.observe_stage("queue", encoder, s.encode.queue);
@@ -479,6 +593,7 @@ pub async fn search(state: &AppState, p: SearchParams) -> Result<SearchOutput, A
             .unwrap_or(default_ef)
             .max(k);
     let repair_ran = repairer.is_some();
+    let vote_documents = state.repair_defaults.vote_documents;
     let filter = match p.filter {
         Some(mut f) => {
             // A database reads any key of the metadata column: no field is refused there.
@@ -505,9 +620,31 @@ pub async fn search(state: &AppState, p: SearchParams) -> Result<SearchOutput, A
         .deadline
         .unwrap_or_else(|| started + state.request_timeout());
     let work = async {
-        let prepared = prepare(&loaded, p.texts, repairer, fusion, live.clone()).await?;
-        let (vectors, timings, _) = infer(&loaded, prepared.tokens).await?;
-        let slots = prepared.slots;
+        let encoded = match (&target, repairer) {
+            // The index's vote: the raw texts are encoded and searched before repair.
+            (Target::Corpus(corpus), Some(r)) if vote_documents > 0 => {
+                let voting = Voting {
+                    corpus: corpus.clone(),
+                    documents: vote_documents,
+                    ef,
+                };
+                encode_voted(&loaded, p.texts, r, fusion, live.clone(), voting).await?
+            }
+            (_, repairer) => {
+                let prepared = prepare(&loaded, p.texts, repairer, fusion, live.clone()).await?;
+                let (vectors, timings, _) = infer(&loaded, prepared.tokens).await?;
+                Encoded {
+                    repairs: prepared.repairs,
+                    vectors,
+                    slots: prepared.slots,
+                    repair_seconds: prepared.repair_seconds,
+                    tokenize_seconds: prepared.tokenize_seconds,
+                    vote_seconds: None,
+                    timings,
+                }
+            }
+        };
+        let (vectors, slots, timings) = (encoded.vectors, encoded.slots, encoded.timings);
         let (results, filter_seconds, search_seconds) = match target {
             Target::Corpus(corpus) => {
                 search_corpus(corpus, live, vectors, slots, filter, k, ef, with_metadata).await?
@@ -532,12 +669,13 @@ pub async fn search(state: &AppState, p: SearchParams) -> Result<SearchOutput, A
         };
         let stages = Stages {
             filter: filter_seconds,
-            repair: prepared.repair_seconds,
-            tokenize: prepared.tokenize_seconds,
+            repair: encoded.repair_seconds,
+            vote: encoded.vote_seconds,
+            tokenize: encoded.tokenize_seconds,
             encode: timings,
             search: Some(search_seconds),
         };
-        Ok::<_, ApiError>((results, prepared.repairs, stages))
+        Ok::<_, ApiError>((results, encoded.repairs, stages))
     };
     let (results, repairs, stages) = tokio::time::timeout_at(deadline.into(), work)
         .await
@@ -560,6 +698,13 @@ pub async fn search(state: &AppState, p: SearchParams) -> Result<SearchOutput, A
         (false, _) if mode == RepairMode::Auto => Some(Outcome::Skipped),
         (false, _) => None,
     };
+    if stages.vote.is_some() {
+        state
+            .metrics
+            .repair_votes
+            .with_label_values(&[loaded.name()])
+            .inc_by(repairs.len() as u64);
+    }
     for o in repairs.iter().filter_map(outcome) {
         state
             .metrics
@@ -574,6 +719,7 @@ pub async fn search(state: &AppState, p: SearchParams) -> Result<SearchOutput, A
         timings_ms: TimingsMs {
             filter: ms(stages.filter),
             repair: ms(stages.repair),
+            vote: ms(stages.vote.unwrap_or_default()),
             tokenize: ms(stages.tokenize),
             queue: ms(stages.encode.queue),
             encode: ms(stages.encode.encode),
@@ -908,6 +1054,7 @@ pub async fn embed(
     let stages = Stages {
         filter: 0.0,
         repair: 0.0,
+        vote: None,
         tokenize,
         encode: timings,
         search: None,

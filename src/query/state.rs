@@ -21,6 +21,9 @@ use crate::repair::{RepairFusion, RepairMode, Repairer};
 pub struct RepairDefaults {
     pub mode: RepairMode,
     pub fusion: RepairFusion,
+    /// How many of the documents a query as typed retrieves vote on its repair (0: no vote;
+    /// `--repair-vote-documents`, docs/repair.md "The index's vote").
+    pub vote_documents: usize,
 }
 
 /// Live documents past which a compaction starts by itself (half the segment's default limit).

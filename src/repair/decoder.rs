@@ -5,6 +5,7 @@
 use super::error_model::{self, JOIN};
 use super::language_model::WordStats;
 use super::query::{defined_word, QueryWord, MIN_CONTEXT_CHARS};
+use super::retrieved::RetrievedWords;
 use super::{EditKind, Repairer};
 use crate::index::vocab::is_stopword;
 
@@ -63,9 +64,11 @@ struct LookedUp {
 pub(crate) fn readings(
     r: &Repairer,
     words: &[QueryWord],
+    retrieved: Option<&RetrievedWords>,
     lookups: &mut Lookups,
 ) -> Vec<Vec<Reading>> {
     let p = &r.params;
+    let vote = Vote::new(r, words, retrieved);
     let n = words.len();
     let mut out: Vec<Vec<Reading>> = Vec::with_capacity(n);
     // A word only the corpus knows may be one of the corpus's own typos: it is looked up like an
@@ -74,12 +77,24 @@ pub(crate) fn readings(
         |w: &QueryWord| w.stats.general == 0 && w.stats.corpus > 0 && r.lm.has_general();
     let mut looked_up: Vec<Option<LookedUp>> = words
         .iter()
-        .map(|w| {
+        .enumerate()
+        .map(|(i, w)| {
             (w.editable && (!w.stats.known() || corpus_only(w)) && w.lower.len() >= p.min_letters)
                 .then(|| {
                     let found = candidates_of(r, &w.lower, lookups);
+                    // The documents the query retrieved write a candidate and never the word
+                    // as typed (`famivr`, where they write `famvir`): a slip, as the usage
+                    // rule reads one.
+                    let voted = || {
+                        found.iter().any(|&(id, _)| {
+                            let stats = r.candidate_stats[id as usize];
+                            let meant = r.candidates.word(id);
+                            vote.for_change(i, &w.lower, meant, stats.corpus, 1.0) > 0.0
+                        })
+                    };
                     let typo = typo_of_a_written_word(r, &w.lower, &found)
-                        || (!found.is_empty() && r.unwritten_rare_start(&w.lower));
+                        || (!found.is_empty() && r.unwritten_rare_start(&w.lower))
+                        || voted();
                     LookedUp { found, typo }
                 })
         })
@@ -138,6 +153,10 @@ pub(crate) fn readings(
                 rs[0].cost = typo_keep_cost(r, w, prev, next);
             }
             let extra = if corpus_only { p.corpus_word_cost } else { 0.0 };
+            // The documents about the query hold the word as typed: a name, not a slip.
+            if vote.uses(&w.lower) {
+                rs[0].cost -= p.vote_keep;
+            }
             if letters >= p.min_letters {
                 // A start no English word has says the first letter is the one slip; a candidate
                 // two edits away pays for a first-letter edit as usual.
@@ -159,8 +178,9 @@ pub(crate) fn readings(
                                 error_model::FIRST_LETTER
                             },
                         ));
-                        let cost =
-                            cost + extra - r.context_bonus(meant, stats.corpus, letters, words);
+                        let cost = cost + extra
+                            - r.context_bonus(meant, stats.corpus, letters, words)
+                            - vote.for_change(i, &w.lower, meant, stats.corpus, p.vote_bonus);
                         let rank = cost - r.lm.ln_unigram(&stats);
                         rank.is_finite().then(|| {
                             (
@@ -201,7 +221,7 @@ pub(crate) fn readings(
             && !is_stopword(&w.lower)
             && (prev.is_some() || next.is_some())
         {
-            rs.extend(real_words(r, w, prev, next, lookups));
+            rs.extend(real_words(r, words, i, &vote, lookups));
         }
         // A join with the next word.
         if let Some(nx) = next {
@@ -604,25 +624,109 @@ fn context_word(q: Option<&QueryWord>) -> Option<&QueryWord> {
     q.filter(|q| q.stats.known() && q.lower.len() >= MIN_CONTEXT_CHARS && !is_stopword(&q.lower))
 }
 
-/// Known words one edit from `w` that the words beside it are known to go with.
+/// What the documents the query as typed retrieved say of its words
+/// ([`RetrievedWords`]); says nothing when the caller did not search first.
+struct Vote<'a> {
+    r: &'a Repairer,
+    retrieved: Option<&'a RetrievedWords>,
+    /// Per word of the query: whether the documents are about the rest of it (see
+    /// [`Vote::new`]).
+    on_topic: Vec<bool>,
+}
+
+impl<'a> Vote<'a> {
+    /// The vote on `words`: a word's vote counts only where the documents use the query's
+    /// other content words (at least [`Params::vote_on_topic`] of them, and one): documents
+    /// that are not about the query say nothing by lacking a word.
+    fn new(r: &'a Repairer, words: &[QueryWord], retrieved: Option<&'a RetrievedWords>) -> Self {
+        let on_topic = match retrieved {
+            None => Vec::new(),
+            Some(d) => {
+                let used: Vec<Option<bool>> = words
+                    .iter()
+                    .map(|w| w.content.then(|| d.documents_using(&w.lower) > 0))
+                    .collect();
+                let (all, hit) = used
+                    .iter()
+                    .flatten()
+                    .fold((0u32, 0u32), |(a, h), &u| (a + 1, h + u32::from(u)));
+                used.iter()
+                    .map(|u| {
+                        let (others, used) = match u {
+                            Some(u) => (all - 1, hit - u32::from(*u)),
+                            None => (all, hit),
+                        };
+                        used >= 1 && f64::from(used) >= r.params.vote_on_topic * f64::from(others)
+                    })
+                    .collect()
+            }
+        };
+        Vote {
+            r,
+            retrieved,
+            on_topic,
+        }
+    }
+
+    /// Whether any voting document uses `word`.
+    fn uses(&self, word: &str) -> bool {
+        self.retrieved.is_some_and(|d| d.documents_using(word) > 0)
+    }
+
+    /// `nats` when the documents are about the rest of the query (`words[at]` being `typed`),
+    /// none of them uses `typed` and enough use `meant` (seen
+    /// `meant_count` times in the corpus): [`Params::vote_min_documents`], and
+    /// [`Params::vote_lift`] times as many as a word that common would be in by chance (`one`,
+    /// `active`, `never` are in most documents about anything), else 0.
+    fn for_change(&self, at: usize, typed: &str, meant: &str, meant_count: u64, nats: f64) -> f64 {
+        let p = &self.r.params;
+        let Some(d) = self
+            .retrieved
+            .filter(|_| self.on_topic.get(at) == Some(&true))
+        else {
+            return 0.0;
+        };
+        let using = d.documents_using(meant);
+        let share = meant_count as f64 / self.r.vocab().info().tokens.max(1) as f64;
+        if d.documents_using(typed) == 0
+            && using >= p.vote_min_documents
+            && f64::from(using) >= p.vote_lift * d.expected_using(share)
+        {
+            nats
+        } else {
+            0.0
+        }
+    }
+}
+
+/// Known words one edit from `words[at]` that the words beside it are known to go with, or that
+/// the documents the query retrieved use instead of it ([`Params::real_word_vote`]).
 fn real_words(
     r: &Repairer,
-    w: &QueryWord,
-    prev: Option<&QueryWord>,
-    next: Option<&QueryWord>,
+    words: &[QueryWord],
+    at: usize,
+    vote: &Vote<'_>,
     lookups: &mut Lookups,
 ) -> Vec<Reading> {
     let p = &r.params;
-    // At the start of a query the word's own probability speaks for it, as the word before it
-    // would elsewhere (`untied states`: `united` is a thousand times as common).
-    let at_start = p.real_word_at_start && prev.is_none();
-    // A neighbour past punctuation is in another phrase (`improvement (lean six sigma)`).
-    let prev = prev.filter(|_| w.spaced_from_previous);
-    let next = next.filter(|q| q.spaced_from_previous);
-    if context_word(prev).is_none() && context_word(next).is_none() {
+    let w = &words[at];
+    // The documents about the query use the word as typed.
+    if vote.uses(&w.lower) {
         return Vec::new();
     }
-    let (prev, next) = (context_word(prev), context_word(next));
+    let prev = at.checked_sub(1).map(|j| &words[j]);
+    let next = words.get(at + 1);
+    // A neighbour past punctuation is in another phrase (`improvement (lean six sigma)`).
+    let prev = context_word(prev.filter(|_| w.spaced_from_previous));
+    let next = context_word(next.filter(|q| q.spaced_from_previous));
+    let adjacent = prev.is_some() || next.is_some();
+    if !adjacent && vote.retrieved.is_none() {
+        return Vec::new();
+    }
+    // At the start of a query the word's own probability speaks for it, as the word before it
+    // would elsewhere (`untied states`: `united` is a thousand times as common), when a
+    // neighbour speaks too.
+    let at_start = p.real_word_at_start && at == 0 && adjacent;
     let found = lookups.get(r, &w.lower, 1);
     // ln P of a word with its neighbours, from the counts as they are and floored (one look-up
     // of each pair serves both).
@@ -682,7 +786,8 @@ fn real_words(
                 }
             }
         }
-        let gain = with_meant - with_typed;
+        let gain = with_meant - with_typed
+            + vote.for_change(at, &w.lower, meant, stats.corpus, p.real_word_vote);
         let floored = with_meant_floored - with_typed_floored;
         if gain <= p.real_word_cost {
             continue;

@@ -3,7 +3,10 @@
 
 use serde::Serialize;
 
-use super::Repairer;
+use super::{Repairer, RetrievedWords};
+
+/// What a query as typed retrieves, for the index's vote (`None`: no vote).
+pub type Retrieve<'a> = dyn Fn(&str) -> Option<RetrievedWords> + 'a;
 use crate::noise::human::{self, Injected, Misspellings};
 use crate::noise::NoiseRng;
 
@@ -108,6 +111,7 @@ pub fn injected(
     injection: Injection,
     misspellings: Option<&Misspellings>,
     seed: u64,
+    retrieve: &Retrieve<'_>,
 ) -> InjectionReport {
     let neighbours = |w: &str| repairer.real_word_neighbours(w);
     let mut r = InjectionReport::default();
@@ -120,7 +124,9 @@ pub fn injected(
         };
         let Some(inj) = inj else { continue };
         r.queries += 1;
-        let repaired = repairer.repair(&inj.text).text;
+        let repaired = repairer
+            .repair_with(&inj.text, &|_| false, retrieve(&inj.text).as_ref())
+            .text;
         let (cw, rw) = (words(clean), words(&repaired));
         let triple = || (clean.clone(), inj.text.clone(), repaired.clone());
         match injection {
@@ -173,11 +179,15 @@ fn words_before_token(text: &str, token: usize) -> usize {
 }
 
 /// Repairs clean queries and counts those it changed.
-pub fn clean(repairer: &Repairer, queries: &[(String, String)]) -> CleanReport {
+pub fn clean(
+    repairer: &Repairer,
+    queries: &[(String, String)],
+    retrieve: &Retrieve<'_>,
+) -> CleanReport {
     let mut r = CleanReport::default();
     for (_, q) in queries {
         r.queries += 1;
-        let out = repairer.repair(q);
+        let out = repairer.repair_with(q, &|_| false, retrieve(q).as_ref());
         if out.changed() {
             r.changed += 1;
             r.changes.push((q.clone(), out.text));

@@ -24,6 +24,7 @@ pub mod eval;
 pub mod language_model;
 pub mod lexicon;
 mod query;
+pub mod retrieved;
 
 use std::fmt;
 use std::str::FromStr;
@@ -35,6 +36,7 @@ use crate::index::vocab::Vocabulary;
 use candidates::CandidateIndex;
 use language_model::{LanguageModel, WordStats};
 pub use lexicon::Lexicon;
+pub use retrieved::RetrievedWords;
 
 /// At most this many words found only in the corpus (not in the lexicon) are candidates, the
 /// most frequent first: it bounds the candidate index on corpora of millions of passages.
@@ -206,6 +208,9 @@ pub struct ExplainedWord {
     pub corpus_count: u64,
     /// How often it is written, per billion words, by the usage list.
     pub usage_per_billion: Option<u64>,
+    /// With the index's vote: how many of the documents the query retrieved use it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub documents_using: Option<u32>,
     /// The readings that start at this word; the first is the word as typed.
     pub readings: Vec<ExplainedReading>,
 }
@@ -223,6 +228,10 @@ pub struct ExplainedReading {
     pub cost: f64,
     /// ln P(meant) out of context.
     pub ln_unigram: f64,
+    /// With the index's vote: how many of the documents the query retrieved use the meant
+    /// word (each word of a split counted apart, the fewest kept).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub documents_using: Option<u32>,
     /// On the best path.
     pub chosen: bool,
 }
@@ -362,6 +371,26 @@ pub struct Params {
     /// A pair of words the general list holds e^this times less than the same pair with a word
     /// one edit away counts, for a real-word error, as never seen (`side affects`).
     pub typo_pair_margin: f64,
+    /// How many of the documents the query as typed retrieves vote on its words (where the
+    /// caller searches before repairing: `capot repair --encoder`, `capot eval`, `/search`); 0
+    /// turns the vote off.
+    pub vote_documents: usize,
+    /// A candidate that at least this many of the voting documents use, where none uses the
+    /// typed word, has the index's vote.
+    pub vote_min_documents: u32,
+    /// ... and at least this many times as many as would use a word as common by chance.
+    pub vote_lift: f64,
+    /// The vote on a word counts only where the documents use at least this share of the
+    /// query's other content words (and one).
+    pub vote_on_topic: f64,
+    /// Nats a non-word's candidate with the index's vote gains.
+    pub vote_bonus: f64,
+    /// Nats a real-word candidate with the index's vote gains; with it, no neighbour needs to
+    /// speak for the change.
+    pub real_word_vote: f64,
+    /// Nats an unknown word gains, kept as typed, when a voting document uses it (a name the
+    /// documents about the query hold).
+    pub vote_keep: f64,
 }
 
 /// The fewest lexicon words from which [`Params::rare_start_words`] is believed.
@@ -406,6 +435,13 @@ impl Default for Params {
             rare_start_words: 3,
             rare_start_typo: true,
             typo_pair_margin: 2.0,
+            vote_documents: 10,
+            vote_min_documents: 2,
+            vote_lift: 3.0,
+            vote_on_topic: 0.75,
+            vote_bonus: 4.0,
+            real_word_vote: 6.0,
+            vote_keep: 2.0,
         }
     }
 }
@@ -652,12 +688,13 @@ impl Repairer {
         &self,
         text: &str,
         also_known: &dyn Fn(&str) -> bool,
+        retrieved: Option<&RetrievedWords>,
         lookups: &mut decoder::Lookups,
     ) -> Repaired {
         let Some(words) = query::scan(text, &self.lm, also_known) else {
             return Repaired::unchanged(text);
         };
-        let readings = decoder::readings(self, &words, lookups);
+        let readings = decoder::readings(self, &words, retrieved, lookups);
         if readings.iter().all(|r| r.len() == 1) {
             return Repaired::unchanged(text);
         }
@@ -699,13 +736,26 @@ impl Repairer {
     /// vocabulary's (the live segment's: documents written since the index was built) left as
     /// typed when no list knows them — a new product name is no typo.
     pub fn repair_knowing(&self, text: &str, also_known: &dyn Fn(&str) -> bool) -> Repaired {
+        self.repair_with(text, also_known, None)
+    }
+
+    /// [`Repairer::repair_knowing`], with the index's vote: the words of the documents the
+    /// query as typed retrieved ([`Params::vote_documents`] of them) speak for the candidates
+    /// they use and for the typed words they use (see docs/repair.md, "The index's vote").
+    pub fn repair_with(
+        &self,
+        text: &str,
+        also_known: &dyn Fn(&str) -> bool,
+        retrieved: Option<&RetrievedWords>,
+    ) -> Repaired {
+        let retrieved = retrieved.filter(|r| r.documents() > 0);
         let mut lookups = decoder::Lookups::default();
-        let mut current = self.repair_once(text, also_known, &mut lookups);
+        let mut current = self.repair_once(text, also_known, retrieved, &mut lookups);
         for _ in 0..3 {
             if !current.changed() {
                 return current;
             }
-            let again = self.repair_once(&current.text, also_known, &mut lookups);
+            let again = self.repair_once(&current.text, also_known, retrieved, &mut lookups);
             if !again.changed() {
                 return current;
             }
@@ -723,6 +773,13 @@ impl Repairer {
     /// and which one it took; the log-probability of the best reading and of the text as typed.
     /// For tuning ([`Params`]) and for answering "why was this (not) corrected?".
     pub fn explain(&self, text: &str) -> Explanation {
+        self.explain_with(text, None)
+    }
+
+    /// [`Repairer::explain`] of [`Repairer::repair_with`]: with the index's vote, and how many
+    /// of the retrieved documents use each word and each reading.
+    pub fn explain_with(&self, text: &str, retrieved: Option<&RetrievedWords>) -> Explanation {
+        let retrieved = retrieved.filter(|r| r.documents() > 0);
         let Some(words) = query::scan(text, &self.lm, &|_| false) else {
             return Explanation {
                 words: Vec::new(),
@@ -731,7 +788,7 @@ impl Repairer {
                 skipped: Some("a letter outside ASCII or a word of another language".into()),
             };
         };
-        let readings = decoder::readings(self, &words, &mut decoder::Lookups::default());
+        let readings = decoder::readings(self, &words, retrieved, &mut decoder::Lookups::default());
         let mut memo = decoder::Transitions::default();
         let (path, best_score) = decoder::best_path(self, &readings, &[], &mut memo);
         let all: Vec<usize> = (0..words.len()).collect();
@@ -746,6 +803,7 @@ impl Repairer {
                 lexicon_count: w.stats.general,
                 corpus_count: w.stats.corpus,
                 usage_per_billion: self.lm.usage(&w.lower),
+                documents_using: retrieved.map(|d| d.documents_using(&w.lower)),
                 readings: rs
                     .iter()
                     .enumerate()
@@ -760,6 +818,13 @@ impl Repairer {
                         kind: r.kind,
                         cost: r.cost,
                         ln_unigram: self.lm.ln_unigram(&r.words[0].1),
+                        documents_using: retrieved.map(|d| {
+                            r.words
+                                .iter()
+                                .map(|(word, _)| d.documents_using(word))
+                                .min()
+                                .unwrap_or(0)
+                        }),
                         chosen: path.contains(&(pos, ri)),
                     })
                     .collect(),

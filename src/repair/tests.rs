@@ -683,3 +683,72 @@ proptest! {
         prop_assert!(twice.edits.is_empty());
     }
 }
+
+#[test]
+fn the_index_vote_follows_what_the_retrieved_documents_write() {
+    let docs = |texts: &[&str]| RetrievedWords::from_documents(texts.iter().map(|t| ("", *t)));
+    let r = english();
+    // Documents about the query that use the word as typed keep it: the vote never argues
+    // with them (without it, the pair list makes `reflex` `reflux` here).
+    let using_reflex = docs(&[
+        "Acid reflex symptoms, a rare spelling.",
+        "Symptoms of the acid reflex.",
+    ]);
+    assert_eq!(
+        r.repair("acid reflex symptoms").text,
+        "acid reflux symptoms"
+    );
+    let kept = r.repair_with("acid reflex symptoms", &|_| false, Some(&using_reflex));
+    assert!(!kept.changed(), "{:?}", kept.text);
+    // Documents about the rest of the query that write another word one slip away, and never
+    // the typed one, speak for it (here with a vote strong enough to pass the real-word cost
+    // alone: nothing beside `reflex` goes with `reflux` in this model's pair list).
+    let r = Repairer::with_params(
+        r.vocab().clone(),
+        r.lexicon().cloned(),
+        Params {
+            real_word_vote: 9.0,
+            ..Params::default()
+        },
+    );
+    let about_reflux = docs(&[
+        "Acid reflux symptoms include heartburn.",
+        "Reflux symptoms: a sour taste, heartburn.",
+        "Symptoms of reflux at night.",
+    ]);
+    assert!(!r.repair("reflex symptoms").changed());
+    let voted = r.repair_with("reflex symptoms", &|_| false, Some(&about_reflux));
+    assert_eq!(voted.text, "reflux symptoms");
+    assert_eq!(voted.edits[0].kind, EditKind::RealWord);
+    // ... and its output, with the same documents, is a fixed point.
+    assert!(!r
+        .repair_with(&voted.text, &|_| false, Some(&about_reflux))
+        .changed());
+    // Documents that are not about the rest of the query say nothing by lacking a word, and
+    // one document is not enough.
+    let off_topic = docs(&["Reflux at night.", "Reflux and heartburn.", "Reflux."]);
+    assert!(!r
+        .repair_with("reflex symptoms", &|_| false, Some(&off_topic))
+        .changed());
+    let once = docs(&["Reflux symptoms.", "Symptoms of a cold."]);
+    assert!(!r
+        .repair_with("reflex symptoms", &|_| false, Some(&once))
+        .changed());
+    // No documents: no vote.
+    let none = RetrievedWords::default();
+    assert!(!r
+        .repair_with("reflex symptoms", &|_| false, Some(&none))
+        .changed());
+    // The explanation says what the documents wrote, word by word and reading by reading.
+    let e = r.explain_with("reflex symptoms", Some(&about_reflux));
+    assert_eq!(e.words[0].documents_using, Some(0));
+    assert_eq!(e.words[1].documents_using, Some(3));
+    let reflux = e.words[0]
+        .readings
+        .iter()
+        .find(|x| x.meant == "reflux")
+        .expect("reflux weighed");
+    assert_eq!(reflux.documents_using, Some(3));
+    assert!(reflux.chosen);
+    assert_eq!(r.explain("reflex symptoms").words[0].documents_using, None);
+}

@@ -318,6 +318,8 @@ pub(crate) fn repair_info(state: &AppState) -> serde_json::Value {
         "status": status,
         "default_mode": state.repair_defaults.mode,
         "default_fusion": state.repair_defaults.fusion,
+        // Documents of the raw query's results that vote on its repair (0: off).
+        "vote_documents": state.repair_defaults.vote_documents,
         "vocabulary": vocabulary,
         // Served from a store: when its vocabulary was built, and from how many documents.
         "store_vocabulary": speller.and_then(|s| s.record()).map(|v| json!({

@@ -70,6 +70,10 @@ pub struct SearchTimings {
     pub filter: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub repair: Option<f64>,
+    /// The index's vote on repair: searching the raw texts and reading their documents' words
+    /// (0 when it did not run).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub vote: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tokenize: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -214,6 +214,7 @@ pub(super) fn search_response(out: SearchOutcome) -> pb::SearchResponse {
             search_ms: t.search,
             total_ms: t.total,
             filter_ms: t.filter,
+            vote_ms: t.vote,
         }),
         routed_to,
         encoders,
