@@ -51,7 +51,8 @@ fn metadata(rng: &mut Rng, i: usize) -> Option<Value> {
     }
     let lang = ["en", "de", "fr", "es"][rng.below(4) as usize];
     let mut m = json!({
-        "tenant": format!("t{}", rng.below(5)),
+        // Five tenants, and one that holds a fiftieth of the documents.
+        "tenant": if rng.below(50) == 0 { "t9".to_string() } else { format!("t{}", rng.below(5)) },
         "lang": if rng.below(5) == 0 { json!([lang, "en"]) } else { json!(lang) },
         "year": match rng.below(12) {
             0 => Value::Null,
@@ -274,26 +275,48 @@ fn filters_in_sql_admit_exactly_what_the_embedded_filter_admits() {
         // The filters really select (not all empty, not all everything).
         assert!(nonempty >= 15, "{nonempty}");
 
-        // A range on a declared number, top-level or nested, is answerable from its B-tree
-        // (and the rows holding arrays from their partial index): with sequential scans off,
-        // the plan uses them.
+        // A range on a declared number and a match on a declared keyword, top-level or nested,
+        // are answerable from their B-tree (and the rows holding arrays from their partial
+        // index): with sequential scans off, the plan uses them.
         let (_, client) = connect(&pg, "docs").await;
         client
             .batch_execute("ANALYZE docs; SET enable_seqscan = off")
             .await
             .unwrap();
-        for key in ["year", "author.born"] {
-            let f = bound(&json!({"must": [{"key": key, "range": {"gte": 1960, "lt": 2012}}]}));
-            let ranged: BTreeMap<String, FieldType> =
-                [(key.to_string(), FieldType::Integer)].into();
+        let range = json!({"gte": 1960, "lt": 2012});
+        for (key, kind, condition) in [
+            (
+                "year",
+                FieldType::Integer,
+                json!({"key": "year", "range": range}),
+            ),
+            (
+                "author.born",
+                FieldType::Integer,
+                json!({"key": "author.born", "range": range}),
+            ),
+            (
+                "lang",
+                FieldType::Keyword,
+                json!({"key": "lang", "match": {"any": ["de", "fr"]}}),
+            ),
+            (
+                "author.country",
+                FieldType::Keyword,
+                json!({"key": "author.country", "match": {"value": "nz"}}),
+            ),
+        ] {
+            let f = bound(&json!({ "must": [condition] }));
+            let ranged: BTreeMap<String, FieldType> = [(key.to_string(), kind)].into();
             let sql = postgres::sql::filter_sql_on(&f, 1, "id", "metadata", &ranged);
-            assert!(sql.text.contains("::float8"), "{}", sql.text);
+            assert!(sql.text.contains("CASE WHEN"), "{}", sql.text);
             let mut params: Vec<&(dyn tokio_postgres::types::ToSql + Sync)> = Vec::new();
             for p in &sql.order {
                 match p {
                     postgres::sql::Param::Path(i) => params.push(&sql.paths[*i]),
                     postgres::sql::Param::Ids(i) => params.push(&sql.ids[*i]),
                     postgres::sql::Param::Number(i) => params.push(&sql.numbers[*i]),
+                    postgres::sql::Param::Keywords(i) => params.push(&sql.keywords[*i]),
                 }
             }
             let plan: Vec<String> = client
@@ -351,8 +374,8 @@ fn searches_return_the_exact_top_k_filtered_or_not_with_metadata() {
             assert_eq!(got[0].filter.is_some(), qi > 0);
         }
 
-        // A range with a B-tree: the planner's estimate of what it admits picks exact scoring
-        // of those rows when they are few (admitted² ≤ ef · rows), the HNSW walk otherwise.
+        // A range or a keyword with a B-tree: the planner's estimate of what it admits picks
+        // exact scoring of those rows when they are few (admitted² ≤ ef · rows), the HNSW walk otherwise.
         let q = unit((0..DIM).map(|_| rng.unit()).collect());
         for (v, exact) in [
             (
@@ -361,6 +384,16 @@ fn searches_return_the_exact_top_k_filtered_or_not_with_metadata() {
             ),
             (
                 json!({"must": [{"key": "price", "range": {"lt": 90}}]}),
+                false,
+            ),
+            // A keyword's B-tree gives PostgreSQL its statistics: a small tenant is scored
+            // exactly, one of a fifth of the rows walked.
+            (
+                json!({"must": [{"key": "tenant", "match": {"value": "t9"}}]}),
+                true,
+            ),
+            (
+                json!({"must": [{"key": "tenant", "match": {"value": "t1"}}]}),
                 false,
             ),
         ] {

@@ -371,14 +371,22 @@ pub async fn create(
     Ok(())
 }
 
-/// The declared integer and float fields whose ranges a B-tree answers
-/// ([`sql::range_index_ddl`]).
+/// Whether a declared field of type `kind` at `key` gets B-tree indexes
+/// ([`sql::range_index_ddl`]): integer and float fields answer ranges from them, keyword fields
+/// matches (with the column statistics that make PostgreSQL's estimate of a tenant or a
+/// category exact enough to choose the plan).
+fn btree_indexed(key: &str, kind: FieldType) -> bool {
+    matches!(
+        kind,
+        FieldType::Integer | FieldType::Float | FieldType::Keyword
+    ) && sql::rangeable(key)
+}
+
+/// The declared fields a B-tree answers ([`btree_indexed`]).
 fn ranged_keys(fields: &BTreeMap<String, FieldSchema>) -> BTreeMap<String, FieldType> {
     fields
         .iter()
-        .filter(|(key, schema)| {
-            matches!(schema.kind, FieldType::Integer | FieldType::Float) && sql::rangeable(key)
-        })
+        .filter(|(key, schema)| btree_indexed(key, schema.kind))
         .map(|(key, schema)| (key.clone(), schema.kind))
         .collect()
 }
@@ -1012,11 +1020,7 @@ impl PgStore {
             .ok_or_else(|| {
                 StoreError::Mismatch(format!("{} has no capot record", self.location))
             })?;
-        let ranged = |s: Option<FieldSchema>| {
-            s.map(|s| s.kind).filter(|k| {
-                matches!(k, FieldType::Integer | FieldType::Float) && sql::rangeable(key)
-            })
-        };
+        let ranged = |s: Option<FieldSchema>| s.map(|s| s.kind).filter(|k| btree_indexed(key, *k));
         let (old, new) = (
             ranged(record.payload_fields.get(key).copied()),
             ranged(schema),
@@ -1235,13 +1239,18 @@ async fn search_on(
     }
     let mut client = pool.get().await.map_err(pool_error)?;
     let ef = scope.ef.clamp(1, 1000);
-    // A filter with a B-tree range: the planner's estimate of the rows it admits chooses, as the
+    // A filter with a B-tree form: the planner's estimate of the rows it admits chooses, as the
     // embedded planner does with exact counts, between scoring each of them (the B-tree, then an
     // exact sort) and walking HNSW with the filter written as paths only, which no B-tree
     // answers — left to itself PostgreSQL takes the B-tree far past the point where the walk is
     // faster (docs/benchmarks.md "Stores").
+    // Only a B-tree form (a range on a number, a match on a keyword) gives PostgreSQL the
+    // statistics to estimate what a filter admits; a path alone gets a fixed guess.
     let mut plan = None;
-    if filter.as_ref().is_some_and(|f| !f.numbers.is_empty()) {
+    if filter
+        .as_ref()
+        .is_some_and(|f| !f.numbers.is_empty() || !f.keywords.is_empty())
+    {
         let alone = written(1, &target.ranged).unwrap_or_default();
         let admitted = estimate_admitted(&client, &target.table, &alone).await?;
         let rows = match target.rows {
@@ -1327,6 +1336,7 @@ fn filter_params(f: &sql::Sql) -> Vec<&(dyn ToSql + Sync)> {
                 sql::Param::Path(i) => &f.paths[*i],
                 sql::Param::Ids(i) => &f.ids[*i],
                 sql::Param::Number(i) => &f.numbers[*i],
+                sql::Param::Keywords(i) => &f.keywords[*i],
             }
         })
         .collect()

@@ -28,6 +28,8 @@ pub struct Sql {
     pub ids: Vec<Vec<String>>,
     /// Range bounds compared through a B-tree index, each bound as `float8`.
     pub numbers: Vec<f64>,
+    /// Keywords matched through a B-tree index, each list bound as `$n::text[]`.
+    pub keywords: Vec<Vec<String>>,
     /// Parameters, in order: which list each comes from.
     pub order: Vec<Param>,
 }
@@ -38,6 +40,7 @@ pub enum Param {
     Path(usize),
     Ids(usize),
     Number(usize),
+    Keywords(usize),
 }
 
 /// `filter` as a SQL boolean expression over capot's own columns (`id`, `metadata`) whose first
@@ -139,9 +142,16 @@ impl Writer<'_> {
                 Some(kind) => match field_predicate(check, *kind) {
                     Some(pred) => {
                         let path = self.path(format!("{} ? ({pred})", key_path(key)));
+                        let indexed = self.ranged.get(key) == Some(kind);
                         match check {
-                            Check::Range(r) if self.ranged.get(key) == Some(kind) => {
+                            Check::Range(r) if indexed => {
                                 self.btree_range(key, &r.bounds, *kind, path)
+                            }
+                            Check::Value(v) if indexed && *kind == FieldType::Keyword => {
+                                self.btree_keywords(key, std::slice::from_ref(v), path)
+                            }
+                            Check::Any(list) if indexed && *kind == FieldType::Keyword => {
+                                self.btree_keywords(key, list, path)
                             }
                             _ => path,
                         }
@@ -177,6 +187,32 @@ impl Writer<'_> {
             format!("COALESCE({}, FALSE)", parts.join(" AND "))
         } else {
             parts.join(" AND ")
+        };
+        format!(
+            "(({scalar}) OR ({} AND {path}))",
+            array_test(self.metadata, key)
+        )
+    }
+
+    /// A keyword match (`value`, `any`) over a B-tree-indexed key: scalar strings through the
+    /// index expression (so PostgreSQL estimates the match from the column's statistics, its
+    /// most common values among them), arrays through `path` — the same rows the path alone
+    /// admits.
+    fn btree_keywords(&mut self, key: &str, values: &[Scalar], path: String) -> String {
+        let words: Vec<String> = values
+            .iter()
+            .filter_map(|v| match v {
+                Scalar::Keyword(k) => Some(k.clone()),
+                _ => None,
+            })
+            .collect();
+        self.sql.keywords.push(words);
+        let p = self.param(Param::Keywords(self.sql.keywords.len() - 1));
+        let expr = keyword_expr(self.metadata, key);
+        let scalar = if self.strict {
+            format!("COALESCE({expr} = ANY({p}::text[]), FALSE)")
+        } else {
+            format!("{expr} = ANY({p}::text[])")
         };
         format!(
             "(({scalar}) OR ({} AND {path}))",
@@ -230,6 +266,24 @@ fn number_expr(metadata: &str, key: &str, kind: FieldType) -> String {
     )
 }
 
+/// The string at a [`rangeable`] key, else NULL: a keyword field's B-tree expression.
+fn keyword_expr(metadata: &str, key: &str) -> String {
+    format!(
+        "(CASE WHEN jsonb_typeof({}) = 'string' THEN {} END)",
+        json_at(metadata, key, false),
+        json_at(metadata, key, true)
+    )
+}
+
+/// The B-tree expression of a field of type `kind` at `key`: its number
+/// ([`number_expr`], integer and float fields) or its string ([`keyword_expr`]).
+fn btree_expr(metadata: &str, key: &str, kind: FieldType) -> String {
+    match kind {
+        FieldType::Keyword => keyword_expr(metadata, key),
+        _ => number_expr(metadata, key, kind),
+    }
+}
+
 /// Whether the value at a [`rangeable`] key, or an object on the way to it, is an array (the
 /// path then has several values, which the B-tree expression does not see): the predicate of
 /// the partial index of such rows.
@@ -246,16 +300,17 @@ fn array_test(metadata: &str, key: &str) -> String {
     format!("({})", tests.join(" OR "))
 }
 
-/// The name of the B-tree [`range_index_ddl`] makes for `key` of type `kind` (its partial index
-/// of arrays ends in `_arr` instead of `_num`).
+/// The name of the B-tree [`range_index_ddl`] makes for `key` of type `kind` (`_num`, the
+/// value's index, whatever its type: the name indexes of numbers had first; its partial index of
+/// arrays ends in `_arr`).
 pub fn range_index_name(index_prefix: &str, key: &str, kind: FieldType) -> String {
     let tag = blake3::hash(format!("{index_prefix}\0{key}\0{kind:?}").as_bytes()).to_hex();
     format!("capot_{}_num", &tag[..12])
 }
 
-/// The statements that index ranges over the [`rangeable`] key `key` (a field of type `kind`,
-/// integer or float; top-level or dotted) of `table`'s metadata: a B-tree over [`number_expr`], and a partial index
-/// of the rows whose value is an array. `concurrently`: built without blocking writes (each
+/// The statements that index the [`rangeable`] key `key` (a field of type `kind`: integer or
+/// float for ranges, keyword for matches; top-level or dotted) of `table`'s metadata: a B-tree
+/// over its value ([`btree_expr`]), and a partial index of the rows where it is an array. `concurrently`: built without blocking writes (each
 /// statement must then run on its own, outside a transaction).
 pub fn range_index_ddl(
     table: &str,
@@ -270,7 +325,7 @@ pub fn range_index_ddl(
     [
         format!(
             "CREATE INDEX{how} IF NOT EXISTS \"{num_index}\" ON {table} ({})",
-            number_expr("metadata", key, kind)
+            btree_expr("metadata", key, kind)
         ),
         format!(
             "CREATE INDEX{how} IF NOT EXISTS \"{arr_index}\" ON {table} ((1)) WHERE {}",
@@ -496,6 +551,40 @@ mod tests {
         assert_eq!(
             array_test("m", "a.b"),
             "(jsonb_typeof(m -> 'a') = 'array' OR jsonb_typeof(m #> '{a,b}') = 'array')"
+        );
+        // A declared keyword matches through its B-tree expression; `except` keeps the path.
+        let mut kw = Filter::parse(
+            &serde_json::json!({"must": [
+                {"key": "lang", "match": {"any": ["de", "fr"]}},
+                {"key": "lang", "match": {"except": ["en"]}}
+            ]}),
+            "filter",
+        )
+        .unwrap();
+        let lang = [(
+            "lang".to_string(),
+            crate::index::payload::FieldSchema {
+                kind: FieldType::Keyword,
+                tenant: false,
+            },
+        )]
+        .into();
+        kw.bind(&lang, true, "filter").unwrap();
+        let on_lang: BTreeMap<String, FieldType> =
+            [("lang".to_string(), FieldType::Keyword)].into();
+        let kw_sql = filter_sql_on(&kw, 1, "id", "m", &on_lang);
+        let expr = keyword_expr("m", "lang");
+        assert_eq!(
+            kw_sql.text,
+            format!(
+                "((({expr} = ANY($2::text[])) OR ((jsonb_typeof(m -> 'lang') = 'array') AND \
+                 (m @? $1::text::jsonpath))) AND (m @? $3::text::jsonpath))"
+            )
+        );
+        assert_eq!(kw_sql.keywords, [vec!["de".to_string(), "fr".to_string()]]);
+        assert!(
+            range_index_ddl("\"docs\"", "docs", "lang", FieldType::Keyword, false)[0]
+                .contains(&keyword_expr("metadata", "lang"))
         );
         // Top-level keys keep the expression their existing indexes were built with.
         assert_eq!(
