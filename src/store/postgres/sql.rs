@@ -450,6 +450,22 @@ mod tests {
         f
     }
 
+    /// `v` bound with `key` declared as `kind`, and the map saying `key` has its B-tree.
+    fn bound_on(
+        v: serde_json::Value,
+        key: &str,
+        kind: FieldType,
+    ) -> (Filter, BTreeMap<String, FieldType>) {
+        let mut f = Filter::parse(&v, "filter").unwrap();
+        let schema = crate::index::payload::FieldSchema {
+            kind,
+            tenant: false,
+        };
+        f.bind(&[(key.to_string(), schema)].into(), true, "filter")
+            .unwrap();
+        (f, [(key.to_string(), kind)].into())
+    }
+
     #[test]
     fn values_travel_as_parameters_never_in_the_statement() {
         let f = bound(json!({"must": [
@@ -503,24 +519,14 @@ mod tests {
 
     #[test]
     fn ranges_on_indexed_numbers_take_the_btree_form_and_stay_two_valued_under_not() {
-        let mut f = Filter::parse(
-            &json!({
+        let (f, ranged) = bound_on(
+            json!({
                 "must": [{"key": "year", "range": {"gte": 2010, "lt": 2015}}],
                 "must_not": [{"key": "year", "range": {"gt": 2013}}]
             }),
-            "filter",
-        )
-        .unwrap();
-        let fields = [(
-            "year".to_string(),
-            crate::index::payload::FieldSchema {
-                kind: FieldType::Integer,
-                tenant: false,
-            },
-        )]
-        .into();
-        f.bind(&fields, true, "filter").unwrap();
-        let ranged: BTreeMap<String, FieldType> = [("year".to_string(), FieldType::Integer)].into();
+            "year",
+            FieldType::Integer,
+        );
         let sql = filter_sql_on(&f, 1, "id", "m", &ranged);
         let num = number_expr("m", "year", FieldType::Integer);
         assert!(num.contains("floor"), "{num}");
@@ -553,25 +559,14 @@ mod tests {
             "(jsonb_typeof(m -> 'a') = 'array' OR jsonb_typeof(m #> '{a,b}') = 'array')"
         );
         // A declared keyword matches through its B-tree expression; `except` keeps the path.
-        let mut kw = Filter::parse(
-            &serde_json::json!({"must": [
+        let (kw, on_lang) = bound_on(
+            json!({"must": [
                 {"key": "lang", "match": {"any": ["de", "fr"]}},
                 {"key": "lang", "match": {"except": ["en"]}}
             ]}),
-            "filter",
-        )
-        .unwrap();
-        let lang = [(
-            "lang".to_string(),
-            crate::index::payload::FieldSchema {
-                kind: FieldType::Keyword,
-                tenant: false,
-            },
-        )]
-        .into();
-        kw.bind(&lang, true, "filter").unwrap();
-        let on_lang: BTreeMap<String, FieldType> =
-            [("lang".to_string(), FieldType::Keyword)].into();
+            "lang",
+            FieldType::Keyword,
+        );
         let kw_sql = filter_sql_on(&kw, 1, "id", "m", &on_lang);
         let expr = keyword_expr("m", "lang");
         assert_eq!(
