@@ -372,13 +372,13 @@ pub async fn create(
 }
 
 /// Whether a declared field of type `kind` at `key` gets B-tree indexes
-/// ([`sql::range_index_ddl`]): integer and float fields answer ranges from them, keyword fields
-/// matches (with the column statistics that make PostgreSQL's estimate of a tenant or a
-/// category exact enough to choose the plan).
+/// ([`sql::range_index_ddl`]): integer, float and datetime fields answer ranges from them,
+/// keyword fields matches (with the column statistics that make PostgreSQL's estimate of a
+/// tenant or a category exact enough to choose the plan).
 fn btree_indexed(key: &str, kind: FieldType) -> bool {
     matches!(
         kind,
-        FieldType::Integer | FieldType::Float | FieldType::Keyword
+        FieldType::Integer | FieldType::Float | FieldType::Datetime | FieldType::Keyword
     ) && sql::rangeable(key)
 }
 

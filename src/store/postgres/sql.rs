@@ -7,8 +7,8 @@
 //! the path as JSON literals and the whole path travels as a bound parameter, never spliced
 //! into the statement.
 //!
-//! A `range` on an integer or float field with a declared payload index (a top-level key or a
-//! dotted path, `a.b`) also has a B-tree form (see [`range_index_ddl`]): scalar numbers compare
+//! A `range` on an integer, float or datetime field with a declared payload index (a top-level
+//! key or a dotted path, `a.b`) also has a B-tree form (see [`range_index_ddl`]): scalar numbers compare
 //! through the B-tree expression index, arrays (rare: the value, or an object on the way, as in
 //! `[{"b": 1}, {"b": 2}]`) through the path over a partial index of the rows holding one, so
 //! PostgreSQL's planner can answer a selective range from the B-tree instead of walking HNSW.
@@ -171,7 +171,7 @@ impl Writer<'_> {
         kind: FieldType,
         path: String,
     ) -> String {
-        let num = number_expr(self.metadata, key, kind);
+        let num = btree_expr(self.metadata, key, kind);
         let mut parts = Vec::new();
         for (b, op) in [(r.gt, ">"), (r.gte, ">="), (r.lt, "<"), (r.lte, "<=")] {
             if let Some(x) = b {
@@ -275,11 +275,46 @@ fn keyword_expr(metadata: &str, key: &str) -> String {
     )
 }
 
+/// The Unix seconds of the RFC 3339 date-time at a [`rangeable`] key, else NULL: a datetime
+/// field's B-tree expression ([`EPOCH_FUNCTION`]).
+fn datetime_expr(metadata: &str, key: &str) -> String {
+    format!(
+        "(CASE WHEN jsonb_typeof({}) = 'string' THEN capot_epoch({}) END)",
+        json_at(metadata, key, false),
+        json_at(metadata, key, true)
+    )
+}
+
+/// `capot_epoch(text)`: the Unix seconds of an RFC 3339 date-time with its offset
+/// (`2024-05-01T12:00:00Z`, `...+02:00`; any separator, either case), NULL for any other
+/// string — what [`crate::index::payload::parse_datetime`] reads. A text-to-`timestamptz` cast is only
+/// `STABLE` (a string without an offset reads in the session's time zone), which no index may
+/// use; with the offset required, the result depends on the string alone, so the function is
+/// honestly `IMMUTABLE` and a datetime field's B-tree can be built over it. A string the
+/// pattern lets through but no calendar has (`2024-02-30`) is caught as an error, which makes it
+/// `PARALLEL UNSAFE` (the default: a parallel worker cannot open the subtransaction that
+/// catching takes). Created once per database; a concurrent creation is not an error.
+pub const EPOCH_FUNCTION: &str = r#"DO $capot$ BEGIN
+  CREATE FUNCTION capot_epoch(t text) RETURNS float8
+    LANGUAGE plpgsql IMMUTABLE STRICT AS $f$
+  BEGIN
+    IF t !~ '^[0-9]{4}-[0-9]{2}-[0-9]{2}.[0-9]{2}:[0-9]{2}:[0-9]{2}([.][0-9]+)?([Zz]|[+-][0-9]{2}:[0-9]{2})$' THEN
+      RETURN NULL;
+    END IF;
+    RETURN extract(epoch FROM upper(overlay(t PLACING 'T' FROM 11 FOR 1))::timestamptz)::float8;
+  EXCEPTION WHEN others THEN
+    RETURN NULL;
+  END $f$;
+EXCEPTION WHEN duplicate_function OR unique_violation THEN NULL;
+END $capot$"#;
+
 /// The B-tree expression of a field of type `kind` at `key`: its number
-/// ([`number_expr`], integer and float fields) or its string ([`keyword_expr`]).
+/// ([`number_expr`], integer and float fields), its Unix seconds ([`datetime_expr`], datetime
+/// fields) or its string ([`keyword_expr`]).
 fn btree_expr(metadata: &str, key: &str, kind: FieldType) -> String {
     match kind {
         FieldType::Keyword => keyword_expr(metadata, key),
+        FieldType::Datetime => datetime_expr(metadata, key),
         _ => number_expr(metadata, key, kind),
     }
 }
@@ -308,30 +343,35 @@ pub fn range_index_name(index_prefix: &str, key: &str, kind: FieldType) -> Strin
     format!("capot_{}_num", &tag[..12])
 }
 
-/// The statements that index the [`rangeable`] key `key` (a field of type `kind`: integer or
-/// float for ranges, keyword for matches; top-level or dotted) of `table`'s metadata: a B-tree
-/// over its value ([`btree_expr`]), and a partial index of the rows where it is an array. `concurrently`: built without blocking writes (each
-/// statement must then run on its own, outside a transaction).
+/// The statements that index the [`rangeable`] key `key` (a field of type `kind`: integer,
+/// float or datetime for ranges, keyword for matches; top-level or dotted) of `table`'s
+/// metadata: a B-tree over its value ([`btree_expr`]; a datetime's first needs
+/// [`EPOCH_FUNCTION`]), and a partial index of the rows where it is an array. `concurrently`:
+/// built without blocking writes (each statement must then run on its own, outside a
+/// transaction).
 pub fn range_index_ddl(
     table: &str,
     index_prefix: &str,
     key: &str,
     kind: FieldType,
     concurrently: bool,
-) -> [String; 2] {
+) -> Vec<String> {
     let num_index = range_index_name(index_prefix, key, kind);
     let arr_index = num_index.replace("_num", "_arr");
     let how = if concurrently { " CONCURRENTLY" } else { "" };
-    [
-        format!(
-            "CREATE INDEX{how} IF NOT EXISTS \"{num_index}\" ON {table} ({})",
-            btree_expr("metadata", key, kind)
-        ),
-        format!(
-            "CREATE INDEX{how} IF NOT EXISTS \"{arr_index}\" ON {table} ((1)) WHERE {}",
-            array_test("metadata", key)
-        ),
-    ]
+    let mut statements = Vec::new();
+    if kind == FieldType::Datetime {
+        statements.push(EPOCH_FUNCTION.to_string());
+    }
+    statements.push(format!(
+        "CREATE INDEX{how} IF NOT EXISTS \"{num_index}\" ON {table} ({})",
+        btree_expr("metadata", key, kind)
+    ));
+    statements.push(format!(
+        "CREATE INDEX{how} IF NOT EXISTS \"{arr_index}\" ON {table} ((1)) WHERE {}",
+        array_test("metadata", key)
+    ));
+    statements
 }
 
 /// `$."a"."b"` for the dotted key `a.b`.
@@ -385,11 +425,23 @@ fn field_predicate(check: &Check, kind: FieldType) -> Option<String> {
     }
 }
 
+/// An RFC 3339 date-time with its offset, as a `like_regex` pattern: the strings a datetime
+/// field counts ([`crate::index::payload::parse_datetime`]) that `.datetime()` reads as an
+/// instant. Tested before `.datetime()` is called: a date alone, or a time without its offset,
+/// is a value `.datetime()` cannot compare with an instant, and that error is not one `@?`
+/// suppresses — one such document made every datetime range on the table fail.
+const RFC3339_PATTERN: &str =
+    "^[0-9]{4}-[0-9]{2}-[0-9]{2}[T ][0-9]{2}:[0-9]{2}:[0-9]{2}([.][0-9]+)?([Zz]|[+-][0-9]{2}:[0-9]{2})$";
+
 /// The type a value must have to count for a field of type `kind` (an integer field counts
-/// whole numbers only).
+/// whole numbers only, a datetime field RFC 3339 strings).
 fn type_test(kind: FieldType) -> String {
     match kind {
-        FieldType::Keyword | FieldType::Datetime => "@.type() == \"string\"".into(),
+        FieldType::Keyword => "@.type() == \"string\"".into(),
+        FieldType::Datetime => format!(
+            "@.type() == \"string\" && @ like_regex {}",
+            literal(RFC3339_PATTERN)
+        ),
         FieldType::Integer => "@.type() == \"number\" && @.floor() == @".into(),
         FieldType::Float => "@.type() == \"number\"".into(),
         FieldType::Bool => "@.type() == \"boolean\"".into(),
@@ -608,7 +660,35 @@ mod tests {
         let sql = filter_sql(&f, 1);
         assert_eq!(
             sql.paths[0],
-            r#"$."at" ? (@.type() == "string" && @.datetime() >= "2024-05-01T10:00:00Z".datetime())"#
+            format!(
+                r#"$."at" ? (@.type() == "string" && @ like_regex {} && @.datetime() >= "2024-05-01T10:00:00Z".datetime())"#,
+                literal(RFC3339_PATTERN)
+            )
         );
+        // Declared, the range compares Unix seconds through the B-tree's expression, whose
+        // function the index's statements create first.
+        let (f, on_at) = bound_on(
+            json!({"must": [{"key": "at", "range": {"gte": "2024-05-01T12:00:00+02:00"}}]}),
+            "at",
+            FieldType::Datetime,
+        );
+        let sql = filter_sql_on(&f, 1, "id", "m", &on_at);
+        let expr = datetime_expr("m", "at");
+        assert_eq!(
+            expr,
+            "(CASE WHEN jsonb_typeof(m -> 'at') = 'string' THEN capot_epoch(m ->> 'at') END)"
+        );
+        assert_eq!(
+            sql.text,
+            format!(
+                "((({expr} >= $2::float8) OR ((jsonb_typeof(m -> 'at') = 'array') AND \
+                 (m @? $1::text::jsonpath))))"
+            )
+        );
+        assert_eq!(sql.numbers, [1_714_557_600.0]);
+        let ddl = range_index_ddl("\"docs\"", "docs", "at", FieldType::Datetime, true);
+        assert_eq!(ddl[0], EPOCH_FUNCTION);
+        assert!(ddl[1].contains(&datetime_expr("metadata", "at")), "{ddl:?}");
+        assert_eq!(ddl.len(), 3);
     }
 }
