@@ -179,18 +179,41 @@ pub(crate) fn search_layer(
 /// The fewest new neighbours whose admitted share decides how a filtered walk expands a node.
 const HOP_READING: usize = 8;
 
+/// The fewest neighbours a filtered walk must have met before it reads the share of them the
+/// filter admits as a sign of the filter's correlation with the query (see
+/// [`FilteredWalk::two_hop_below`]).
+const SHARE_READING: usize = 128;
+
+/// How a filtered walk treats the nodes its filter refuses, and when it gives up.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct FilteredWalk {
+    /// Where fewer than this share of a node's new neighbours are admitted, the refused ones
+    /// are stepped through rather than scored (1.0: everywhere, ACORN-1's expansion).
+    pub hop_below: f64,
+    /// Once the share admitted among all the neighbours met so far falls below this (after
+    /// [`SHARE_READING`] of them), the filter refuses the query's neighbourhood more than it
+    /// refuses the index: the rest of the walk steps through everywhere, so that it does not
+    /// score its way through that whole neighbourhood. 0.0: never.
+    pub two_hop_below: f64,
+    /// The walk gives up (`None`) past this many scored nodes.
+    pub budget: usize,
+}
+
 /// [`search_layer`] under a filter: only admitted nodes are kept as results, and the walk stops
-/// once the `ef` best admitted nodes are settled. `None` when it scores more than `budget`
-/// nodes: an exact scan of the admitted nodes is then the cheaper way (Lucene's rule).
+/// once the `ef` best admitted nodes are settled. `None` when it scores more than
+/// `walk.budget` nodes: an exact scan of the admitted nodes is then the cheaper way (Lucene's
+/// rule).
 ///
-/// Where fewer than `hop_below` of a node's neighbours are admitted, only admitted nodes are
-/// scored: a refused neighbour is not scored but stepped through, its own neighbours taken in
-/// its place (ACORN-1's expansion), which keeps the admitted nodes connected without paying a
-/// dot product for each refused one. Where more are admitted, every neighbour is scored and
+/// Where fewer than `walk.hop_below` of a node's neighbours are admitted, only admitted nodes
+/// are scored: a refused neighbour is not scored but stepped through, its own neighbours taken
+/// in its place (ACORN-1's expansion), which keeps the admitted nodes connected without paying
+/// a dot product for each refused one. Where more are admitted, every neighbour is scored and
 /// walked through. Deciding per node rather than per filter follows the filter's correlation
 /// with the query: around a query whose neighbourhood the filter refuses (a filter
 /// anti-correlated with it) the walk steps through, and where most nodes are admitted it walks
-/// as an unfiltered one does.
+/// as an unfiltered one does. A walk that has met far fewer admitted nodes than the filter's
+/// share promises (`walk.two_hop_below`) steps through everywhere from then on: the refused
+/// nodes it would otherwise score lie between the query and every admitted one.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn search_layer_filtered(
     entries: &[Scored],
@@ -199,8 +222,7 @@ pub(crate) fn search_layer_filtered(
     score: &mut impl FnMut(u32) -> f32,
     prefetch: &impl Fn(u32),
     admit: &impl Fn(u32) -> bool,
-    hop_below: f64,
-    budget: usize,
+    walk: FilteredWalk,
     visited: &mut Visited,
 ) -> Option<Vec<Scored>> {
     let ef = ef.max(1);
@@ -225,7 +247,16 @@ pub(crate) fn search_layer_filtered(
     let mut hop = Vec::new();
     // Nodes to score, and whether each is admitted.
     let mut fresh: Vec<(u32, bool)> = Vec::new();
+    let mut hop_below = walk.hop_below;
+    // Neighbours met so far, and how many of them the filter admits.
+    let (mut met, mut met_admitted) = (0usize, 0usize);
     while let Some(c) = candidates.pop() {
+        if hop_below < 1.0
+            && met >= SHARE_READING
+            && (met_admitted as f64) < walk.two_hop_below * met as f64
+        {
+            hop_below = 1.0;
+        }
         let worst = results.peek().map_or(f32::NEG_INFINITY, |r| r.0 .0);
         if results.len() >= ef && c.0 < worst {
             break;
@@ -240,6 +271,8 @@ pub(crate) fn search_layer_filtered(
         // The share admitted among the node's new neighbours, read only when there are enough
         // of them to read it (late in a walk a few new ones say little).
         let admitted = fresh.iter().filter(|f| f.1).count();
+        met += fresh.len();
+        met_admitted += admitted;
         let reading = fresh.len() >= HOP_READING || hop_below >= 1.0;
         if reading && (admitted as f64) < hop_below * fresh.len() as f64 {
             // Few admitted here: step through the refused ones to their admitted neighbours.
@@ -258,7 +291,7 @@ pub(crate) fn search_layer_filtered(
             fresh.retain(|f| f.1);
         }
         scored += fresh.len();
-        if scored > budget {
+        if scored > walk.budget {
             return None;
         }
         for (j, &(nb, ok)) in fresh.iter().enumerate() {
@@ -454,35 +487,42 @@ impl Graph {
         })
     }
 
-    /// The `ef` best admitted nodes for `score` (best first), or `None` past `budget` scored
-    /// nodes (see [`search_layer_filtered`]).
-    #[allow(clippy::too_many_arguments)]
+    /// The `ef` best admitted nodes for `score` (best first), or `None` past `walk.budget`
+    /// scored nodes (see [`search_layer_filtered`]). The walk starts from where the greedy
+    /// descent ends and from `seeds`, admitted nodes anywhere in the graph: a filter that
+    /// refuses the query's whole neighbourhood leaves the descent's end among refused nodes,
+    /// far from any admitted one, and a seed starts the walk where admitted nodes are.
     pub(crate) fn search_filtered(
         &self,
         ef: usize,
         score: &mut impl FnMut(u32) -> f32,
         prefetch: &impl Fn(u32),
         admit: &impl Fn(u32) -> bool,
-        hop_below: f64,
-        budget: usize,
+        walk: FilteredWalk,
+        seeds: &[u32],
     ) -> Option<Vec<Scored>> {
         let mut neighbours = |node: u32, level: usize, buf: &mut Vec<u32>| {
             buf.clear();
             buf.extend_from_slice(self.neighbours(node, level));
         };
-        let cur = self.descend(score);
+        let mut entries = vec![self.descend(score)];
+        entries.extend(
+            seeds
+                .iter()
+                .filter(|&&i| (i as usize) < self.header.count)
+                .map(|&i| Scored(score(i), i)),
+        );
         VISITED.with(|v| {
             let mut visited = v.borrow_mut();
             visited.reset(self.header.count);
             search_layer_filtered(
-                &[cur],
+                &entries,
                 ef,
                 &mut neighbours,
                 score,
                 prefetch,
                 admit,
-                hop_below,
-                budget,
+                walk,
                 &mut visited,
             )
         })

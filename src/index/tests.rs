@@ -1201,14 +1201,15 @@ fn an_interrupted_graph_resumes_into_the_same_index() {
 /// A filter admitting half the documents, all of them far from the query (those with a negative
 /// dot product with it): a walk that scores every refused node near the query scores many more
 /// nodes than one that steps through the refused neighbourhood (the local rule of
-/// `search_layer_filtered` above `TWO_HOP_BELOW`), and both find the admitted nearest.
+/// `search_layer_filtered` above `TWO_HOP_BELOW`), one that also notices how few admitted nodes
+/// it meets and steps through everywhere scores fewer still, and all find the admitted nearest.
 #[test]
 fn walks_step_through_a_neighbourhood_the_filter_refuses() {
     let dir = tempfile::tempdir().unwrap();
     let dim = 16;
     let index = build_small(&dir.path().join("idx"), 4000, dim, 11);
     let mut rng = Rng(12);
-    let (mut through_all, mut stepping) = (0usize, 0usize);
+    let (mut through_all, mut stepping, mut switching) = (0usize, 0usize, 0usize);
     let (mut found, mut wanted) = (0usize, 0usize);
     for _ in 0..20 {
         let q = rng.unit_vector(dim);
@@ -1220,14 +1221,24 @@ fn walks_step_through_a_neighbourhood_the_filter_refuses() {
             .map(|i| (score_of(i), i))
             .collect();
         exact.sort_by(|a, b| b.0.total_cmp(&a.0));
-        for (hop_below, scored) in [(0.0, &mut through_all), (0.2, &mut stepping)] {
+        let share = exact.len() as f64 / index.len() as f64;
+        for (hop_below, two_hop_below, scored) in [
+            (0.0, 0.0, &mut through_all),
+            (0.2, 0.0, &mut stepping),
+            (0.2, 0.7 * share, &mut switching),
+        ] {
             let mut count = |i: u32| {
                 *scored += 1;
                 score_of(i)
             };
+            let walk = graph::FilteredWalk {
+                hop_below,
+                two_hop_below,
+                budget: usize::MAX,
+            };
             let hits = index
                 .graph
-                .search_filtered(32, &mut count, &|_| {}, &admit, hop_below, usize::MAX)
+                .search_filtered(32, &mut count, &|_| {}, &admit, walk, &[])
                 .expect("no budget");
             assert!(hits.iter().all(|h| admit(h.1)));
             found += hits
@@ -1238,11 +1249,87 @@ fn walks_step_through_a_neighbourhood_the_filter_refuses() {
             wanted += 10;
         }
     }
-    // Seeded, so deterministic: 57,828 against 79,493 when written.
+    eprintln!("scored: through all {through_all}, stepping {stepping}, switching {switching}");
+    // Seeded, so deterministic: 79,494 walking through all, 57,824 stepping through, 32,446
+    // switching when written.
     assert!(
         (stepping as f64) < 0.85 * through_all as f64,
         "stepping through scored {stepping} nodes, walking through all {through_all}"
     );
+    assert!(
+        switching < stepping,
+        "switching scored {switching} nodes, stepping through locally {stepping}"
+    );
     let recall = found as f64 / wanted as f64;
     assert!(recall >= 0.9, "recall {recall}");
+}
+
+/// A filter admitting the twentieth of the documents farthest from the query: a walk that
+/// starts where the greedy descent ends (among refused nodes) and steps through them finds
+/// few admitted nodes or none, and settles fewer than `k` (the planner then scans); one that
+/// also starts from admitted seeds, spread over the admitted set as `search_admitted` picks
+/// them, settles `k` and finds most of the admitted nearest.
+#[test]
+fn admitted_seeds_start_walks_a_filter_sends_far_from_the_query() {
+    let dir = tempfile::tempdir().unwrap();
+    let dim = 16;
+    let index = build_small(&dir.path().join("idx"), 4000, dim, 13);
+    let mut rng = Rng(14);
+    let (mut short_unseeded, mut short_seeded) = (0, 0);
+    let (mut found, mut wanted) = (0usize, 0usize);
+    let admitted_count = index.len() / 20;
+    for _ in 0..30 {
+        let q = rng.unit_vector(dim);
+        let score_of = |i: u32| vectors::dot(&q, index.vector(i as usize).unwrap_or(&[]));
+        let mut by_score: Vec<(f32, u32)> =
+            (0..index.len() as u32).map(|i| (score_of(i), i)).collect();
+        by_score.sort_by(|a, b| b.0.total_cmp(&a.0));
+        let far: roaring::RoaringBitmap = by_score[index.len() - admitted_count..]
+            .iter()
+            .map(|s| s.1)
+            .collect();
+        let admit = |i: u32| far.contains(i);
+        let seeds: Vec<u32> = (0..8)
+            .filter_map(|j| far.select((j * far.len() / 8) as u32))
+            .collect();
+        let walk = graph::FilteredWalk {
+            hop_below: 1.0,
+            two_hop_below: 0.0,
+            budget: usize::MAX,
+        };
+        let mut score = |i: u32| score_of(i);
+        let unseeded = index
+            .graph
+            .search_filtered(32, &mut score, &|_| {}, &admit, walk, &[])
+            .expect("no budget");
+        short_unseeded += usize::from(unseeded.len() < 10);
+        let seeded = index
+            .graph
+            .search_filtered(32, &mut score, &|_| {}, &admit, walk, &seeds)
+            .expect("no budget");
+        short_seeded += usize::from(seeded.len() < 10);
+        assert!(seeded.iter().chain(&unseeded).all(|h| admit(h.1)));
+        let best: Vec<u32> = by_score[index.len() - admitted_count..]
+            .iter()
+            .take(10)
+            .map(|s| s.1)
+            .collect();
+        found += seeded
+            .iter()
+            .take(10)
+            .filter(|h| best.contains(&h.1))
+            .count();
+        wanted += 10;
+    }
+    eprintln!(
+        "walks short of 10 hits: unseeded {short_unseeded}, seeded {short_seeded}; \
+         seeded recall {found}/{wanted}"
+    );
+    assert_eq!(short_seeded, 0);
+    assert!(
+        short_unseeded > 0,
+        "every unseeded walk found 10 admitted nodes"
+    );
+    let recall = found as f64 / wanted as f64;
+    assert!(recall >= 0.8, "recall {recall}");
 }
