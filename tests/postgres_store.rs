@@ -1376,6 +1376,33 @@ fn repair_reads_the_vocabulary_built_from_the_table_and_rebuilt_as_it_grows() {
     }
     let after = search(&server, &novel);
     assert_eq!(after["repair"]["text"], "zorblaxian migration", "{after}");
+    drop(server);
+
+    // The table's documents vote on repair when asked: the raw query searched in the store
+    // first, the vote's time reported, the same reading where the speller was sure.
+    let voting = common::Server::start(&[
+        "--store",
+        &pg.url("docs"),
+        "--encoder",
+        common::minilm_bundle().to_str().unwrap(),
+        "--data-dir",
+        data.path().to_str().unwrap(),
+        "--repair-vote-documents",
+        "5",
+    ]);
+    let v = search(&voting, &typo);
+    assert_eq!(
+        v["repair"]["text"], "symptoms of vitamin d deficiency",
+        "{v}"
+    );
+    assert!(v["timings_ms"]["vote"].as_f64().unwrap() > 0.0, "{v}");
+    let info = curl("GET", &format!("{}/info", voting.base), None, None).2;
+    assert_eq!(info["repair"]["vote_documents"], 5, "{info}");
+    wait_metric(
+        &voting,
+        "capot_query_repair_votes_total{encoder=\"minilm\"}",
+        |n| n >= 1.0,
+    );
 }
 
 /// The value of one series (`name{labels}`) on the server's `/metrics`, waiting (bounded) until

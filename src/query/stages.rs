@@ -19,6 +19,7 @@ use crate::live::segment::StoredDocument;
 use crate::live::LiveCorpus;
 use crate::registry::batcher::{BatchError, EncodeTimings};
 use crate::registry::{LoadedEncoder, QueryPipeline, ResolveError, DEFAULT_ALIAS};
+use crate::repair::retrieved::RetrievedWords;
 use crate::repair::{Outcome, RepairFusion, RepairMode, Repaired, Repairer};
 
 /// Largest `ef` a request may ask for.
@@ -410,11 +411,70 @@ struct Encoded {
     timings: EncodeTimings,
 }
 
-/// Where the index's vote reads: the corpus, how many documents vote, the walk's `ef`.
+/// Where the index's vote reads, how many documents vote, the walk's `ef`.
 struct Voting {
-    corpus: Arc<Corpus>,
+    source: VoteSource,
     documents: usize,
     ef: usize,
+    /// A store's read-your-writes position and the request's deadline ([`StoreSearch`]).
+    after: Option<u64>,
+    deadline: Instant,
+}
+
+/// The documents that vote: the corpus served (its frozen index less what the live segment
+/// replaced or deleted, and the live segment's own documents) or the store.
+enum VoteSource {
+    Corpus(Arc<Corpus>, Option<Arc<LiveCorpus>>),
+    Store(Arc<dyn crate::store::DocumentStore>),
+}
+
+/// The words of the documents nearest each of `vectors` (the raw texts'), as the vote reads
+/// them.
+async fn vote_documents(
+    voting: &Voting,
+    vectors: Arc<Vec<Vec<f32>>>,
+) -> Result<Vec<RetrievedWords>, ApiError> {
+    let (documents, ef) = (voting.documents, voting.ef.max(voting.documents));
+    match &voting.source {
+        VoteSource::Corpus(corpus, live) => {
+            let (corpus, live) = (corpus.clone(), live.clone());
+            tokio::task::spawn_blocking(move || {
+                vectors
+                    .iter()
+                    .map(|v| {
+                        let found = corpus_search(
+                            &corpus.index,
+                            live.as_deref(),
+                            &[v.as_slice()],
+                            Scope::top(documents, ef),
+                        )?;
+                        Ok(words_of(&found.hits))
+                    })
+                    .collect::<Result<Vec<_>, IndexError>>()
+            })
+            .await
+            .map_err(|e| ApiError::internal(format!("vote task failed: {e}")))?
+            .map_err(|e| ApiError::internal(e.to_string()))
+        }
+        VoteSource::Store(store) => {
+            let queries = vectors.iter().map(|v| vec![v.clone()]).collect();
+            let scope = crate::store::StoreSearch {
+                k: documents,
+                ef,
+                filter: None,
+                with_metadata: false,
+                after: voting.after,
+                deadline: Some(voting.deadline),
+            };
+            let found = store.search(queries, scope).await.map_err(store_error)?;
+            Ok(found.iter().map(|r| words_of(&r.hits)).collect())
+        }
+    }
+}
+
+/// The words of `hits`' titles and texts.
+fn words_of(hits: &[Hit]) -> RetrievedWords {
+    RetrievedWords::from_documents(hits.iter().map(|h| (h.title.as_str(), h.text.as_str())))
 }
 
 /// Repair with the index's vote ([`Repairer::repair_with`]): the raw texts are encoded and
@@ -432,37 +492,22 @@ async fn encode_voted(
     let raw = prepare(loaded, texts.clone(), None, fusion, None).await?;
     let (raw_vectors, mut timings, _) = infer(loaded, raw.tokens).await?;
     let raw_vectors = Arc::new(raw_vectors);
-    let voted = {
-        let raw_vectors = raw_vectors.clone();
-        tokio::task::spawn_blocking(move || {
-            let started = Instant::now();
-            let mut retrieved = Vec::with_capacity(texts.len());
-            for v in raw_vectors.iter() {
-                retrieved.push(crate::repair::retrieved::retrieved_from(
-                    &voting.corpus.index,
-                    v,
-                    voting.documents,
-                    voting.ef.max(voting.documents),
-                )?);
-            }
-            let vote_seconds = started.elapsed().as_secs_f64();
-            let started = Instant::now();
-            let segment = live.as_ref().map(|l| l.read());
-            let known = |w: &str| segment.as_ref().is_some_and(|s| s.has_word(w));
-            let repairs: Vec<Option<Repaired>> = texts
-                .iter()
-                .zip(&retrieved)
-                .map(|(t, d)| {
-                    Some(repairer.repair_with(t, &known, Some(d))).filter(Repaired::changed)
-                })
-                .collect();
-            Ok::<_, IndexError>((repairs, vote_seconds, started.elapsed().as_secs_f64()))
-        })
-        .await
-        .map_err(|e| ApiError::internal(format!("repair task failed: {e}")))?
-        .map_err(|e| ApiError::internal(e.to_string()))?
-    };
-    let (repairs, vote_seconds, repair_seconds) = voted;
+    let started = Instant::now();
+    let retrieved = vote_documents(&voting, raw_vectors.clone()).await?;
+    let vote_seconds = started.elapsed().as_secs_f64();
+    let (repairs, repair_seconds) = tokio::task::spawn_blocking(move || {
+        let started = Instant::now();
+        let segment = live.as_ref().map(|l| l.read());
+        let known = |w: &str| segment.as_ref().is_some_and(|s| s.has_word(w));
+        let repairs: Vec<Option<Repaired>> = texts
+            .iter()
+            .zip(&retrieved)
+            .map(|(t, d)| Some(repairer.repair_with(t, &known, Some(d))).filter(Repaired::changed))
+            .collect();
+        (repairs, started.elapsed().as_secs_f64())
+    })
+    .await
+    .map_err(|e| ApiError::internal(format!("repair task failed: {e}")))?;
     let changed: Vec<String> = repairs.iter().flatten().map(|r| r.text.clone()).collect();
     let mut tokenize_seconds = raw.tokenize_seconds;
     let mut changed_vectors = Vec::new();
@@ -622,11 +667,16 @@ pub async fn search(state: &AppState, p: SearchParams) -> Result<SearchOutput, A
     let work = async {
         let encoded = match (&target, repairer) {
             // The index's vote: the raw texts are encoded and searched before repair.
-            (Target::Corpus(corpus), Some(r)) if vote_documents > 0 => {
+            (target, Some(r)) if vote_documents > 0 => {
                 let voting = Voting {
-                    corpus: corpus.clone(),
+                    source: match target {
+                        Target::Corpus(corpus) => VoteSource::Corpus(corpus.clone(), live.clone()),
+                        Target::Store(store) => VoteSource::Store(store.clone()),
+                    },
                     documents: vote_documents,
                     ef,
+                    after,
+                    deadline,
                 };
                 encode_voted(&loaded, p.texts, r, fusion, live.clone(), voting).await?
             }
