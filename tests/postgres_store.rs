@@ -1396,6 +1396,18 @@ fn repair_reads_the_vocabulary_built_from_the_table_and_rebuilt_as_it_grows() {
         "{v}"
     );
     assert!(v["timings_ms"]["vote"].as_f64().unwrap() > 0.0, "{v}");
+    // A query left as typed is answered by the vote's search of the table, not searched again:
+    // the same hits as with repair off.
+    let clean = |repair: &str| {
+        search(
+            &voting,
+            &json!({ "query": "how long to boil an egg", "k": 8, "with_metadata": true, "repair": repair }),
+        )
+    };
+    let (voted, off) = (clean("auto"), clean("off"));
+    assert!(voted.get("repair").is_none(), "{voted}");
+    assert_eq!(voted["timings_ms"]["search"], 0.0, "{voted}");
+    assert_eq!(voted["results"], off["results"], "{voted}");
     let info = curl("GET", &format!("{}/info", voting.base), None, None).2;
     assert_eq!(info["repair"]["vote_documents"], 5, "{info}");
     wait_metric(

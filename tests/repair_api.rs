@@ -547,4 +547,38 @@ fn search_lets_the_index_vote_when_asked_and_reports_its_cost() {
         ),
         "{metrics}"
     );
+
+    // A query the speller leaves as typed is answered by the vote's own search of it (not
+    // searched again): the same hits, scores and metadata as with repair off, for fewer or more
+    // hits than the 10 documents that vote.
+    for k in [3, 15] {
+        let body = |repair: &str| json!({ "query": "how long to boil an egg", "k": k, "with_metadata": true, "repair": repair });
+        let (code, voted) = curl_post(&server, "/search", &body("auto"));
+        assert_eq!(code, 200, "{voted}");
+        let (_, off) = curl_post(&server, "/search", &body("off"));
+        assert!(voted.get("repair").is_none(), "{voted}");
+        assert!(
+            voted["timings_ms"]["vote"].as_f64().unwrap() > 0.0,
+            "{voted}"
+        );
+        // Its search is the vote's: none after it.
+        assert_eq!(voted["timings_ms"]["search"], 0.0, "{voted}");
+        assert_eq!(
+            voted["results"].as_array().map(Vec::len),
+            Some(k),
+            "{voted}"
+        );
+        assert_eq!(voted["results"], off["results"], "k {k}");
+    }
+    // In a batch each query keeps its place, answered by the vote's search or searched again.
+    let texts = [
+        "what is the capital of austrlia",
+        "how long to boil an egg",
+        "symptoms of vitamin d deficeincy",
+    ];
+    let (_, batch) = curl_post(&server, "/search", &json!({ "queries": texts, "k": 2 }));
+    for (i, text) in texts.iter().enumerate() {
+        let (_, single) = curl_post(&server, "/search", &json!({ "query": text, "k": 2 }));
+        assert_eq!(batch["results"][i], single["results"], "{text}: {batch}");
+    }
 }

@@ -112,9 +112,14 @@ impl VocabInfo {
 /// Splits text into lower-cased alphabetic words: maximal runs of alphabetic characters
 /// (so `deen's` gives `deen` and `s`, `covid-19` gives `covid`).
 pub fn corpus_words(text: &str) -> impl Iterator<Item = String> + '_ {
+    corpus_word_spans(text).map(str::to_lowercase)
+}
+
+/// The words [`corpus_words`] gives, as written (before lower-casing): for callers that look
+/// words up and would rather not allocate each.
+pub fn corpus_word_spans(text: &str) -> impl Iterator<Item = &str> + '_ {
     text.split(|c: char| !c.is_alphabetic())
         .filter(|w| !w.is_empty() && w.chars().count() <= MAX_WORD_CHARS)
-        .map(str::to_lowercase)
 }
 
 /// The vocabulary of an index, loaded.

@@ -408,6 +408,9 @@ struct Encoded {
     tokenize_seconds: f64,
     /// Searching the raw texts and reading their documents' words, when the index voted.
     vote_seconds: Option<f64>,
+    /// The vote's searches, per query, when they are the request's own search of the raw text
+    /// ([`Voting::answers`]): a query the speller left unchanged is answered with them.
+    raw_hits: Option<Vec<CorpusHits>>,
     timings: EncodeTimings,
 }
 
@@ -416,6 +419,12 @@ struct Voting {
     source: VoteSource,
     documents: usize,
     ef: usize,
+    /// The request's `k` and whether its hits carry metadata, when it has no filter: the vote's
+    /// search of the raw text then asks for what the request would (and at least `documents`
+    /// hits), so that it also answers every query the speller leaves as typed, which is then not
+    /// searched a second time. `None` under a filter: the vote reads the nearest documents
+    /// whatever the filter admits.
+    answers: Option<(usize, bool)>,
     /// A store's read-your-writes position and the request's deadline ([`StoreSearch`]).
     after: Option<u64>,
     deadline: Instant,
@@ -428,28 +437,32 @@ enum VoteSource {
     Store(Arc<dyn crate::store::DocumentStore>),
 }
 
-/// The words of the documents nearest each of `vectors` (the raw texts'), as the vote reads
-/// them.
+/// The documents nearest each of `vectors` (the raw texts'), unfiltered: the first
+/// `voting.documents` of each list are the ones that vote ([`Voting::answers`] says how many
+/// more).
 async fn vote_documents(
     voting: &Voting,
     vectors: Arc<Vec<Vec<f32>>>,
-) -> Result<Vec<RetrievedWords>, ApiError> {
-    let (documents, ef) = (voting.documents, voting.ef.max(voting.documents));
+) -> Result<Vec<CorpusHits>, ApiError> {
+    let (k, with_metadata) = match voting.answers {
+        Some((k, with_metadata)) => (k.max(voting.documents), with_metadata),
+        None => (voting.documents, false),
+    };
+    let ef = voting.ef.max(k);
     match &voting.source {
         VoteSource::Corpus(corpus, live) => {
             let (corpus, live) = (corpus.clone(), live.clone());
             tokio::task::spawn_blocking(move || {
+                let scope = Scope {
+                    k,
+                    ef,
+                    filter: None,
+                    with_metadata,
+                    frozen_metadata: Some(&corpus.frozen_metadata),
+                };
                 vectors
                     .iter()
-                    .map(|v| {
-                        let found = corpus_search(
-                            &corpus.index,
-                            live.as_deref(),
-                            &[v.as_slice()],
-                            Scope::top(documents, ef),
-                        )?;
-                        Ok(words_of(&found.hits))
-                    })
+                    .map(|v| corpus_search(&corpus.index, live.as_deref(), &[v.as_slice()], scope))
                     .collect::<Result<Vec<_>, IndexError>>()
             })
             .await
@@ -459,15 +472,14 @@ async fn vote_documents(
         VoteSource::Store(store) => {
             let queries = vectors.iter().map(|v| vec![v.clone()]).collect();
             let scope = crate::store::StoreSearch {
-                k: documents,
+                k,
                 ef,
                 filter: None,
-                with_metadata: false,
+                with_metadata,
                 after: voting.after,
                 deadline: Some(voting.deadline),
             };
-            let found = store.search(queries, scope).await.map_err(store_error)?;
-            Ok(found.iter().map(|r| words_of(&r.hits)).collect())
+            store.search(queries, scope).await.map_err(store_error)
         }
     }
 }
@@ -493,7 +505,11 @@ async fn encode_voted(
     let (raw_vectors, mut timings, _) = infer(loaded, raw.tokens).await?;
     let raw_vectors = Arc::new(raw_vectors);
     let started = Instant::now();
-    let retrieved = vote_documents(&voting, raw_vectors.clone()).await?;
+    let found = vote_documents(&voting, raw_vectors.clone()).await?;
+    let retrieved: Vec<RetrievedWords> = found
+        .iter()
+        .map(|f| words_of(&f.hits[..f.hits.len().min(voting.documents)]))
+        .collect();
     let vote_seconds = started.elapsed().as_secs_f64();
     let (repairs, repair_seconds) = tokio::task::spawn_blocking(move || {
         let started = Instant::now();
@@ -545,6 +561,7 @@ async fn encode_voted(
         repair_seconds,
         tokenize_seconds,
         vote_seconds: Some(vote_seconds),
+        raw_hits: voting.answers.map(|_| found),
         timings,
     })
 }
@@ -675,6 +692,7 @@ pub async fn search(state: &AppState, p: SearchParams) -> Result<SearchOutput, A
                     },
                     documents: vote_documents,
                     ef,
+                    answers: filter.is_none().then_some((k, with_metadata)),
                     after,
                     deadline,
                 };
@@ -690,12 +708,36 @@ pub async fn search(state: &AppState, p: SearchParams) -> Result<SearchOutput, A
                     repair_seconds: prepared.repair_seconds,
                     tokenize_seconds: prepared.tokenize_seconds,
                     vote_seconds: None,
+                    raw_hits: None,
                     timings,
                 }
             }
         };
         let (vectors, slots, timings) = (encoded.vectors, encoded.slots, encoded.timings);
-        let (results, filter_seconds, search_seconds) = match target {
+        // Queries the vote's search already answered (left as typed, no filter) are not
+        // searched again.
+        let mut answered: Vec<Option<CorpusHits>> = match encoded.raw_hits {
+            Some(found) => found
+                .into_iter()
+                .zip(&encoded.repairs)
+                .map(|(mut f, r)| {
+                    r.is_none().then(|| {
+                        f.hits.truncate(k);
+                        f
+                    })
+                })
+                .collect(),
+            None => Vec::new(),
+        };
+        answered.resize_with(slots.len(), || None);
+        let slots: Vec<Vec<usize>> = slots
+            .into_iter()
+            .zip(&answered)
+            .filter(|(_, done)| done.is_none())
+            .map(|(own, _)| own)
+            .collect();
+        let (searched, filter_seconds, search_seconds) = match target {
+            _ if slots.is_empty() => (Vec::new(), 0.0, 0.0),
             Target::Corpus(corpus) => {
                 search_corpus(corpus, live, vectors, slots, filter, k, ef, with_metadata).await?
             }
@@ -717,6 +759,7 @@ pub async fn search(state: &AppState, p: SearchParams) -> Result<SearchOutput, A
                 (results, 0.0, started.elapsed().as_secs_f64())
             }
         };
+        let results = merge_answered(answered, searched)?;
         let stages = Stages {
             filter: filter_seconds,
             repair: encoded.repair_seconds,
@@ -783,6 +826,22 @@ pub async fn search(state: &AppState, p: SearchParams) -> Result<SearchOutput, A
         },
         filter: filter_report,
     })
+}
+
+/// Each query's hits: those `answered` already, the others taken from `searched` in order (it
+/// holds one list per query not answered).
+fn merge_answered(
+    answered: Vec<Option<CorpusHits>>,
+    searched: Vec<CorpusHits>,
+) -> Result<Vec<CorpusHits>, ApiError> {
+    let mut searched = searched.into_iter();
+    answered
+        .into_iter()
+        .map(|a| {
+            a.or_else(|| searched.next())
+                .ok_or_else(|| ApiError::internal("a query was neither answered nor searched"))
+        })
+        .collect()
 }
 
 /// Where a search finds its documents: the embedded corpus (frozen index and live segment), or

@@ -6,7 +6,7 @@
 
 use std::collections::HashMap;
 
-use crate::index::vocab::corpus_words;
+use crate::index::vocab::corpus_word_spans;
 use crate::index::{Index, IndexError};
 
 /// The words of the documents the raw query retrieved, each with the number of those documents
@@ -15,21 +15,37 @@ use crate::index::{Index, IndexError};
 pub struct RetrievedWords {
     documents: u32,
     words: u64,
-    used_by: HashMap<String, u32>,
+    /// Per word: how many documents use it, and the last of them (numbered from 1).
+    used_by: HashMap<String, (u32, u32)>,
 }
 
 impl RetrievedWords {
     /// The words of `documents` (each its title and text).
     pub fn from_documents<'a>(documents: impl IntoIterator<Item = (&'a str, &'a str)>) -> Self {
         let mut out = RetrievedWords::default();
-        let mut seen = std::collections::HashSet::new();
+        let mut lowered;
         for (title, text) in documents {
             out.documents += 1;
-            seen.clear();
-            for w in corpus_words(title).chain(corpus_words(text)) {
+            let document = out.documents;
+            for w in corpus_word_spans(title).chain(corpus_word_spans(text)) {
                 out.words += 1;
-                if seen.insert(w.clone()) {
-                    *out.used_by.entry(w).or_insert(0) += 1;
+                // Most words are written in lower-case ASCII already: looked up as they are.
+                let word = if w.bytes().all(|b| b.is_ascii_lowercase()) {
+                    w
+                } else {
+                    lowered = w.to_lowercase();
+                    lowered.as_str()
+                };
+                match out.used_by.get_mut(word) {
+                    Some((using, last)) => {
+                        if *last != document {
+                            *using += 1;
+                            *last = document;
+                        }
+                    }
+                    None => {
+                        out.used_by.insert(word.to_string(), (1, document));
+                    }
                 }
             }
         }
@@ -38,7 +54,7 @@ impl RetrievedWords {
 
     /// How many of the retrieved documents use `word` (lower case).
     pub fn documents_using(&self, word: &str) -> u32 {
-        self.used_by.get(word).copied().unwrap_or(0)
+        self.used_by.get(word).map_or(0, |u| u.0)
     }
 
     /// How many documents were read.
