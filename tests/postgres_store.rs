@@ -643,6 +643,42 @@ fn serve_store(pg: &Postgres, table: &str, data: &std::path::Path) -> common::Se
     ])
 }
 
+/// `capot serve` on a table another pipeline filled, through `columns` (`--store-columns`),
+/// with MiniLM as the document and the query encoder.
+fn serve_attached(
+    pg: &Postgres,
+    table: &str,
+    columns: &str,
+    data: &std::path::Path,
+) -> common::Server {
+    let minilm = common::minilm_bundle();
+    common::Server::start(&[
+        "--store",
+        &pg.url(table),
+        "--store-columns",
+        columns,
+        "--document-encoder",
+        minilm.to_str().unwrap(),
+        "--encoder",
+        minilm.to_str().unwrap(),
+        "--data-dir",
+        data.to_str().unwrap(),
+    ])
+}
+
+/// `capot index vocab --store URL [--store-columns SPEC] --data-dir DATA`, which must succeed;
+/// its summary on stdout.
+fn build_store_vocab(url: &str, columns: Option<&str>, data: &std::path::Path) -> Value {
+    let mut args = vec!["index", "vocab", "--store", url];
+    if let Some(c) = columns {
+        args.extend(["--store-columns", c]);
+    }
+    args.extend(["--data-dir", data.to_str().unwrap()]);
+    let o = common::run_capot(&args, b"");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    serde_json::from_slice(&o.stdout).unwrap()
+}
+
 fn search(server: &common::Server, body: &Value) -> Value {
     let (code, _, v) = curl("POST", &format!("{}/search", server.base), Some(body), None);
     assert_eq!(code, 200, "{body} -> {v}");
@@ -743,18 +779,7 @@ fn a_table_another_pipeline_filled_is_searched_through_its_columns() {
     let minilm = common::minilm_bundle();
     let columns = "id=doc_id,embedding=emb,text=body,metadata=attrs";
     let attached_data = tempfile::tempdir().unwrap();
-    let attached = common::Server::start(&[
-        "--store",
-        &pg.url("passages"),
-        "--store-columns",
-        columns,
-        "--document-encoder",
-        minilm.to_str().unwrap(),
-        "--encoder",
-        minilm.to_str().unwrap(),
-        "--data-dir",
-        attached_data.path().to_str().unwrap(),
-    ]);
+    let attached = serve_attached(&pg, "passages", columns, attached_data.path());
     let own = serve_store(&pg, "docs", data.path());
     let info = curl("GET", &format!("{}/info", attached.base), None, None).2;
     assert_eq!(info["store"]["info"]["metric"], "cosine", "{info}");
@@ -803,22 +828,53 @@ fn a_table_another_pipeline_filled_is_searched_through_its_columns() {
     );
 
     // Query repair's vocabulary comes from the mapped text column.
-    let o = common::run_capot(
-        &[
-            "index",
-            "vocab",
-            "--store",
-            &pg.url("passages"),
-            "--store-columns",
-            columns,
-            "--data-dir",
-            attached_data.path().to_str().unwrap(),
-        ],
-        b"",
-    );
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let words: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let words = build_store_vocab(&pg.url("passages"), Some(columns), attached_data.path());
     assert!(words["words"].as_u64().unwrap() > 100, "{words}");
+
+    // Another pipeline's rows may lack a title, a text or a vector (NULL): they read as empty,
+    // a row without a vector is no hit, and nothing fails.
+    pg.psql(
+        "ALTER TABLE passages ADD COLUMN headline text;
+         UPDATE passages SET headline = 'Otters' WHERE doc_id = 'd001';
+         UPDATE passages SET body = NULL WHERE doc_id = 'd002';
+         INSERT INTO passages (doc_id, body) VALUES ('no-vector', 'a row the pipeline has not embedded')",
+    );
+    let titled = format!("{columns},title=headline");
+    build_store_vocab(&pg.url("passages"), Some(&titled), attached_data.path());
+    drop(attached);
+    let attached = serve_attached(&pg, "passages", &titled, attached_data.path());
+    let info = curl("GET", &format!("{}/info", attached.base), None, None).2;
+    assert_eq!(
+        info["repair"]["store_vocabulary"]["documents"], 201,
+        "{info}"
+    );
+    let v = search(
+        &attached,
+        &json!({"query": "otters", "k": 5, "ef": 1000,
+                "filter": {"must": [{"has_id": ["d001", "d002", "no-vector"]}]}}),
+    );
+    let mut got: Vec<(String, String, String)> = v["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| {
+            let s = |k: &str| h[k].as_str().unwrap().to_string();
+            (
+                s("id"),
+                s("title"),
+                if h["text"] == "" { "" } else { "text" }.into(),
+            )
+        })
+        .collect();
+    got.sort();
+    assert_eq!(
+        got,
+        [
+            ("d001".into(), "Otters".into(), "text".into()),
+            ("d002".into(), String::new(), String::new())
+        ],
+        "{v}"
+    );
 
     // A mapping that does not fit the table is refused at start, with the reason.
     for (spec, encoder, why) in [
@@ -1311,19 +1367,7 @@ fn repair_reads_the_vocabulary_built_from_the_table_and_rebuilt_as_it_grows() {
         let info = curl("GET", &format!("{}/info", server.base), None, None).2;
         assert_eq!(info["repair"]["status"], "no_vocabulary", "{info}");
     }
-    let url = pg.url("docs");
-    let o = common::run_capot(
-        &[
-            "index",
-            "vocab",
-            "--store",
-            &url,
-            "--data-dir",
-            data.path().to_str().unwrap(),
-        ],
-        b"",
-    );
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    build_store_vocab(&pg.url("docs"), None, data.path());
     let server = serve_store(&pg, "docs", data.path());
     let v = search(&server, &typo);
     assert_eq!(
@@ -1377,6 +1421,14 @@ fn repair_reads_the_vocabulary_built_from_the_table_and_rebuilt_as_it_grows() {
     let after = search(&server, &novel);
     assert_eq!(after["repair"]["text"], "zorblaxian migration", "{after}");
     drop(server);
+    // The texts were spilled to a file while counted, and the file is gone: only the
+    // vocabulary's files stay.
+    let spills: Vec<_> = std::fs::read_dir(data.path().join("store-vocab").join("docs"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".spill"))
+        .collect();
+    assert!(spills.is_empty(), "{spills:?}");
 
     // The table's documents vote on repair when asked: the raw query searched in the store
     // first, the vote's time reported, the same reading where the speller was sure.

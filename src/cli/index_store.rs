@@ -236,13 +236,21 @@ pub fn vocab(
     let spinner = bar(0, "reading titles and texts · {elapsed}");
     spinner.enable_steady_tick(Duration::from_millis(200));
     let started = Instant::now();
-    let texts = rt
-        .block_on(postgres::texts(&db, &location, &columns))
-        .with_context(|| format!("cannot read {location}"))?;
-    spinner.set_message(format!("{} documents", texts.len()));
     let dir = capot::store::vocab::vocab_dir(data_dir, &location.table);
-    let record = capot::store::vocab::build(&dir, &location.to_string(), &texts)
+    let mut spill = capot::store::vocab::TextSpill::create(&dir)
+        .with_context(|| format!("cannot write into {}", dir.display()))?;
+    rt.block_on(postgres::texts(&db, &location, &columns, &mut spill))
+        .with_context(|| format!("cannot read {location}"))?;
+    spinner.set_message(format!(
+        "counting the words of {} documents",
+        spill.documents()
+    ));
+    let texts = spill
+        .finish()
+        .with_context(|| format!("cannot read back the texts spilled into {}", dir.display()))?;
+    let record = capot::store::vocab::build(&dir, &location.to_string(), texts.iter())
         .with_context(|| format!("cannot write the vocabulary into {}", dir.display()))?;
+    drop(texts);
     spinner.finish_and_clear();
     eprintln!(
         "vocabulary of {location}: {} words from {} documents in {:.1}s, in {}",

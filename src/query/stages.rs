@@ -876,7 +876,7 @@ pub fn store_error(e: crate::store::StoreError) -> ApiError {
         ),
         StoreError::Invalid(m) => ApiError::new(StatusCode::BAD_REQUEST, "invalid_request", m),
         StoreError::ReadOnly(m) => ApiError::new(StatusCode::CONFLICT, "store_read_only", m),
-        StoreError::Mismatch(_) | StoreError::Database(_) => ApiError::new(
+        StoreError::Mismatch(_) | StoreError::Database(_) | StoreError::Local(_) => ApiError::new(
             StatusCode::INTERNAL_SERVER_ERROR,
             "store_failed",
             e.to_string(),

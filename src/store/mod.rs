@@ -42,6 +42,9 @@ pub enum StoreError {
     /// Anything else the database reported.
     #[error("the document store failed: {0}")]
     Database(String),
+    /// A file capot writes beside the store's data could not be written (the disk is full).
+    #[error("{0}")]
+    Local(String),
 }
 
 /// What one search asks of a store, for every query of a request.
@@ -190,8 +193,12 @@ pub trait DocumentStore: Send + Sync + 'static {
     /// Documents stored now.
     fn count(&self) -> BoxFuture<'_, Result<u64, StoreError>>;
 
-    /// Every document's title and text, for query repair's vocabulary.
-    fn texts(&self) -> BoxFuture<'_, Result<Vec<(String, String)>, StoreError>>;
+    /// Every document's title and text, for query repair's vocabulary, written into `spill`
+    /// as they are read (a table's text may not fit in memory).
+    fn texts<'a>(
+        &'a self,
+        spill: &'a mut crate::store::vocab::TextSpill,
+    ) -> BoxFuture<'a, Result<(), StoreError>>;
 }
 
 /// Hits of a query searched with several vectors: each document once, with its best score,

@@ -321,12 +321,16 @@ async fn rebuild_vocab(
     tokio::spawn(async move {
         let started = Instant::now();
         let result = async {
-            let texts = store.texts().await.map_err(|e| e.to_string())?;
-            let location = store.info().location.clone();
             let dir = speller.dir.clone();
+            let mut spill =
+                crate::store::vocab::TextSpill::create(&dir).map_err(|e| e.to_string())?;
+            store.texts(&mut spill).await.map_err(|e| e.to_string())?;
+            let location = store.info().location.clone();
             let speller2 = speller.clone();
             tokio::task::spawn_blocking(move || {
-                crate::store::vocab::build(&dir, &location, &texts).map_err(|e| e.to_string())?;
+                let texts = spill.finish().map_err(|e| e.to_string())?;
+                crate::store::vocab::build(&dir, &location, texts.iter())
+                    .map_err(|e| e.to_string())?;
                 speller2.reload().map_err(|e| e.to_string())
             })
             .await

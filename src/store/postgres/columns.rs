@@ -73,11 +73,17 @@ impl Columns {
         })
     }
 
-    /// The title as a select-list expression (empty text when the table has none).
+    /// The title as a select-list expression: empty text when the table has no titles or a
+    /// row has none (NULL).
     pub fn title_expr(&self) -> String {
         self.title
             .as_ref()
-            .map_or_else(|| "''".to_string(), |t| format!("{t}::text"))
+            .map_or_else(|| "''".to_string(), |t| format!("coalesce({t}::text, '')"))
+    }
+
+    /// The text as a select-list expression: empty text where a row has none (NULL).
+    pub fn text_expr(&self) -> String {
+        format!("coalesce({}::text, '')", self.text)
     }
 
     /// The metadata as a select-list expression (NULL when the table has none).
@@ -168,6 +174,9 @@ mod tests {
         assert_eq!(c.embedding, "\"emb\"");
         assert_eq!(c.title, None);
         assert_eq!(c.title_expr(), "''");
+        assert_eq!(c.text_expr(), "coalesce(\"body\"::text, '')");
+        let titled = Columns::parse("id=a,embedding=b,text=c,title=d").unwrap();
+        assert_eq!(titled.title_expr(), "coalesce(\"d\"::text, '')");
         assert_eq!(c.metadata_expr(), "\"attrs\"::jsonb");
         for (spec, why) in [
             ("id=a,text=b", "embedding=COLUMN is required"),

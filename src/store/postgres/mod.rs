@@ -1271,11 +1271,11 @@ async fn search_on(
     };
     let (op, embedding) = (target.metric.operator(), &c.embedding);
     let statement = format!(
-        "SELECT {}::text, {}, {}::text, {metadata}, ({embedding} {op} $1)::float8 FROM {} WHERE {where_clause}
+        "SELECT {}::text, {}, {}, {metadata}, ({embedding} {op} $1)::float8 FROM {} WHERE {where_clause}
              ORDER BY {embedding} {op} $1 LIMIT $2",
         c.id,
         c.title_expr(),
-        c.text,
+        c.text_expr(),
         target.table
     );
     let mut out = Vec::with_capacity(queries.len());
@@ -1391,18 +1391,25 @@ async fn run(
         params.extend(filter_params(f));
     }
     let rows = tx.query(statement, &params).await.map_err(db_error)?;
-    Ok(rows
-        .into_iter()
-        .enumerate()
-        .map(|(i, r)| Hit {
-            id: r.get(0),
-            title: r.get(1),
-            text: r.get(2),
-            metadata: metadata_of(r.get(3)),
-            score: metric.score(r.get::<_, f64>(4)),
-            rank: i + 1,
-        })
-        .collect())
+    let mut hits = Vec::with_capacity(rows.len());
+    for r in rows {
+        // A row with no vector (NULL) has no distance: it is no hit.
+        let Some(distance) = r.try_get::<_, Option<f64>>(4).map_err(db_error)? else {
+            continue;
+        };
+        hits.push(Hit {
+            id: r
+                .try_get::<_, Option<String>>(0)
+                .map_err(db_error)?
+                .unwrap_or_default(),
+            title: r.try_get(1).map_err(db_error)?,
+            text: r.try_get(2).map_err(db_error)?,
+            metadata: metadata_of(r.try_get(3).map_err(db_error)?),
+            score: metric.score(distance),
+            rank: hits.len() + 1,
+        });
+    }
+    Ok(hits)
 }
 
 /// Metadata as responses carry it: none for an empty object (the column's default).
@@ -1486,9 +1493,9 @@ impl DocumentStore for PgStore {
         Box::pin(async move {
             let c = &self.columns;
             let sql = format!(
-                "SELECT {id}::text, {}, {}::text, {} FROM {} WHERE {id}::text = $1",
+                "SELECT {id}::text, {}, {}, {} FROM {} WHERE {id}::text = $1",
                 c.title_expr(),
-                c.text,
+                c.text_expr(),
                 c.metadata_expr(),
                 self.location.quoted_table(),
                 id = c.id,
@@ -1496,12 +1503,15 @@ impl DocumentStore for PgStore {
             let row = self
                 .primary(|c| async move { c.query_opt(&sql, &[&id]).await })
                 .await?;
-            Ok(row.map(|r| StoredRecord {
-                id: r.get(0),
-                title: r.get(1),
-                text: r.get(2),
-                metadata: metadata_of(r.get(3)),
-            }))
+            row.map(|r| {
+                Ok(StoredRecord {
+                    id: r.try_get(0).map_err(db_error)?,
+                    title: r.try_get(1).map_err(db_error)?,
+                    text: r.try_get(2).map_err(db_error)?,
+                    metadata: metadata_of(r.try_get(3).map_err(db_error)?),
+                })
+            })
+            .transpose()
         })
     }
 
@@ -1558,10 +1568,13 @@ impl DocumentStore for PgStore {
         })
     }
 
-    fn texts(&self) -> BoxFuture<'_, Result<Vec<(String, String)>, StoreError>> {
+    fn texts<'a>(
+        &'a self,
+        spill: &'a mut crate::store::vocab::TextSpill,
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
         Box::pin(async move {
             let pool = self.pool.clone();
-            texts(&pool, &self.location, &self.columns)
+            texts(&pool, &self.location, &self.columns, spill)
                 .await
                 .map_err(|e| self.mark(e))
         })
@@ -1578,13 +1591,15 @@ impl DocumentStore for PgStore {
     }
 }
 
-/// Every row's title and text, read through a server-side cursor (a portal) a batch at a time,
-/// with no statement timeout: a large table takes as long as it takes.
+/// Every row's title and text, read through a server-side cursor (a portal) a batch at a time
+/// and written into `spill`, with no statement timeout: a large table takes as long as it
+/// takes, and its text is never all in memory.
 pub async fn texts(
     pool: &Pool,
     location: &PgLocation,
     columns: &Columns,
-) -> Result<Vec<(String, String)>, StoreError> {
+    spill: &mut crate::store::vocab::TextSpill,
+) -> Result<(), StoreError> {
     let mut client = pool.get().await.map_err(pool_error)?;
     let tx = client.transaction().await.map_err(db_error)?;
     tx.batch_execute("SET LOCAL statement_timeout = 0")
@@ -1592,24 +1607,29 @@ pub async fn texts(
         .map_err(db_error)?;
     let statement = tx
         .prepare(&format!(
-            "SELECT {}, {}::text FROM {}",
+            "SELECT {}, {} FROM {}",
             columns.title_expr(),
-            columns.text,
+            columns.text_expr(),
             location.quoted_table()
         ))
         .await
         .map_err(db_error)?;
     let portal = tx.bind(&statement, &[]).await.map_err(db_error)?;
-    let mut out = Vec::new();
     loop {
         let rows = tx.query_portal(&portal, 10_000).await.map_err(db_error)?;
         if rows.is_empty() {
             break;
         }
-        out.extend(rows.into_iter().map(|r| (r.get(0), r.get(1))));
+        for row in rows {
+            let title: String = row.try_get(0).map_err(db_error)?;
+            let text: String = row.try_get(1).map_err(db_error)?;
+            spill
+                .push(&title, &text)
+                .map_err(|e| StoreError::Local(format!("cannot write the text spill: {e}")))?;
+        }
     }
     tx.commit().await.map_err(db_error)?;
-    Ok(out)
+    Ok(())
 }
 
 /// The WAL position after a committed write (bytes from the log's start): it orders writes,
