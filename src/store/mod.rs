@@ -42,7 +42,7 @@ pub enum StoreError {
     /// Anything else the database reported.
     #[error("the document store failed: {0}")]
     Database(String),
-    /// A file capot writes beside the store's data could not be written (the disk is full).
+    /// A file capot writes beside the store's data could not be written (a full disk, say).
     #[error("{0}")]
     Local(String),
 }
