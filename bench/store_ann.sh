@@ -13,6 +13,8 @@
 # iterative scans off and on; ranges on the declared `bucket` through the SQL/JSON path and
 # through capot's B-tree form; keyword matches on `tenant` (0.1%) and `cat` (10%) likewise. Prints Markdown; $OUT/store-ann.json. At 1M, give the HNSW build
 # room: PG_MAINTENANCE_WORK_MEM=8GB (the default 2GB suits 100,000).
+# PLANNER_QUERIES=100 runs the range and keyword sections' cells on the first 100 queries
+# (their exact cells score up to 100,000 rows a query at 1M).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 N=${1:-100000}
