@@ -9,7 +9,7 @@ at 1% and 10% on the declared integer `bucket` (`--payload-index bucket:integer`
 SQL forms: the SQL/JSON path alone, which HNSW walks (what capot ran before, and still runs when
 it picks the walk), and the B-tree form scored exactly (no index scan: the B-tree bitmap, then a
 sort); and which of the two capot's rule picks from PostgreSQL's estimate of the admitted rows
-(exact when admitted² ≤ ef · rows; src/store/postgres/mod.rs). Exact
+(exact when admitted² ≤ 2.5 · ef · rows; src/store/postgres/mod.rs). Exact
 answers from numpy on the same (normalised) vectors. Prints Markdown with ratios; writes JSON
 beside it (store-ann.json).
 """
@@ -23,6 +23,13 @@ import numpy as np
 import psycopg
 
 K = 10
+# capot's rule (src/store/postgres/mod.rs, EXACT_BELOW): score the admitted rows exactly when
+# admitted² ≤ 2.5 × ef × rows, else walk HNSW.
+EXACT_BELOW = 2.5
+
+
+def exact_is_cheaper(admitted, ef, rows):
+    return admitted * admitted <= EXACT_BELOW * ef * rows
 
 
 def main():
@@ -127,7 +134,7 @@ def main():
         for ef in (64, 256):
             path, qps_path = run(ef, path_form(x), "relaxed_order", planner_queries)
             ex, qps_ex = steered(ef, btree_form(x), "enable_indexscan")
-            picks = "exact" if admitted * admitted <= ef * rows_estimate else "walk"
+            picks = "exact" if exact_is_cheaper(admitted, ef, rows_estimate) else "walk"
             row = {"filter": name, "ef": ef, "estimated_admitted": admitted, "picks": picks,
                    "walk": {"recall": recall(path, want)[0], "qps": qps_path},
                    "exact": {"recall": recall(ex, want)[0], "qps": qps_ex}}
@@ -157,7 +164,7 @@ def main():
         for ef in (64, 256):
             before, qps_before = run(ef, keyword_path(key, v), "relaxed_order", planner_queries)
             ex, qps_ex = steered(ef, keyword_btree(key, v), "enable_indexscan")
-            if admitted * admitted <= ef * rows_estimate:
+            if exact_is_cheaper(admitted, ef, rows_estimate):
                 picks, picked = "exact", qps_ex
             else:
                 # The walk: the path form with HNSW (as capot writes it when it walks).
