@@ -1634,16 +1634,31 @@ pub async fn texts(
         if rows.is_empty() {
             break;
         }
-        for row in rows {
-            let title: String = row.try_get(0).map_err(db_error)?;
-            let text: String = row.try_get(1).map_err(db_error)?;
-            spill
-                .push(&title, &text)
-                .map_err(|e| StoreError::Local(format!("cannot write the text spill: {e}")))?;
-        }
+        // The spill's writes block on the disk: off the runtime's worker where it has others.
+        blocking(|| {
+            for row in &rows {
+                let title: &str = row.try_get(0).map_err(db_error)?;
+                let text: &str = row.try_get(1).map_err(db_error)?;
+                spill
+                    .push(title, text)
+                    .map_err(|e| StoreError::Local(format!("cannot write the text spill: {e}")))?;
+            }
+            Ok::<_, StoreError>(())
+        })?;
     }
     tx.commit().await.map_err(db_error)?;
     Ok(())
+}
+
+/// Runs `f`, which blocks on IO, where it holds up no other task: in place of the worker thread
+/// on a multi-threaded runtime (which hands that worker's tasks to another), inline elsewhere.
+fn blocking<R>(f: impl FnOnce() -> R) -> R {
+    match tokio::runtime::Handle::try_current() {
+        Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
+            tokio::task::block_in_place(f)
+        }
+        _ => f(),
+    }
 }
 
 /// The WAL position after a committed write (bytes from the log's start): it orders writes,
