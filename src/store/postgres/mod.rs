@@ -1345,7 +1345,8 @@ fn filter_params(f: &sql::Sql) -> Vec<&(dyn ToSql + Sync)> {
 /// Admitted rows' squared count, per unit of `ef × rows`, below which scoring each of them is
 /// expected to beat the filtered HNSW walk. Measured on pgvector (docs/benchmarks.md "Stores"):
 /// a 1% range at 1M rows (1.5 here at ef 64) ran 44× faster scored exactly than left to
-/// PostgreSQL, a 10% range at 100,000 rows (4.0 at ef 256) 3× faster walked; 2.5 sits between them with room on either side.
+/// PostgreSQL, a 10% range at 100,000 rows (4.0 at ef 256) 3× faster walked; 2.5 sits between
+/// them with room on either side.
 const EXACT_BELOW: f64 = 2.5;
 
 /// Whether scoring the `admitted` rows exactly is expected to beat walking HNSW at `ef` through a
