@@ -1359,6 +1359,51 @@ fn a_database_that_goes_away_makes_the_service_unready_and_it_recovers_by_itself
     assert!(!server.stderr.lock().unwrap().contains("panicked"));
 }
 
+/// A service still waiting for its database when it is told to stop exits at once, with
+/// success: before, the wait went on in a blocking thread the runtime waited for, and the process
+/// lived on after `capot: stopped` until SIGKILL.
+#[test]
+fn a_service_waiting_for_its_database_stops_on_sigterm() {
+    // A port nothing listens on: every connection is refused.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+    let url = format!("postgres://capot@127.0.0.1:{port}/search?table=docs");
+    let mut server = common::Server::start_with(
+        &[
+            "--store",
+            &url,
+            "--encoder",
+            common::minilm_bundle().to_str().unwrap(),
+        ],
+        &[],
+        false,
+    );
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !server
+        .stderr
+        .lock()
+        .unwrap()
+        .contains("waiting for the document store")
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no wait reported: {}",
+            server.stderr.lock().unwrap()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let (code, _) = common::http_get(server.addr, "/ready").expect("/ready");
+    assert_eq!(code, 503);
+    let status = server.terminate();
+    assert!(
+        status.success(),
+        "{status:?}: {}",
+        server.stderr.lock().unwrap()
+    );
+}
+
 #[test]
 fn repair_reads_the_vocabulary_built_from_the_table_and_rebuilt_as_it_grows() {
     let (pg, data) = default_corpus_store();

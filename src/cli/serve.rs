@@ -579,7 +579,12 @@ pub fn run(args: ServeArgs, global: &GlobalArgs) -> anyhow::Result<()> {
         .max_blocking_threads(MAX_BLOCKING_THREADS)
         .build()
         .context("cannot start the async runtime")?;
-    rt.block_on(serve(options))?;
+    let drain = options.drain_timeout;
+    let served = rt.block_on(serve(options));
+    // A load still running when the service stops (an index being read, a database not yet
+    // answering) holds a blocking thread: give it the drain time, then exit without it.
+    rt.shutdown_timeout(drain);
+    served?;
     Ok(())
 }
 

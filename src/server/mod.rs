@@ -308,6 +308,10 @@ fn load_store(
         match opened {
             Ok(s) => break s,
             Err(StoreError::Unavailable(why)) => {
+                // A service told to stop while it waits stops waiting (and then exits).
+                if state.draining.load(Ordering::Acquire) {
+                    return Err(format!("stopped while waiting for {location}: {why}"));
+                }
                 tracing::warn!(store = %location, reason = %why, "waiting for the document store");
                 std::thread::sleep(Duration::from_secs(1));
             }
