@@ -1185,6 +1185,42 @@ fn writes_are_committed_before_they_are_answered_and_survive_sigkill() {
         Some(&token),
     );
     assert_eq!(code, 404);
+    // What PostgreSQL cannot hold (the NUL character, in a text, a title or metadata) is refused
+    // with a reason and nothing is written; a filter holding it is refused too.
+    for doc in [
+        json!({"id": "nul-1", "text": "a \u{0} b"}),
+        json!({"id": "nul-1", "title": "\u{0}", "text": "ok"}),
+        json!({"id": "nul-1", "text": "ok", "metadata": {"tags": ["x\u{0}"]}}),
+    ] {
+        let (code, _, v) = curl(
+            "POST",
+            &format!("{admin}/admin/documents"),
+            Some(&json!({"documents": [doc]})),
+            Some(&token),
+        );
+        assert_eq!(code, 400, "{v}");
+        assert!(
+            v["error"]["message"].as_str().unwrap().contains("U+0000"),
+            "{v}"
+        );
+    }
+    assert_eq!(pg.psql("SELECT count(*) FROM docs WHERE id = 'nul-1'"), "0");
+    for filter in [
+        json!({"must": [{"key": "lang", "match": {"value": "e\u{0}n"}}]}),
+        json!({"must_not": [{"has_id": ["d\u{0}"]}]}),
+    ] {
+        let (code, _, v) = curl(
+            "POST",
+            &format!("{}/search", server.base),
+            Some(&json!({"query": "sourdough", "filter": filter})),
+            None,
+        );
+        assert_eq!(code, 400, "{v}");
+        assert!(
+            v["error"]["message"].as_str().unwrap().contains("U+0000"),
+            "{v}"
+        );
+    }
     // The store's own view, and what belongs to the embedded index only.
     let (code, _, v) = curl("GET", &format!("{admin}/admin/index"), None, Some(&token));
     assert_eq!(code, 200, "{v}");

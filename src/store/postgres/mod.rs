@@ -502,6 +502,7 @@ pub async fn copy_in(
     pin_mut!(writer);
     let empty = serde_json::Value::Object(Default::default());
     for d in docs {
+        storable(d)?;
         let v = unit(d)?;
         let metadata = d.metadata.as_ref().unwrap_or(&empty);
         writer
@@ -513,6 +514,26 @@ pub async fn copy_in(
     writer.finish().await.map_err(db_error)?;
     tx.commit().await.map_err(db_error)?;
     Ok(())
+}
+
+/// Refuses a document PostgreSQL cannot hold: `text` and `jsonb` have no NUL character
+/// (U+0000), and the database would fail the whole write with an encoding error.
+fn storable(d: &RecordWrite) -> Result<(), StoreError> {
+    let field = if d.id.contains('\0') {
+        "id"
+    } else if d.title.contains('\0') {
+        "title"
+    } else if d.text.contains('\0') {
+        "text"
+    } else if d.metadata.as_ref().is_some_and(sql::json_holds_nul) {
+        "metadata"
+    } else {
+        return Ok(());
+    };
+    Err(StoreError::Invalid(format!(
+        "document {:?}: its {field} holds the NUL character (U+0000), which PostgreSQL cannot store",
+        d.id
+    )))
 }
 
 /// A document's vector at unit length, as the embedded index keeps vectors: pgvector's inner
@@ -1231,6 +1252,11 @@ async fn search_on(
             .as_deref()
             .map(|f| sql::filter_sql_on(f, first, &c.id, &metadata_column, ranged))
     };
+    if scope.filter.as_deref().is_some_and(sql::filter_holds_nul) {
+        return Err(StoreError::Invalid(
+            "filter: a key, value or id holds the NUL character (U+0000), which PostgreSQL cannot hold (so no document has it)".into(),
+        ));
+    }
     let mut filter = written(3, &target.ranged);
     if c.metadata.is_none() && filter.as_ref().is_some_and(|f| !f.paths.is_empty()) {
         return Err(StoreError::Invalid(
@@ -1549,6 +1575,7 @@ impl DocumentStore for PgStore {
                     .map_err(db_error)?;
                 let empty = serde_json::Value::Object(Default::default());
                 for d in &docs {
+                    storable(d)?;
                     let v = unit(d)?;
                     let metadata = d.metadata.as_ref().unwrap_or(&empty);
                     tx.execute(&statement, &[&d.id, &d.title, &d.text, metadata, &v])

@@ -491,9 +491,48 @@ fn number(x: f64) -> String {
     }
 }
 
+/// Whether a key, value or id of `filter` holds the NUL character, which no `text` or `jsonb`
+/// of PostgreSQL can (its SQL would fail with an encoding error).
+pub fn filter_holds_nul(filter: &Filter) -> bool {
+    let scalar = |s: &Scalar| matches!(s, Scalar::Keyword(k) if k.contains('\0'));
+    let condition = |c: &Condition| match c {
+        Condition::Field { key, check, .. } => {
+            key.contains('\0')
+                || match check {
+                    Check::Value(v) => scalar(v),
+                    Check::Any(vs) | Check::Except(vs) => vs.iter().any(scalar),
+                    Check::Range(_) => false,
+                }
+        }
+        Condition::IsEmpty { key } | Condition::IsNull { key } => key.contains('\0'),
+        Condition::HasId(ids) => ids.iter().any(|id| id.contains('\0')),
+        Condition::Filter(f) => filter_holds_nul(f),
+    };
+    filter
+        .must
+        .iter()
+        .chain(&filter.should)
+        .chain(&filter.must_not)
+        .chain(filter.min_should.iter().flat_map(|m| &m.conditions))
+        .any(condition)
+}
+
+/// Whether a JSON value holds the NUL character in a key or a string.
+pub fn json_holds_nul(v: &serde_json::Value) -> bool {
+    match v {
+        serde_json::Value::String(s) => s.contains('\0'),
+        serde_json::Value::Array(a) => a.iter().any(json_holds_nul),
+        serde_json::Value::Object(o) => {
+            o.iter().any(|(k, v)| k.contains('\0') || json_holds_nul(v))
+        }
+        _ => false,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
     use serde_json::json;
 
     fn bound(v: serde_json::Value) -> Filter {
@@ -690,5 +729,30 @@ mod tests {
         assert_eq!(ddl[0], EPOCH_FUNCTION);
         assert!(ddl[1].contains(&datetime_expr("metadata", "at")), "{ddl:?}");
         assert_eq!(ddl.len(), 3);
+    }
+
+    #[test]
+    fn nul_characters_are_found_wherever_a_filter_or_metadata_holds_them() {
+        let holds = |v: serde_json::Value| {
+            filter_holds_nul(&Filter::parse(&v, "filter").expect("a filter"))
+        };
+        assert!(!holds(
+            json!({"must": [{"key": "lang", "match": {"value": "en"}}]})
+        ));
+        assert!(holds(
+            json!({"must": [{"key": "lang", "match": {"value": "e\u{0}n"}}]})
+        ));
+        assert!(holds(
+            json!({"should": [{"key": "l\u{0}", "match": {"any": ["en"]}}]})
+        ));
+        assert!(holds(json!({"must_not": [{"has_id": ["a", "b\u{0}"]}]})));
+        assert!(holds(
+            json!({"must": [{"must": [{"is_empty": {"key": "\u{0}"}}]}]})
+        ));
+        assert!(holds(json!({"min_should": {"conditions": [
+            {"key": "k", "match": {"except": ["\u{0}"]}}], "min_count": 1}})));
+        assert!(!json_holds_nul(&json!({"a": [1, "b", {"c": null}]})));
+        assert!(json_holds_nul(&json!({"a": [1, "b", {"c": "\u{0}"}]})));
+        assert!(json_holds_nul(&json!({"a": {"\u{0}": 1}})));
     }
 }
