@@ -160,6 +160,23 @@ fn written_documents_are_found_replaced_and_deleted_and_survive_kill_9() {
     assert_eq!(code, 413, "{v}");
     let (code, _) = admin.call_as(None, "POST", "/admin/documents", Some(&body.to_string()));
     assert_eq!(code, 401);
+    // A path or a query string that cannot be read gets the JSON error shape too.
+    let (code, v) = admin.call("GET", "/admin/documents/%FF%FE", None);
+    assert_eq!(
+        (code, v["error"]["code"].as_str()),
+        (400, Some("invalid_path")),
+        "{v}"
+    );
+    let (code, v) = admin.call(
+        "POST",
+        "/admin/documents?wait=maybe",
+        Some(&body.to_string()),
+    );
+    assert_eq!(
+        (code, v["error"]["code"].as_str()),
+        (422, Some("invalid_request")),
+        "{v}"
+    );
 
     let info = |server: &Server| -> Value {
         let (_, body) = common::http_get(server.addr, "/info").expect("info");

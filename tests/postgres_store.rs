@@ -1205,6 +1205,13 @@ fn writes_are_committed_before_they_are_answered_and_survive_sigkill() {
         );
     }
     assert_eq!(pg.psql("SELECT count(*) FROM docs WHERE id = 'nul-1'"), "0");
+    let (code, _, v) = curl(
+        "GET",
+        &format!("{admin}/admin/documents/%00"),
+        None,
+        Some(&token),
+    );
+    assert_eq!(code, 404, "{v}");
     for filter in [
         json!({"must": [{"key": "lang", "match": {"value": "e\u{0}n"}}]}),
         json!({"must_not": [{"has_id": ["d\u{0}"]}]}),

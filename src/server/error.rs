@@ -1,7 +1,9 @@
 //! HTTP rendering of [`ApiError`]: one JSON shape, `{"error": {"code", "message"}}`, with the
-//! error's HTTP status, and a JSON-body extractor that maps every rejection onto it.
+//! error's HTTP status, and extractors (JSON body, path, query string) that map every rejection
+//! onto it.
 
-use axum::extract::{FromRequest, Request};
+use axum::extract::{FromRequest, FromRequestParts, Request};
+use axum::http::request::Parts;
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde::de::DeserializeOwned;
@@ -126,6 +128,44 @@ where
         })?;
         de.end().map_err(|e| json_error(&e, ""))?;
         Ok(JsonBody(value))
+    }
+}
+
+/// A URL path parameter whose every failure is an [`ApiError`] (400 `invalid_path`: a segment
+/// that is not UTF-8 once decoded), not axum's plain-text rejection.
+pub struct UrlPath<T>(pub T);
+
+impl<S, T> FromRequestParts<S> for UrlPath<T>
+where
+    S: Send + Sync,
+    T: DeserializeOwned + Send,
+{
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        axum::extract::Path::<T>::from_request_parts(parts, state)
+            .await
+            .map(|axum::extract::Path(v)| UrlPath(v))
+            .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, "invalid_path", e.body_text()))
+    }
+}
+
+/// A query string whose every failure is an [`ApiError`] (422 `invalid_request`, as a body of
+/// the wrong shape: `?wait=maybe`), not axum's plain-text rejection.
+pub struct QueryParams<T>(pub T);
+
+impl<S, T> FromRequestParts<S> for QueryParams<T>
+where
+    S: Send + Sync,
+    T: DeserializeOwned,
+{
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        axum::extract::Query::<T>::from_request_parts(parts, state)
+            .await
+            .map(|axum::extract::Query(v)| QueryParams(v))
+            .map_err(|e| ApiError::invalid(e.body_text()))
     }
 }
 

@@ -5,7 +5,6 @@
 use std::collections::HashMap;
 use std::time::Instant;
 
-use axum::extract::Query;
 use axum::http::HeaderMap;
 
 use super::*;
@@ -72,7 +71,7 @@ fn answer(result: WriteResult, started: Instant) -> Json<Value> {
 
 async fn upsert(
     State(admin): State<Arc<Admin>>,
-    Query(q): Query<WaitParam>,
+    QueryParams(q): QueryParams<WaitParam>,
     JsonBody(req): JsonBody<UpsertRequest>,
 ) -> Result<Json<Value>, ApiError> {
     let started = Instant::now();
@@ -82,7 +81,7 @@ async fn upsert(
 
 async fn delete_many(
     State(admin): State<Arc<Admin>>,
-    Query(q): Query<WaitParam>,
+    QueryParams(q): QueryParams<WaitParam>,
     JsonBody(req): JsonBody<DeleteRequest>,
 ) -> Result<Json<Value>, ApiError> {
     let started = Instant::now();
@@ -93,7 +92,7 @@ async fn delete_many(
 async fn delete_one(
     State(admin): State<Arc<Admin>>,
     UrlPath(id): UrlPath<String>,
-    Query(q): Query<WaitParam>,
+    QueryParams(q): QueryParams<WaitParam>,
 ) -> Result<Json<Value>, ApiError> {
     let started = Instant::now();
     let result = documents::delete(&admin.state, vec![id], q.wait).await?;
@@ -430,7 +429,7 @@ async fn compact(State(admin): State<Arc<Admin>>) -> Result<(StatusCode, Json<Va
 /// when none runs.
 async fn compaction_events(
     State(admin): State<Arc<Admin>>,
-    Query(q): Query<HashMap<String, String>>,
+    QueryParams(q): QueryParams<HashMap<String, String>>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     let after = super::events::resume_after(&q, &headers)?;

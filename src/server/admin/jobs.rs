@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use axum::extract::{Path as UrlPath, Query, State};
+use axum::extract::State;
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
@@ -13,7 +13,7 @@ use serde_json::{json, Value};
 use super::{blocking, Admin};
 use crate::jobs::{JobError, JobManager, JobSpec, JobStatus};
 use crate::query::ApiError;
-use crate::server::error::JsonBody;
+use crate::server::error::{JsonBody, QueryParams, UrlPath};
 
 impl From<JobError> for ApiError {
     fn from(e: JobError) -> Self {
@@ -67,7 +67,7 @@ pub async fn create(
 /// `GET /admin/jobs?limit=&page_token=&status=` → newest first.
 pub async fn list(
     State(admin): State<Arc<Admin>>,
-    Query(q): Query<HashMap<String, String>>,
+    QueryParams(q): QueryParams<HashMap<String, String>>,
 ) -> Result<Json<Value>, ApiError> {
     let m = manager(&admin)?;
     if let Some(k) = q
@@ -153,7 +153,7 @@ pub async fn cancel(
 pub async fn events(
     State(admin): State<Arc<Admin>>,
     UrlPath(id): UrlPath<String>,
-    Query(q): Query<HashMap<String, String>>,
+    QueryParams(q): QueryParams<HashMap<String, String>>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     let m = manager(&admin)?;

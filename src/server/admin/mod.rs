@@ -31,7 +31,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant, SystemTime};
 
-use axum::extract::{DefaultBodyLimit, Path as UrlPath, Request, State};
+use axum::extract::{DefaultBodyLimit, Request, State};
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
@@ -40,7 +40,7 @@ use axum::{Json, Router};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use super::error::JsonBody;
+use super::error::{JsonBody, QueryParams, UrlPath};
 use super::http::{constant_time_eq, encoder_view};
 use super::{check_compatible, load_encoder, Incompatible, ServeError, ServeOptions};
 use crate::encoder::{EncoderManifest, RuntimeOptions};

@@ -1532,6 +1532,10 @@ impl DocumentStore for PgStore {
 
     fn get<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Option<StoredRecord>, StoreError>> {
         Box::pin(async move {
+            // No row's id holds a NUL character: PostgreSQL's text cannot.
+            if id.contains('\0') {
+                return Ok(None);
+            }
             let c = &self.columns;
             let sql = format!(
                 "SELECT {id}::text, {}, {}, {} FROM {} WHERE {id}::text = $1",
