@@ -110,10 +110,14 @@ pub struct PayloadInfo {
     pub fields: BTreeMap<String, FieldSchema>,
 }
 
-/// Checks a metadata key as a filter or a declaration names it: dotted path of non-empty parts.
+/// Checks a metadata key as a filter or a declaration names it: dotted path of non-empty parts,
+/// no control characters (which no store's SQL or index names could hold either).
 pub fn check_key(key: &str) -> Result<(), String> {
     if key.is_empty() || key.len() > 256 {
         return Err("a key must have 1 to 256 characters".into());
+    }
+    if key.chars().any(char::is_control) {
+        return Err(format!("key {key:?} holds a control character"));
     }
     if key.split('.').any(str::is_empty) {
         return Err(format!("key {key:?} has an empty path segment"));

@@ -988,6 +988,10 @@ mod tests {
                 json!({"must": [{"key": "", "match": {"value": "x"}}]}),
                 "filter.must[0].key",
             ),
+            (
+                json!({"must": [{"is_null": {"key": "a\u{0}"}}]}),
+                "filter.must[0].is_null.key",
+            ),
             (json!({"must": "x"}), "filter.must"),
             (
                 json!({"min_should": {"conditions": []}}),

@@ -1254,7 +1254,7 @@ async fn search_on(
     };
     if scope.filter.as_deref().is_some_and(sql::filter_holds_nul) {
         return Err(StoreError::Invalid(
-            "filter: a key, value or id holds the NUL character (U+0000), which PostgreSQL cannot hold (so no document has it)".into(),
+            "filter: a value or id holds the NUL character (U+0000), which PostgreSQL cannot hold (so no document has it)".into(),
         ));
     }
     let mut filter = written(3, &target.ranged);
