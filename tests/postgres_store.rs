@@ -181,18 +181,6 @@ fn unit(mut v: Vec<f32>) -> Vec<f32> {
 
 /// A store over `n` random documents with [`metadata`], with its HNSW index.
 async fn random_store(pg: &Postgres, table: &str, n: usize) -> (PgStore, Vec<RecordWrite>) {
-    let location = PgLocation::parse(&pg.url(table), None).expect("location");
-    let pool = location.pool(PoolOptions::default()).expect("pool");
-    let record = StoreRecord {
-        encoder_fingerprint: "test-fingerprint".into(),
-        encoder_name: "random".into(),
-        dimension: DIM,
-        ef_search: 64,
-        payload_fields: fields(),
-    };
-    postgres::create(&pool, &location, &record)
-        .await
-        .expect("create");
     let mut rng = Rng(SEED);
     let docs: Vec<RecordWrite> = (0..n)
         .map(|i| RecordWrite {
@@ -203,6 +191,29 @@ async fn random_store(pg: &Postgres, table: &str, n: usize) -> (PgStore, Vec<Rec
             vector: unit((0..DIM).map(|_| rng.unit()).collect()),
         })
         .collect();
+    (store_with(pg, table, &docs, fields()).await, docs)
+}
+
+/// A store over `docs` with `fields` declared, loaded as `capot index build --store` loads
+/// (binary COPY in chunks), with its HNSW index.
+async fn store_with(
+    pg: &Postgres,
+    table: &str,
+    docs: &[RecordWrite],
+    fields: BTreeMap<String, FieldSchema>,
+) -> PgStore {
+    let location = PgLocation::parse(&pg.url(table), None).expect("location");
+    let pool = location.pool(PoolOptions::default()).expect("pool");
+    let record = StoreRecord {
+        encoder_fingerprint: "test-fingerprint".into(),
+        encoder_name: "random".into(),
+        dimension: DIM,
+        ef_search: 64,
+        payload_fields: fields,
+    };
+    postgres::create(&pool, &location, &record)
+        .await
+        .expect("create");
     for chunk in docs.chunks(128) {
         postgres::copy_in(&pool, &location, chunk)
             .await
@@ -211,10 +222,9 @@ async fn random_store(pg: &Postgres, table: &str, n: usize) -> (PgStore, Vec<Rec
     postgres::create_hnsw(&pool, &location, 16, 64)
         .await
         .expect("hnsw");
-    let store = PgStore::open(location, PoolOptions::default(), &[])
+    PgStore::open(location, PoolOptions::default(), &[])
         .await
-        .expect("open");
-    (store, docs)
+        .expect("open")
 }
 
 /// The location of `table` and a connection to its database.
@@ -355,6 +365,161 @@ fn filters_in_sql_admit_exactly_what_the_embedded_filter_admits() {
                 "{key}: {plan}"
             );
         }
+    });
+}
+
+/// Keys, values and ids made of what SQL, SQL/JSON paths and JSON escape or give meaning to
+/// (quotes, backslashes, `$`, `@`, `?`, brackets, `%` and `_`, operators, comment marks,
+/// non-ASCII, a newline in values): every generated filter admits through SQL exactly what the
+/// embedded filter admits, on declared keys (the B-tree form) and undeclared ones (paths alone).
+#[test]
+fn hostile_keys_values_and_ids_are_matched_exactly_in_sql() {
+    const PARTS: [&str; 28] = [
+        "a",
+        "b",
+        "\"",
+        "'",
+        "\\",
+        "$",
+        "@",
+        "?",
+        "(",
+        ")",
+        "[",
+        "]",
+        "*",
+        "%",
+        "_",
+        "-",
+        ";",
+        " ",
+        "é",
+        "字",
+        "🙂",
+        "\\u0041",
+        "like_regex",
+        "||",
+        "&&",
+        "==",
+        "--",
+        "/*",
+    ];
+    fn word(rng: &mut Rng, newline: bool) -> String {
+        let mut w: String = (0..1 + rng.below(4))
+            .map(|_| PARTS[rng.below(PARTS.len() as u64) as usize])
+            .collect();
+        if newline && rng.below(5) == 0 {
+            w.push('\n');
+        }
+        w
+    }
+    let mut rng = Rng(SEED ^ 0x5eed);
+    let mut keys: Vec<String> = Vec::new();
+    while keys.len() < 4 {
+        let k = word(&mut rng, false);
+        if !keys.contains(&k) {
+            keys.push(k);
+        }
+    }
+    let values: Vec<Vec<String>> = keys
+        .iter()
+        .map(|_| (0..5).map(|_| word(&mut rng, true)).collect())
+        .collect();
+    let ids: Vec<String> = (0..300)
+        .map(|i| format!("{}{i}", word(&mut rng, false)))
+        .collect();
+    let docs: Vec<RecordWrite> = ids
+        .iter()
+        .map(|id| {
+            let mut m = serde_json::Map::new();
+            for (k, vs) in keys.iter().zip(&values) {
+                let pick = |rng: &mut Rng| json!(vs[rng.below(vs.len() as u64) as usize]);
+                match rng.below(5) {
+                    0 => {}
+                    1 => {
+                        m.insert(k.clone(), json!([pick(&mut rng), pick(&mut rng)]));
+                    }
+                    2 => {
+                        m.insert(k.clone(), json!(rng.below(3)));
+                    }
+                    _ => {
+                        m.insert(k.clone(), pick(&mut rng));
+                    }
+                }
+            }
+            RecordWrite {
+                id: id.clone(),
+                title: String::new(),
+                text: "text".into(),
+                metadata: Some(Value::Object(m)),
+                vector: unit((0..DIM).map(|_| rng.unit()).collect()),
+            }
+        })
+        .collect();
+    // The first two keys declared keyword fields, the other two not.
+    let declared: BTreeMap<String, FieldSchema> = keys[..2]
+        .iter()
+        .map(|k| {
+            let schema = FieldSchema {
+                kind: FieldType::Keyword,
+                tenant: false,
+            };
+            (k.clone(), schema)
+        })
+        .collect();
+    let pg = Postgres::start();
+    let rt = runtime();
+    rt.block_on(async {
+        let store = store_with(&pg, "hostile", &docs, declared.clone()).await;
+        let mut selective = 0;
+        for round in 0..150 {
+            let condition = |rng: &mut Rng| {
+                let i = rng.below(keys.len() as u64) as usize;
+                let value = |rng: &mut Rng| {
+                    if rng.below(4) == 0 {
+                        word(rng, true)
+                    } else {
+                        values[i][rng.below(values[i].len() as u64) as usize].clone()
+                    }
+                };
+                match rng.below(5) {
+                    0 => json!({"key": keys[i], "match": {"value": value(rng)}}),
+                    1 => json!({"key": keys[i], "match": {"any": [value(rng), value(rng)]}}),
+                    2 => json!({"key": keys[i], "match": {"except": [value(rng)]}}),
+                    3 => json!({"has_id": [ids[rng.below(ids.len() as u64) as usize], word(rng, false)]}),
+                    _ => json!({"is_empty": {"key": keys[i]}}),
+                }
+            };
+            let v = match rng.below(3) {
+                0 => json!({"must": [condition(&mut rng)]}),
+                1 => json!({"should": [condition(&mut rng), condition(&mut rng)]}),
+                _ => json!({"must": [condition(&mut rng)], "must_not": [condition(&mut rng)]}),
+            };
+            let mut f = Filter::parse(&v, "filter").unwrap_or_else(|e| panic!("{v}: {e}"));
+            f.bind(&declared, true, "filter")
+                .unwrap_or_else(|e| panic!("{v}: {e}"));
+            let want: BTreeSet<String> = docs
+                .iter()
+                .filter(|d| f.admits(&d.id, d.metadata.as_ref()))
+                .map(|d| d.id.clone())
+                .collect();
+            let got = search_one(&store, &docs[0].vector, docs.len(), 1000, Some(f), false)
+                .await
+                .unwrap_or_else(|e| panic!("seed {SEED:#x}, round {round}, filter {v}: {e}"));
+            let got: BTreeSet<String> = got[0].hits.iter().map(|h| h.id.clone()).collect();
+            assert_eq!(
+                got,
+                want,
+                "seed {SEED:#x}, round {round}, filter {v}: only in SQL {:?}, only in capot {:?}",
+                got.difference(&want).collect::<Vec<_>>(),
+                want.difference(&got).collect::<Vec<_>>()
+            );
+            if !want.is_empty() && want.len() < docs.len() {
+                selective += 1;
+            }
+        }
+        // Most filters select some documents and not all.
+        assert!(selective >= 75, "{selective}");
     });
 }
 
