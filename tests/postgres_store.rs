@@ -1549,6 +1549,18 @@ fn a_database_that_goes_away_makes_the_service_unready_and_it_recovers_by_itself
         );
         assert_eq!(code, 503, "{v}");
         wait_ready_is(&server, 503, std::time::Duration::from_secs(30));
+        // A vocabulary rebuild would only fail: refused at once.
+        let (code, _, v) = curl(
+            "POST",
+            &format!("{admin}/admin/index/vocab"),
+            None,
+            Some(&token),
+        );
+        assert_eq!(
+            (code, v["error"]["code"].as_str()),
+            (503, Some("store_unavailable")),
+            "{v}"
+        );
         pg.start_again();
         let took = wait_ready_is(&server, 200, std::time::Duration::from_secs(30));
         eprintln!("{how}: ready again {took:?} after the database started");

@@ -136,6 +136,15 @@ pub struct EmbedOutput {
     pub tokens: usize,
 }
 
+/// 503 `store_unavailable` for a store that fails its health checks.
+pub fn store_unhealthy() -> ApiError {
+    ApiError::new(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "store_unavailable",
+        "the document store does not answer its health checks; retry shortly",
+    )
+}
+
 fn ready_or_503(state: &AppState) -> Result<(), ApiError> {
     if state.is_ready() {
         Ok(())
@@ -143,11 +152,7 @@ fn ready_or_503(state: &AppState) -> Result<(), ApiError> {
         Err(ApiError::not_ready("shutting down"))
     } else if state.ready.load(Ordering::Acquire) {
         // Loaded, so the store is what does not answer.
-        Err(ApiError::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "store_unavailable",
-            "the document store does not answer its health checks; retry shortly",
-        ))
+        Err(store_unhealthy())
     } else {
         Err(ApiError::not_ready("the service is still loading"))
     }

@@ -305,6 +305,10 @@ async fn rebuild_vocab(
             "the embedded index's vocabulary is built with it (`capot index build`, or `capot index vocab DIR` on a stopped copy)",
         ));
     };
+    // A database that does not answer would only fail the build in the background.
+    if !store.healthy() {
+        return Err(crate::query::stages::store_unhealthy());
+    }
     {
         let mut build = crate::sync::lock(&speller.build);
         if build.is_none() {

@@ -174,7 +174,8 @@ fn compact_index() {}
 #[utoipa::path(post, path = "/admin/index/vocab", tag = "documents",
     responses((status = 202, description = "building", body = Object),
         (status = 401, body = ErrorBody),
-        (status = 409, description = "a rebuild runs, or the service serves the embedded index", body = ErrorBody)))]
+        (status = 409, description = "a rebuild runs, or the service serves the embedded index", body = ErrorBody),
+        (status = 503, description = "the store does not answer its health checks", body = ErrorBody)))]
 #[allow(dead_code)]
 fn rebuild_vocab() {}
 
