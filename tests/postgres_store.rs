@@ -1415,6 +1415,28 @@ fn writes_are_committed_before_they_are_answered_and_survive_sigkill() {
         (202, Some("building")),
         "{v}"
     );
+    // A drop while the build runs is refused (the build would declare the field again after
+    // it), not answered 404 as if nothing were declared; once the build is done it drops.
+    let (code, _, v) = curl(
+        "DELETE",
+        &format!("{admin}/admin/index/payload/rank"),
+        None,
+        Some(&token),
+    );
+    assert!(
+        code == 409 && v["error"]["code"] == "payload_index_building" || code == 200,
+        "{code} {v}"
+    );
+    if code == 200 {
+        // The build finished first: declare it again for what follows.
+        let (code, _, v) = curl(
+            "PUT",
+            &format!("{admin}/admin/index/payload/rank"),
+            Some(&json!({"type": "integer"})),
+            Some(&token),
+        );
+        assert_eq!(code, 202, "{v}");
+    }
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
     let view = loop {
         let (_, _, v) = curl("GET", &format!("{admin}/admin/index"), None, Some(&token));

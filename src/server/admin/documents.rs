@@ -212,15 +212,8 @@ async fn put_payload_index(
     };
     {
         let mut builds = crate::sync::lock(&admin.state.payload_builds);
-        if builds
-            .get(&field)
-            .is_some_and(|b| b.state == crate::query::state::PayloadBuildState::Building)
-        {
-            return Err(ApiError::new(
-                StatusCode::CONFLICT,
-                "payload_index_building",
-                format!("the payload index of {field:?} is being built; wait for it"),
-            ));
+        if building(&builds, &field) {
+            return Err(still_building(&field));
         }
         builds.insert(
             field.clone(),
@@ -266,6 +259,25 @@ async fn put_payload_index(
             "status": "accepted",
         })),
     ))
+}
+
+/// Whether the payload index of `field` is being built.
+fn building(
+    builds: &std::collections::BTreeMap<String, crate::query::state::PayloadBuild>,
+    field: &str,
+) -> bool {
+    builds
+        .get(field)
+        .is_some_and(|b| b.state == crate::query::state::PayloadBuildState::Building)
+}
+
+/// 409 `payload_index_building`: a declaration or a drop of `field` while its build runs.
+fn still_building(field: &str) -> ApiError {
+    ApiError::new(
+        StatusCode::CONFLICT,
+        "payload_index_building",
+        format!("the payload index of {field:?} is being built; wait for it"),
+    )
 }
 
 /// The store's vocabulary as `GET /admin/index` reports it: when it was built, from how many
@@ -364,6 +376,10 @@ async fn delete_payload_index(
     UrlPath(field): UrlPath<String>,
 ) -> Result<Json<Value>, ApiError> {
     let started = Instant::now();
+    // A build still running would declare the field again after the drop.
+    if building(&crate::sync::lock(&admin.state.payload_builds), &field) {
+        return Err(still_building(&field));
+    }
     if let Some(store) = admin.state.store.get().cloned() {
         if !store.payload_fields().contains_key(&field) {
             return Err(ApiError::not_found(
