@@ -724,8 +724,34 @@ fn compaction_folds_writes_into_a_new_version_under_search_load_and_a_restart_se
         Some(&json!({"documents": [{"id": "late", "text": late}]}).to_string()),
     );
     assert_eq!(code, 200, "{v}");
+    // A payload declaration while it runs is refused (the new version takes the declarations
+    // the compaction started with), or, when it already ended, made and kept.
+    let (declared, v) = admin.call(
+        "PUT",
+        "/admin/index/payload/n",
+        Some(&json!({"type": "integer"}).to_string()),
+    );
+    assert!(
+        declared == 409 && v["error"]["code"] == "compaction_running" || declared == 202,
+        "{declared} {v}"
+    );
     let v = compaction_ended(&admin);
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    if declared == 202 {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let (_, v) = admin.call("GET", "/admin/index", None);
+            let keys: Vec<&str> = v["payload"]["indexes"]
+                .as_array()
+                .map(|a| a.iter().filter_map(|f| f["key"].as_str()).collect())
+                .unwrap_or_default();
+            if keys.contains(&"n") {
+                break;
+            }
+            assert!(Instant::now() < deadline, "the declaration was lost: {v}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
     for l in load {
         let (ok, failed) = l.join().expect("load thread");
         assert!(

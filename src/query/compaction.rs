@@ -128,6 +128,8 @@ pub enum StartError {
     Running(u64),
     #[error("this replica serves searches only (--read-only); the writer compacts")]
     ReadOnly,
+    #[error("the payload index of {0:?} is being built; compact after it (the new version takes the declarations it starts with)")]
+    PayloadBuilding(String),
 }
 
 /// Starts a compaction in the background; its status as it starts.
@@ -136,6 +138,17 @@ pub fn start(state: &Arc<AppState>, trigger: &'static str) -> Result<CompactionS
         return Err(StartError::ReadOnly);
     }
     let corpus = state.corpus().ok_or(StartError::NotReady)?;
+    // A payload index built while the version is rebuilt would be recorded in the old version
+    // only. Held across the start (payload builds, then the compaction: the declarations' order
+    // too), so neither begins while the other does.
+    let builds = lock(&state.payload_builds);
+    if let Some(field) = builds
+        .iter()
+        .find(|(_, b)| b.state == crate::query::state::PayloadBuildState::Building)
+        .map(|(f, _)| f.clone())
+    {
+        return Err(StartError::PayloadBuilding(field));
+    }
     let status = update(state, |st| {
         if st.state == CompactionState::Running {
             return Err(StartError::Running(st.from_version.unwrap_or_default()));
@@ -156,6 +169,7 @@ pub fn start(state: &Arc<AppState>, trigger: &'static str) -> Result<CompactionS
         );
         Ok(st.clone())
     })?;
+    drop(builds);
     state.metrics.corpus_compacting.set(1);
     let state = state.clone();
     tokio::spawn(async move {

@@ -215,6 +215,10 @@ async fn put_payload_index(
         if building(&builds, &field) {
             return Err(still_building(&field));
         }
+        // Checked under the builds' lock, as a compaction's start checks the builds.
+        if store.is_none() && compaction::running(&admin.state) {
+            return Err(compacting());
+        }
         builds.insert(
             field.clone(),
             crate::query::state::PayloadBuild::building(schema),
@@ -277,6 +281,16 @@ fn still_building(field: &str) -> ApiError {
         StatusCode::CONFLICT,
         "payload_index_building",
         format!("the payload index of {field:?} is being built; wait for it"),
+    )
+}
+
+/// 409 `compaction_running`: a payload declaration or drop on the embedded index while a
+/// compaction rebuilds it (the new version takes the declarations the compaction started with).
+fn compacting() -> ApiError {
+    ApiError::new(
+        StatusCode::CONFLICT,
+        "compaction_running",
+        "a compaction is running; declare or drop payload indexes after it (GET /admin/index follows it)",
     )
 }
 
@@ -401,6 +415,9 @@ async fn delete_payload_index(
     let Some(corpus) = admin.state.corpus() else {
         return Err(ApiError::not_ready("the index is not loaded yet"));
     };
+    if compaction::running(&admin.state) {
+        return Err(compacting());
+    }
     if corpus.index.payload_indexes().field(&field).is_none() {
         return Err(ApiError::not_found(
             "payload_index_not_found",
@@ -432,10 +449,13 @@ async fn compact(State(admin): State<Arc<Admin>>) -> Result<(StatusCode, Json<Va
             Json(serde_json::to_value(status).unwrap_or_default()),
         )),
         Err(e @ StartError::NotReady) => Err(ApiError::not_ready(e.to_string())),
-        Err(e @ (StartError::Running(_) | StartError::ReadOnly)) => Err(ApiError::new(
+        Err(
+            e @ (StartError::Running(_) | StartError::ReadOnly | StartError::PayloadBuilding(_)),
+        ) => Err(ApiError::new(
             StatusCode::CONFLICT,
             match e {
                 StartError::ReadOnly => "read_only",
+                StartError::PayloadBuilding(_) => "payload_index_building",
                 _ => "compaction_running",
             },
             e.to_string(),

@@ -164,7 +164,7 @@ fn index_info() {}
 #[utoipa::path(post, path = "/admin/index/compact", tag = "documents",
     responses((status = 202, description = "started: the compaction's status", body = Object),
         (status = 401, body = ErrorBody),
-        (status = 409, description = "one is running, or this replica is read-only", body = ErrorBody),
+        (status = 409, description = "one is running (`compaction_running`), a payload index is being built (`payload_index_building`), or this replica is read-only", body = ErrorBody),
         (status = 503, description = "the index is not loaded yet", body = ErrorBody)))]
 #[allow(dead_code)]
 fn compact_index() {}
@@ -199,7 +199,7 @@ fn compaction_events() {}
     request_body = PayloadIndexRequest,
     responses((status = 202, description = "building", body = Object),
         (status = 401, body = ErrorBody),
-        (status = 409, description = "this field's index is being built (`payload_index_building`), or the store is a table attached with --store-columns (`store_read_only`)", body = ErrorBody),
+        (status = 409, description = "this field's index is being built (`payload_index_building`), a compaction runs (`compaction_running`), or the store is a table attached with --store-columns (`store_read_only`)", body = ErrorBody),
         (status = 422, description = "an unknown type, or a tenant key that is no keyword", body = ErrorBody),
         (status = 503, description = "the index is not loaded yet", body = ErrorBody)))]
 #[allow(dead_code)]
@@ -211,6 +211,7 @@ fn put_payload_index() {}
     params(("field" = String, Path, description = "metadata key, a dotted path")),
     responses((status = 200, body = Object), (status = 401, body = ErrorBody),
         (status = 404, description = "no payload index on this field", body = ErrorBody),
+        (status = 409, description = "this field's index is being built (`payload_index_building`), or a compaction runs (`compaction_running`)", body = ErrorBody),
         (status = 503, description = "the store cannot be reached", body = ErrorBody)))]
 #[allow(dead_code)]
 fn delete_payload_index() {}
