@@ -227,6 +227,33 @@ async fn store_with(
         .expect("open")
 }
 
+/// Asserts that `f` searched on `store` with k = every document returns exactly the documents
+/// the embedded filter admits; whether it admits some and not all.
+async fn admits_as_embedded(
+    store: &PgStore,
+    docs: &[RecordWrite],
+    f: Filter,
+    context: &str,
+) -> bool {
+    let want: BTreeSet<String> = docs
+        .iter()
+        .filter(|d| f.admits(&d.id, d.metadata.as_ref()))
+        .map(|d| d.id.clone())
+        .collect();
+    let got = search_one(store, &docs[0].vector, docs.len(), 1000, Some(f), false)
+        .await
+        .unwrap_or_else(|e| panic!("seed {SEED:#x}, {context}: {e}"));
+    let got: BTreeSet<String> = got[0].hits.iter().map(|h| h.id.clone()).collect();
+    assert_eq!(
+        got,
+        want,
+        "seed {SEED:#x}, {context}: only in SQL {:?}, only in capot {:?}",
+        got.difference(&want).collect::<Vec<_>>(),
+        want.difference(&got).collect::<Vec<_>>()
+    );
+    !want.is_empty() && want.len() < docs.len()
+}
+
 /// The location of `table` and a connection to its database.
 async fn connect(pg: &Postgres, table: &str) -> (PgLocation, deadpool_postgres::Object) {
     let location = PgLocation::parse(&pg.url(table), None).expect("location");
@@ -275,25 +302,7 @@ fn filters_in_sql_admit_exactly_what_the_embedded_filter_admits() {
         assert_eq!(store.count().await.unwrap(), 600);
         let mut nonempty = 0;
         for v in filters() {
-            let f = bound(&v);
-            let want: BTreeSet<String> = docs
-                .iter()
-                .filter(|d| f.admits(&d.id, d.metadata.as_ref()))
-                .map(|d| d.id.clone())
-                .collect();
-            // k = every document: the search returns exactly the admitted set.
-            let got = search_one(&store, &docs[0].vector, docs.len(), 1000, Some(f), false)
-                .await
-                .unwrap_or_else(|e| panic!("{v}: {e}"));
-            let got: BTreeSet<String> = got[0].hits.iter().map(|h| h.id.clone()).collect();
-            assert_eq!(
-                got,
-                want,
-                "seed {SEED:#x}, filter {v}: only in SQL {:?}, only in capot {:?}",
-                got.difference(&want).collect::<Vec<_>>(),
-                want.difference(&got).collect::<Vec<_>>()
-            );
-            if !want.is_empty() && want.len() < docs.len() {
+            if admits_as_embedded(&store, &docs, bound(&v), &format!("filter {v}")).await {
                 nonempty += 1;
             }
         }
@@ -498,23 +507,8 @@ fn hostile_keys_values_and_ids_are_matched_exactly_in_sql() {
             let mut f = Filter::parse(&v, "filter").unwrap_or_else(|e| panic!("{v}: {e}"));
             f.bind(&declared, true, "filter")
                 .unwrap_or_else(|e| panic!("{v}: {e}"));
-            let want: BTreeSet<String> = docs
-                .iter()
-                .filter(|d| f.admits(&d.id, d.metadata.as_ref()))
-                .map(|d| d.id.clone())
-                .collect();
-            let got = search_one(&store, &docs[0].vector, docs.len(), 1000, Some(f), false)
-                .await
-                .unwrap_or_else(|e| panic!("seed {SEED:#x}, round {round}, filter {v}: {e}"));
-            let got: BTreeSet<String> = got[0].hits.iter().map(|h| h.id.clone()).collect();
-            assert_eq!(
-                got,
-                want,
-                "seed {SEED:#x}, round {round}, filter {v}: only in SQL {:?}, only in capot {:?}",
-                got.difference(&want).collect::<Vec<_>>(),
-                want.difference(&got).collect::<Vec<_>>()
-            );
-            if !want.is_empty() && want.len() < docs.len() {
+            let context = format!("round {round}, filter {v}");
+            if admits_as_embedded(&store, &docs, f, &context).await {
                 selective += 1;
             }
         }
