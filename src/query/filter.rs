@@ -109,7 +109,8 @@ pub struct FilterError {
 }
 
 impl FilterError {
-    fn at(path: &str, message: impl Into<String>) -> Self {
+    /// An error at `path` (`filter.must[0].range.gte`).
+    pub fn at(path: &str, message: impl Into<String>) -> Self {
         FilterError {
             path: path.to_string(),
             message: message.into(),

@@ -101,7 +101,7 @@ pub(super) fn search_request(req: pb::SearchRequest) -> Result<query::SearchRequ
     let filter = req
         .filter
         .as_ref()
-        .map(|f| query::Filter::parse(&super::filter::filter_json(f), "filter"))
+        .map(|f| query::Filter::parse(&super::filter::filter_json(f, "filter")?, "filter"))
         .transpose()
         .map_err(crate::query::stages::filter_error)?;
     Ok(query::SearchRequest {
@@ -515,5 +515,37 @@ mod tests {
             (e.code, e.param.as_deref()),
             ("invalid_filter", Some("filter.must[0].range.gt"))
         );
+        // A bound JSON cannot hold (NaN, infinity) is named as such, at its path.
+        for x in [f64::NAN, f64::INFINITY, f64::NEG_INFINITY] {
+            let bad = pb::Filter {
+                should: vec![pb::Condition {
+                    condition_one_of: Some(C::Filter(pb::Filter {
+                        must: vec![field(
+                            "year",
+                            None,
+                            Some(pb::Range {
+                                gte: Some(1.0),
+                                lte: Some(x),
+                                ..Default::default()
+                            }),
+                            None,
+                        )],
+                        ..Default::default()
+                    })),
+                }],
+                ..Default::default()
+            };
+            let e = search_request(pb::SearchRequest {
+                queries: vec!["q".into()],
+                filter: Some(bad),
+                ..Default::default()
+            })
+            .unwrap_err();
+            assert_eq!(
+                (e.code, e.param.as_deref()),
+                ("invalid_filter", Some("filter.should[0].must[0].range.lte"))
+            );
+            assert!(e.message.contains("finite number"), "{}", e.message);
+        }
     }
 }

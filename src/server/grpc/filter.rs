@@ -1,39 +1,51 @@
 //! The protobuf `Filter` message as the JSON shape `/search` takes (Qdrant's), so one parser
 //! (`query::Filter::parse`) serves both transports with the same meaning and the same errors.
+//! The one thing JSON cannot say, a bound that is not a finite number (NaN, ±infinity), is
+//! refused here, at the path the parser would name.
+
+use crate::query::filter::FilterError;
 
 use super::pb;
 
-/// A protobuf filter in Qdrant's JSON shape (what `Filter::parse` reads).
-pub(super) fn filter_json(f: &pb::Filter) -> serde_json::Value {
+/// A protobuf filter at `path` (`filter`) in Qdrant's JSON shape (what `Filter::parse` reads).
+pub(super) fn filter_json(f: &pb::Filter, path: &str) -> Result<serde_json::Value, FilterError> {
     use serde_json::json;
-    let list =
-        |c: &[pb::Condition]| serde_json::Value::Array(c.iter().map(condition_json).collect());
+    let list = |c: &[pb::Condition], at: &str| -> Result<serde_json::Value, FilterError> {
+        c.iter()
+            .enumerate()
+            .map(|(i, c)| condition_json(c, &format!("{at}[{i}]")))
+            .collect()
+    };
     let mut o = serde_json::Map::new();
     if !f.must.is_empty() {
-        o.insert("must".into(), list(&f.must));
+        o.insert("must".into(), list(&f.must, &format!("{path}.must"))?);
     }
     if !f.should.is_empty() {
-        o.insert("should".into(), list(&f.should));
+        o.insert("should".into(), list(&f.should, &format!("{path}.should"))?);
     }
     if !f.must_not.is_empty() {
-        o.insert("must_not".into(), list(&f.must_not));
-    }
-    if let Some(m) = &f.min_should {
         o.insert(
-            "min_should".into(),
-            json!({"conditions": list(&m.conditions), "min_count": m.min_count}),
+            "must_not".into(),
+            list(&f.must_not, &format!("{path}.must_not"))?,
         );
     }
-    serde_json::Value::Object(o)
+    if let Some(m) = &f.min_should {
+        let conditions = list(&m.conditions, &format!("{path}.min_should.conditions"))?;
+        o.insert(
+            "min_should".into(),
+            json!({"conditions": conditions, "min_count": m.min_count}),
+        );
+    }
+    Ok(serde_json::Value::Object(o))
 }
 
-fn condition_json(c: &pb::Condition) -> serde_json::Value {
+fn condition_json(c: &pb::Condition, path: &str) -> Result<serde_json::Value, FilterError> {
     use pb::condition::ConditionOneOf as C;
     use pb::r#match::MatchValue as M;
     use serde_json::json;
-    match &c.condition_one_of {
+    Ok(match &c.condition_one_of {
         None => json!({}),
-        Some(C::Filter(f)) => filter_json(f),
+        Some(C::Filter(f)) => filter_json(f, path)?,
         Some(C::IsEmpty(e)) => json!({"is_empty": {"key": e.key}}),
         Some(C::IsNull(e)) => json!({"is_null": {"key": e.key}}),
         Some(C::HasId(h)) => json!({"has_id": h.ids}),
@@ -56,8 +68,17 @@ fn condition_json(c: &pb::Condition) -> serde_json::Value {
             let mut range = serde_json::Map::new();
             if let Some(r) = &f.range {
                 for (k, v) in [("lt", r.lt), ("gt", r.gt), ("gte", r.gte), ("lte", r.lte)] {
-                    if let Some(v) = v {
-                        range.insert(k.into(), json!(v));
+                    match v {
+                        Some(v) if !v.is_finite() => {
+                            return Err(FilterError::at(
+                                &format!("{path}.range.{k}"),
+                                format!("a bound must be a finite number, got {v}"),
+                            ))
+                        }
+                        Some(v) => {
+                            range.insert(k.into(), json!(v));
+                        }
+                        None => {}
                     }
                 }
             }
@@ -79,5 +100,5 @@ fn condition_json(c: &pb::Condition) -> serde_json::Value {
             }
             serde_json::Value::Object(o)
         }
-    }
+    })
 }
