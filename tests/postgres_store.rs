@@ -286,6 +286,10 @@ async fn search_one(
     store.search(vec![vec![vector.to_vec()]], scope).await
 }
 
+fn ids_of(hits: &[capot::query::Hit]) -> Vec<String> {
+    hits.iter().map(|h| h.id.clone()).collect()
+}
+
 fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -606,6 +610,31 @@ fn searches_return_the_exact_top_k_filtered_or_not_with_metadata() {
             assert_eq!(got[0].hits.len(), admitted.min(10), "{v}");
         }
 
+        // What the filter alone bounds: a few ids are scored exactly (not looked for by a walk
+        // that cannot find them), a filter that admits nothing is answered without a search.
+        let few = json!({"must": [{"has_id": [docs[3].id, docs[700].id, "absent"]}]});
+        let got = search_one(&store, &q, 10, 8, Some(bound(&few)), false)
+            .await
+            .expect("search");
+        assert_eq!(
+            got[0].filter.expect("a filter report").strategy,
+            Strategy::Exact
+        );
+        let mut found = ids_of(&got[0].hits);
+        found.sort();
+        let mut want = vec![docs[3].id.clone(), docs[700].id.clone()];
+        want.sort();
+        assert_eq!(found, want);
+        let nothing = json!({"should": [{"key": "tenant", "match": {"any": []}}, {"has_id": []}]});
+        let got = search_one(&store, &q, 10, 8, Some(bound(&nothing)), false)
+            .await
+            .expect("search");
+        let report = got[0].filter.expect("a filter report");
+        assert_eq!(
+            (report.strategy, report.admitted, got[0].hits.len()),
+            (Strategy::Empty, Some(0), 0)
+        );
+
         // A table whose declared range index is missing (loaded by an older capot) keeps the
         // path form: no B-tree estimate, the walk, every hit still there.
         let (location, client) = connect(&pg, "public.top").await;
@@ -630,9 +659,7 @@ fn searches_return_the_exact_top_k_filtered_or_not_with_metadata() {
             .filter(|d| bound(&narrow).admits(&d.id, d.metadata.as_ref()))
             .count();
         assert_eq!(got[0].hits.len(), admitted.min(10));
-        let ids =
-            |hits: &[capot::query::Hit]| hits.iter().map(|h| h.id.clone()).collect::<Vec<_>>();
-        let path_form = ids(&got[0].hits);
+        let path_form = ids_of(&got[0].hits);
 
         // Declared again on the running store (what `PUT /admin/index/payload/year` does): the
         // B-tree is built (concurrently), recorded, and the same search takes the exact plan
@@ -669,7 +696,7 @@ fn searches_return_the_exact_top_k_filtered_or_not_with_metadata() {
                 .await
                 .expect("search");
             if got[0].filter.expect("a filter report").strategy == Strategy::Exact {
-                assert_eq!(ids(&got[0].hits), path_form);
+                assert_eq!(ids_of(&got[0].hits), path_form);
                 break;
             }
             assert!(
@@ -700,7 +727,11 @@ fn searches_return_the_exact_top_k_filtered_or_not_with_metadata() {
             got[0].filter.expect("a filter report").strategy,
             Strategy::Exact
         );
-        assert_eq!(ids(&got[0].hits), path_form, "the same hits in either form");
+        assert_eq!(
+            ids_of(&got[0].hits),
+            path_form,
+            "the same hits in either form"
+        );
         let float = FieldSchema {
             kind: FieldType::Float,
             ..integer
@@ -729,7 +760,7 @@ fn searches_return_the_exact_top_k_filtered_or_not_with_metadata() {
             got[0].filter.expect("a filter report").strategy,
             Strategy::Exact
         );
-        assert_eq!(ids(&got[0].hits), path_form);
+        assert_eq!(ids_of(&got[0].hits), path_form);
         let reopened = PgStore::open(location.clone(), PoolOptions::default(), &[])
             .await
             .unwrap();

@@ -406,6 +406,43 @@ impl Filter {
         index.admitted_cached(&format!("{self:?}"), || self.admitted_in(index))
     }
 
+    /// The most documents this (bound) filter can admit, known from the filter alone: the ids
+    /// of a `has_id` it requires, and conditions that admit nothing (an empty `any` or
+    /// `has_id`, a `min_should` asking for more than it lists). `None` when only the data can
+    /// tell. A store that cannot count admitted documents exactly plans with it.
+    pub fn admits_at_most(&self) -> Option<u64> {
+        let mut bound: Option<u64> = None;
+        let mut tighten = |b: Option<u64>| {
+            if let Some(b) = b {
+                bound = Some(bound.map_or(b, |x| x.min(b)));
+            }
+        };
+        for c in &self.must {
+            tighten(c.admits_at_most());
+        }
+        if !self.should.is_empty() {
+            // At least one of them: no more than all of theirs together.
+            tighten(
+                self.should
+                    .iter()
+                    .map(Condition::admits_at_most)
+                    .try_fold(0u64, |sum, b| Some(sum.saturating_add(b?))),
+            );
+        }
+        if let Some(m) = &self.min_should {
+            if m.min_count > m.conditions.len() {
+                tighten(Some(0));
+            } else if m.min_count > 0 {
+                // Each admitted document passes `min_count` of them; the bounds counted that
+                // many times over cover it.
+                let bounds: Option<Vec<u64>> =
+                    m.conditions.iter().map(Condition::admits_at_most).collect();
+                tighten(bounds.map(|b| b.iter().sum::<u64>() / m.min_count as u64));
+            }
+        }
+        bound
+    }
+
     /// Whether any condition reads metadata without a payload index (a scan of every
     /// document).
     pub fn scans(&self, fields: &BTreeMap<String, FieldSchema>) -> bool {
@@ -422,6 +459,24 @@ impl Filter {
 }
 
 impl Condition {
+    /// See [`Filter::admits_at_most`].
+    fn admits_at_most(&self) -> Option<u64> {
+        match self {
+            Condition::HasId(ids) => {
+                let distinct: std::collections::HashSet<&String> = ids.iter().collect();
+                Some(distinct.len() as u64)
+            }
+            Condition::Field {
+                check: Check::Any(values),
+                ..
+            } if values.is_empty() => Some(0),
+            // A field whose type could not be bound matches nothing (see `Filter::bind`).
+            Condition::Field { kind: None, .. } => Some(0),
+            Condition::Filter(f) => f.admits_at_most(),
+            Condition::Field { .. } | Condition::IsEmpty { .. } | Condition::IsNull { .. } => None,
+        }
+    }
+
     fn parse(
         v: &Value,
         path: &str,
@@ -1258,6 +1313,65 @@ mod index_tests {
                 strategies.contains(&s),
                 "{s:?} never chosen: {strategies:?}"
             );
+        }
+    }
+
+    #[test]
+    fn what_a_filter_admits_at_most_bounds_what_it_admits() {
+        let dir = tempfile::tempdir().unwrap();
+        let (index, _, _) = index(&dir.path().join("idx"));
+        let cases = [
+            (
+                json!({"must": [{"has_id": ["d1", "d2", "d2", "nope"]}]}),
+                Some(3),
+            ),
+            (
+                json!({"must": [{"has_id": ["d1", "d2"]}, {"key": "cat", "match": {"value": "c0"}}]}),
+                Some(2),
+            ),
+            (
+                json!({"must": [{"key": "cat", "match": {"any": []}}]}),
+                Some(0),
+            ),
+            (json!({"must": [{"has_id": []}]}), Some(0)),
+            (
+                json!({"should": [{"has_id": ["d1"]}, {"has_id": ["d5", "d6"]}]}),
+                Some(3),
+            ),
+            (
+                json!({"should": [{"has_id": ["d1"]}, {"key": "cat", "match": {"value": "c0"}}]}),
+                None,
+            ),
+            (json!({"must_not": [{"has_id": ["d1"]}]}), None),
+            (
+                json!({"must": [{"must": [{"has_id": ["d7", "d8"]}]}, {"is_null": {"key": "year"}}]}),
+                Some(2),
+            ),
+            (
+                json!({"min_should": {"min_count": 2, "conditions": [
+                {"has_id": ["d1", "d2", "d3"]}, {"has_id": ["d2", "d3"]}, {"has_id": ["d3"]}]}}),
+                Some(3),
+            ),
+            (
+                json!({"min_should": {"min_count": 3, "conditions": [{"has_id": ["d1"]}, {"is_null": {"key": "year"}}]}}),
+                Some(0),
+            ),
+            (
+                json!({"min_should": {"min_count": 1, "conditions": [{"has_id": ["d1"]}, {"is_null": {"key": "year"}}]}}),
+                None,
+            ),
+            (
+                json!({"must": [{"key": "year", "range": {"gte": 2010}}]}),
+                None,
+            ),
+        ];
+        for (fv, want) in cases {
+            let f = bound(&index, fv.clone());
+            let admitted = f.admitted_in(&index).unwrap().len();
+            assert_eq!(f.admits_at_most(), want, "{fv}");
+            if let Some(b) = want {
+                assert!(admitted <= b, "{fv}: admits {admitted}, bound {b}");
+            }
         }
     }
 

@@ -31,7 +31,7 @@ use super::{BoxFuture, DocumentStore, RecordWrite, StoreError, StoreInfo, StoreS
 use crate::index::payload::{FieldSchema, FieldType};
 use crate::index::Strategy;
 use crate::query::stages::{CorpusHits, FilterReport};
-use crate::query::Hit;
+use crate::query::{Filter, Hit};
 
 pub mod columns;
 pub mod sql;
@@ -1263,6 +1263,21 @@ async fn search_on(
             "filter: the store's table has no metadata column (--store-columns metadata=COLUMN): only has_id applies".into(),
         ));
     }
+    // What the filter alone says it admits at most: nothing (an empty `any`, say) is answered
+    // without asking the database; a few ids are scored exactly rather than looked for by a walk.
+    let at_most = scope.filter.as_deref().and_then(Filter::admits_at_most);
+    if at_most == Some(0) {
+        return Ok(queries
+            .iter()
+            .map(|_| CorpusHits {
+                hits: Vec::new(),
+                filter: Some(FilterReport {
+                    admitted: Some(0),
+                    strategy: Strategy::Empty,
+                }),
+            })
+            .collect());
+    }
     let mut client = pool.get().await.map_err(pool_error)?;
     let ef = scope.ef.clamp(1, 1000);
     // A filter with a B-tree form: the planner's estimate of the rows it admits chooses, as the
@@ -1273,12 +1288,17 @@ async fn search_on(
     // Only a B-tree form (a range on a number, a match on a keyword) gives PostgreSQL the
     // statistics to estimate what a filter admits; a path alone gets a fixed guess.
     let mut plan = None;
-    if filter
+    let btree = filter
         .as_ref()
-        .is_some_and(|f| !f.numbers.is_empty() || !f.keywords.is_empty())
-    {
-        let alone = written(1, &target.ranged).unwrap_or_default();
-        let admitted = estimate_admitted(&client, &target.table, &alone).await?;
+        .is_some_and(|f| !f.numbers.is_empty() || !f.keywords.is_empty());
+    if btree || at_most.is_some() {
+        let admitted = if btree {
+            let alone = written(1, &target.ranged).unwrap_or_default();
+            let estimate = estimate_admitted(&client, &target.table, &alone).await?;
+            at_most.map_or(estimate, |b| b.min(estimate))
+        } else {
+            at_most.unwrap_or_default()
+        };
         let rows = match target.rows {
             0 => estimated_rows(&client, &target.table).await?,
             n => n,
