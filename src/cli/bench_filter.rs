@@ -27,7 +27,7 @@ use roaring::RoaringBitmap;
 use serde_json::{json, Value};
 
 use capot::index::payload::{FieldSchema, FieldType};
-use capot::index::{Index, MANIFEST_FILE};
+use capot::index::{Admitted, Index, MANIFEST_FILE};
 use capot::query::Filter;
 
 use super::bench::{percentile, read_f32_matrix, recall, rss_bytes};
@@ -443,7 +443,10 @@ pub fn run(args: FilterBenchArgs) -> anyhow::Result<()> {
         &index,
         &json!({"must": [{"key": "year", "match": {"any": [2000, 2001, 2002]}}]}),
     )?;
-    let (aa, bb) = (a.admitted_in(&index)?, b.admitted_in(&index)?);
+    let (aa, bb) = (
+        Admitted::from(a.admitted_in(&index)?),
+        Admitted::from(b.admitted_in(&index)?),
+    );
     let mut equivalent = aa == bb;
     for q in &queries {
         let x: Vec<usize> = index

@@ -106,7 +106,7 @@ struct LocalRetriever {
     ef: Option<usize>,
     repair: Option<(RepairMode, Arc<Repairer>, RepairFusion)>,
     /// The documents `--filter` admits.
-    admitted: Option<Arc<roaring::RoaringBitmap>>,
+    admitted: Option<Arc<capot::index::Admitted>>,
 }
 
 impl LocalRetriever {
@@ -421,7 +421,7 @@ pub fn run(args: EvalArgs, global: &GlobalArgs) -> anyhow::Result<()> {
                         admitted.len(),
                         index.len()
                     );
-                    Some(Arc::new(admitted))
+                    Some(Arc::new(admitted.into()))
                 }
                 None => None,
             };

@@ -11,6 +11,8 @@
 //! anti-correlated with the query; walks also start from a few admitted documents, so that such a
 //! filter rarely gets there. Every answer holds exactly `min(k, admitted)` hits.
 
+use std::sync::OnceLock;
+
 use roaring::RoaringBitmap;
 use serde::Serialize;
 
@@ -56,6 +58,85 @@ const ADMITTED_SEEDS: u64 = 8;
 
 /// How many admitted rows ahead of the one being scored the exact scan asks memory for.
 const SCAN_PREFETCH_ROWS: usize = 16;
+
+/// The documents a filter admits (internal indices): the bitmap, and for the graph walk, which
+/// asks about one node at a time, the same set as a plain bit array, made on the first walk and
+/// kept with the set (a roaring lookup took 2-18 ns on this machine, a bit test about 1; a walk
+/// under a 10% filter asks about every neighbour of every node it steps through).
+#[derive(Debug, Clone, Default)]
+pub struct Admitted {
+    bits: RoaringBitmap,
+    dense: OnceLock<Box<[u64]>>,
+}
+
+impl From<RoaringBitmap> for Admitted {
+    fn from(bits: RoaringBitmap) -> Self {
+        Admitted {
+            bits,
+            dense: OnceLock::new(),
+        }
+    }
+}
+
+impl std::ops::Deref for Admitted {
+    type Target = RoaringBitmap;
+    fn deref(&self) -> &RoaringBitmap {
+        &self.bits
+    }
+}
+
+impl PartialEq for Admitted {
+    fn eq(&self, other: &Self) -> bool {
+        self.bits == other.bits
+    }
+}
+
+impl Admitted {
+    /// The set less `removed` (the frozen documents the live corpus replaced or deleted). The
+    /// bit array comes along when the set has one, so a set used with every query is made into
+    /// one once, not per query.
+    pub fn without(&self, removed: impl IntoIterator<Item = u32>) -> Admitted {
+        let removed: Vec<u32> = removed.into_iter().collect();
+        // Unless the set is so sparse that the array would dwarf it (and a walk is unlikely).
+        if self.bits.len().saturating_mul(16) >= self.bits.max().map_or(0, u64::from) {
+            self.dense();
+        }
+        let mut bits = self.bits.clone();
+        for &i in &removed {
+            bits.remove(i);
+        }
+        let dense = OnceLock::new();
+        if let Some(d) = self.dense.get() {
+            let mut d = d.clone();
+            for &i in &removed {
+                if let Some(w) = d.get_mut(i as usize / 64) {
+                    *w &= !(1u64 << (i % 64));
+                }
+            }
+            let _ = dense.set(d);
+        }
+        Admitted { bits, dense }
+    }
+
+    /// The set as a bit array (made on first use; see [`bit`]).
+    fn dense(&self) -> &[u64] {
+        self.dense.get_or_init(|| {
+            let words = self.bits.max().map_or(0, |m| m as usize / 64 + 1);
+            let mut d = vec![0u64; words].into_boxed_slice();
+            for i in &self.bits {
+                d[i as usize / 64] |= 1u64 << (i % 64);
+            }
+            d
+        })
+    }
+}
+
+/// Whether document `i` is in the bit array `dense`.
+fn bit(dense: &[u64], i: u32) -> bool {
+    dense
+        .get(i as usize / 64)
+        .is_some_and(|w| w & (1u64 << (i % 64)) != 0)
+}
 
 /// How a filtered search was answered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, utoipa::ToSchema)]
@@ -103,7 +184,7 @@ impl Index {
         query: &[f32],
         k: usize,
         ef: usize,
-        admitted: &RoaringBitmap,
+        admitted: &Admitted,
     ) -> Result<FilteredSearch, IndexError> {
         let q = self.prepare_query(query)?;
         let n = self.len();
@@ -135,7 +216,8 @@ impl Index {
             let i = i as usize;
             rows.get(i * dim..(i + 1) * dim).unwrap_or(&[])
         };
-        let admit = |i: u32| admitted.contains(i);
+        let dense = admitted.dense();
+        let admit = |i: u32| bit(dense, i);
         let share = count as f64 / n as f64;
         let walk = FilteredWalk {
             hop_below: if share < TWO_HOP_BELOW {
@@ -263,4 +345,40 @@ where
     hits.sort_unstable_by(hit_order);
     hits.truncate(keep);
     hits
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The bit array and the bitmap hold the same documents.
+    fn agree(a: &Admitted, n: u32) {
+        let dense = a.dense();
+        for i in 0..n {
+            assert_eq!(bit(dense, i), a.contains(i), "document {i}");
+        }
+    }
+
+    #[test]
+    fn a_set_less_removed_documents_admits_the_same_in_both_forms() {
+        let n = 5000;
+        let half: RoaringBitmap = (0..n).filter(|i| i % 3 != 0).collect();
+        let sparse: RoaringBitmap = [7, 4000, 4999].into_iter().collect();
+        let removed = [1u32, 2, 64, 65, 4000, 4999, 6000];
+        for bits in [half, sparse] {
+            // Taken away before the bit array exists, and after.
+            let fresh = Admitted::from(bits.clone());
+            let less = fresh.without(removed);
+            agree(&less, n);
+            let used = Admitted::from(bits.clone());
+            agree(&used, n);
+            let less_used = used.without(removed);
+            assert!(removed.iter().all(|&i| !less_used.contains(i)));
+            agree(&less_used, n);
+            assert_eq!(less, less_used);
+            // The set it was taken from is unchanged.
+            assert_eq!(*used, bits);
+            agree(&used, n);
+        }
+    }
 }

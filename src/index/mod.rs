@@ -47,7 +47,7 @@ pub use build::{
 };
 pub use error::IndexError;
 pub use exact::merge_best;
-pub use filtered::{FilteredSearch, Strategy};
+pub use filtered::{Admitted, FilteredSearch, Strategy};
 pub use manifest::{
     FileInfo, HnswInfo, HnswParams, IndexManifest, ManifestFields, Metric, DEFAULT_LEVEL_SEED,
     DOCS_FILE, FORMAT_VERSION, GRAPH_FILE, MANIFEST_FILE, VECTORS_FILE,
@@ -116,7 +116,7 @@ pub struct Index {
     /// dropped on a running server.
     payload_indexes: RwLock<Arc<PayloadIndexes>>,
     /// The admitted sets of the filters used last (see [`Index::admitted_cached`]).
-    admitted: std::sync::Mutex<std::collections::VecDeque<(String, Arc<roaring::RoaringBitmap>)>>,
+    admitted: std::sync::Mutex<std::collections::VecDeque<(String, Arc<Admitted>)>>,
 }
 
 /// Filters whose admitted sets an index keeps: a tenant's or a category's filter comes back
@@ -261,7 +261,7 @@ impl Index {
         &self,
         key: &str,
         compute: impl FnOnce() -> Result<roaring::RoaringBitmap, IndexError>,
-    ) -> Result<Arc<roaring::RoaringBitmap>, IndexError> {
+    ) -> Result<Arc<Admitted>, IndexError> {
         {
             let mut cache = crate::sync::lock(&self.admitted);
             if let Some(at) = cache.iter().position(|(k, _)| k == key) {
@@ -271,7 +271,7 @@ impl Index {
                 return Ok(set);
             }
         }
-        let set = Arc::new(compute()?);
+        let set = Arc::new(Admitted::from(compute()?));
         let mut cache = crate::sync::lock(&self.admitted);
         cache.push_front((key.to_string(), set.clone()));
         cache.truncate(ADMITTED_CACHE);

@@ -315,7 +315,7 @@ impl LiveCorpus {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::index::{Document, HnswParams, IndexBuilder, ManifestFields};
+    use crate::index::{Admitted, Document, HnswParams, IndexBuilder, ManifestFields};
     use crate::query::stages::corpus_search;
 
     fn unit(rng: &mut u64, dim: usize) -> Vec<f32> {
@@ -515,7 +515,7 @@ mod tests {
         for fv in &filters {
             let mut f = Filter::parse(fv, "filter").unwrap();
             f.bind(&index.payload_fields(), false, "filter").unwrap();
-            let admitted = f.admitted_in(&index).unwrap();
+            let admitted = Admitted::from(f.admitted_in(&index).unwrap());
             for _ in 0..10 {
                 let q = unit(&mut rng, dim);
                 let scope = Scope {

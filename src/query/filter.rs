@@ -402,7 +402,7 @@ impl Filter {
     pub fn admitted_cached(
         &self,
         index: &Index,
-    ) -> Result<std::sync::Arc<RoaringBitmap>, IndexError> {
+    ) -> Result<std::sync::Arc<crate::index::Admitted>, IndexError> {
         index.admitted_cached(&format!("{self:?}"), || self.admitted_in(index))
     }
 
@@ -1112,7 +1112,7 @@ mod index_tests {
     use super::*;
     use crate::index::payload::FieldSchema;
     use crate::index::{
-        Document, GraphVectors, HnswParams, IndexBuilder, ManifestFields, Strategy,
+        Admitted, Document, GraphVectors, HnswParams, IndexBuilder, ManifestFields, Strategy,
     };
     use serde_json::json;
 
@@ -1281,7 +1281,7 @@ mod index_tests {
         let (mut found, mut wanted) = (0usize, 0usize);
         for fv in &filters {
             let f = bound(&index, fv.clone());
-            let bits = f.admitted_in(&index).unwrap();
+            let bits = Admitted::from(f.admitted_in(&index).unwrap());
             let verdict: Vec<u32> = (0..N as u32)
                 .filter(|&i| f.admits(&format!("d{i}"), Some(&meta[i as usize])))
                 .collect();
@@ -1389,7 +1389,7 @@ mod index_tests {
             std::sync::Arc::ptr_eq(&a, &b),
             "the second use is the cached set"
         );
-        assert_eq!(*a, f.admitted_in(&index).unwrap());
+        assert_eq!(**a, f.admitted_in(&index).unwrap());
         let other = bound(
             &index,
             json!({"must": [{"key": "cat", "match": {"value": "c1"}}]}),
@@ -1428,7 +1428,7 @@ mod index_tests {
                 &index,
                 json!({"must": [{"key": "cluster", "match": {"value": other}}]}),
             );
-            let bits = f.admitted_in(&index).unwrap();
+            let bits = Admitted::from(f.admitted_in(&index).unwrap());
             let got = index.search_admitted(q, 10, 32, &bits).unwrap();
             let truth = exact(&index, &f, &meta, q, 10);
             let ids: Vec<usize> = got.hits.iter().map(|h| h.index).collect();

@@ -8,13 +8,12 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use http::StatusCode;
-use roaring::RoaringBitmap;
 use serde::Serialize;
 
 use super::error::ApiError;
 use super::filter::{Filter, FilterError};
 use super::state::{AppState, Corpus};
-use crate::index::{Index, IndexError, Strategy};
+use crate::index::{Admitted, Index, IndexError, Strategy};
 use crate::live::segment::StoredDocument;
 use crate::live::LiveCorpus;
 use crate::registry::batcher::{BatchError, EncodeTimings};
@@ -955,7 +954,7 @@ pub struct Scope<'a> {
     pub k: usize,
     pub ef: usize,
     /// A bound filter and the frozen documents it admits ([`Filter::admitted_in`]).
-    pub filter: Option<(&'a Filter, &'a RoaringBitmap)>,
+    pub filter: Option<(&'a Filter, &'a Admitted)>,
     pub with_metadata: bool,
     /// Metadata of frozen documents of a version compacted before the index kept it.
     pub frozen_metadata: Option<&'a std::collections::HashMap<String, serde_json::Value>>,
@@ -1000,13 +999,9 @@ pub fn corpus_search(
             // Hidden documents leave the admitted set, so the index is asked for exactly k (a
             // copy only when there are any).
             let segment = live.map(|l| l.read());
-            let admitted: std::borrow::Cow<'_, RoaringBitmap> = match &segment {
+            let admitted: std::borrow::Cow<'_, Admitted> = match &segment {
                 Some(s) if s.hidden() > 0 => {
-                    let mut own = admitted.clone();
-                    for i in s.hidden_frozen() {
-                        own.remove(i as u32);
-                    }
-                    std::borrow::Cow::Owned(own)
+                    std::borrow::Cow::Owned(admitted.without(s.hidden_frozen().map(|i| i as u32)))
                 }
                 _ => std::borrow::Cow::Borrowed(admitted),
             };
