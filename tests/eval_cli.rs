@@ -225,6 +225,71 @@ fn dbpedia_clean_reproduces_the_reference_and_noise_runs_over_seeds() {
 }
 
 #[test]
+fn a_filtered_evaluation_finds_only_what_the_filter_admits() {
+    // The built-in corpus, its queries and judgements, indexed with metadata.
+    let data = root().join("data/default-corpus");
+    let bundle = minilm_bundle();
+    let relevant: Vec<String> = std::fs::read_to_string(data.join("qrels/test.tsv"))
+        .unwrap()
+        .lines()
+        .skip(1)
+        .filter_map(|l| l.split('\t').nth(1).map(str::to_string))
+        .collect();
+    let eval = |filter: &serde_json::Value| {
+        let out = tempfile::tempdir().unwrap();
+        let o = run_capot(
+            &[
+                "eval",
+                "--dataset",
+                data.to_str().unwrap(),
+                "--index",
+                filtered_index().to_str().unwrap(),
+                "--encoder",
+                bundle.to_str().unwrap(),
+                "--out",
+                out.path().to_str().unwrap(),
+                "--filter",
+                &filter.to_string(),
+            ],
+            b"",
+        );
+        let stderr = String::from_utf8_lossy(&o.stderr).into_owned();
+        let report = std::fs::read_to_string(out.path().join("report.json"))
+            .ok()
+            .map(|t| serde_json::from_str::<serde_json::Value>(&t).unwrap());
+        (o.status.code(), stderr, report)
+    };
+    // A filter refusing one document nobody judged: the unfiltered figures.
+    let (code, stderr, all) = eval(&serde_json::json!({"must_not": [{"has_id": ["nope"]}]}));
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(stderr.contains("admits 200 of 200"), "{stderr}");
+    let all = metrics(&all.expect("report"), "clean")["metrics"]["ndcg@10"]
+        .as_f64()
+        .unwrap();
+    assert!(all > 0.5, "nDCG@10 {all}");
+    // Refusing every judged document leaves nothing to find.
+    let (code, stderr, none) = eval(&serde_json::json!({"must_not": [{"has_id": relevant}]}));
+    assert_eq!(code, Some(0), "{stderr}");
+    let none = metrics(&none.expect("report"), "clean")["metrics"]["ndcg@10"]
+        .as_f64()
+        .unwrap();
+    assert_eq!(none, 0.0);
+    // A filter that admits nothing (a value no document has) measures nothing: refused.
+    let (code, stderr, report) =
+        eval(&serde_json::json!({"must": [{"key": "lang", "match": {"value": "klingon"}}]}));
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(
+        stderr.starts_with("error: --filter admits none"),
+        "{stderr}"
+    );
+    assert_eq!(stderr.trim_end().lines().count(), 1, "{stderr}");
+    assert!(
+        report.is_none(),
+        "no report for a filter that admits nothing"
+    );
+}
+
+#[test]
 fn bad_input_fails_before_any_work() {
     let data = shared().join("data/dl19-sample");
     let bundle = minilm_bundle();

@@ -416,6 +416,17 @@ pub fn run(args: EvalArgs, global: &GlobalArgs) -> anyhow::Result<()> {
                     let mut filter = capot::query::Filter::parse(&filter_arg(arg)?, "--filter")?;
                     filter.bind(&index.payload_fields(), true, "--filter")?;
                     let admitted = filter.admitted_in(&index)?;
+                    if admitted.is_empty() {
+                        anyhow::bail!(
+                            "--filter admits none of the index's {} documents, so every score would be 0{}",
+                            index.len(),
+                            if index.has_metadata() {
+                                " (are its keys and values spelt as in the metadata?)"
+                            } else {
+                                ": the index holds no metadata"
+                            }
+                        );
+                    }
                     eprintln!(
                         "--filter admits {} of {} documents",
                         admitted.len(),
