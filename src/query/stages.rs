@@ -87,7 +87,8 @@ pub struct Hit {
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, utoipa::ToSchema)]
 pub struct FilterReport {
     /// Documents the filter admits (frozen and live), counted before the search; absent where
-    /// the store does not count them (PostgreSQL).
+    /// the store does not count them (PostgreSQL), but 0 for a filter that admits nothing by
+    /// itself.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub admitted: Option<u64>,
     /// How the frozen index was searched (see docs/api.md "Filters").
