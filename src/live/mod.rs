@@ -142,6 +142,11 @@ pub struct LiveCorpus {
     /// Documents of upserts logged and not yet applied: counted against the limit with the
     /// segment's own, so concurrent writers cannot all pass the check before any applies.
     reserved: std::sync::Mutex<usize>,
+    /// Operation ids applied past the highest one below which every batch is applied (batches
+    /// acknowledged before they are applied, `wait=false`, may be applied out of order).
+    applied_above: std::sync::Mutex<std::collections::BTreeSet<u64>>,
+    /// That highest id, for searches that must see a write (`after`).
+    applied_through: tokio::sync::watch::Sender<u64>,
 }
 
 /// What identifies a frozen index to its log: its document encoder and its vectors' hash, so a
@@ -201,6 +206,9 @@ impl LiveCorpus {
         for r in records {
             segment.apply(r.seq, &r.operation, &frozen);
         }
+        // Every batch logged so far is in the segment (replayed, or applied before a compaction
+        // switched versions: the caller holds the write gate).
+        let through = wal.last_seq().max(covers);
         LiveCorpus {
             wal,
             segment: RwLock::new(segment),
@@ -208,6 +216,8 @@ impl LiveCorpus {
             max_live_documents,
             covers,
             reserved: std::sync::Mutex::new(0),
+            applied_above: Default::default(),
+            applied_through: tokio::sync::watch::Sender::new(through),
         }
     }
 
@@ -274,6 +284,36 @@ impl LiveCorpus {
         if let Operation::Upsert(docs) = op {
             self.release(docs.len());
         }
+        let mut above = crate::sync::lock(&self.applied_above);
+        above.insert(seq);
+        let mut through = *self.applied_through.borrow();
+        while above.remove(&(through + 1)) {
+            through += 1;
+        }
+        above.retain(|&s| s > through);
+        self.applied_through.send_if_modified(|t| {
+            let moved = through > *t;
+            *t = (*t).max(through);
+            moved
+        });
+    }
+
+    /// The highest operation id below which every batch is applied: a search that starts now
+    /// sees every write up to it.
+    pub fn applied_through(&self) -> u64 {
+        *self.applied_through.borrow()
+    }
+
+    /// Returns once the batch `seq` is applied (at once when it is, or when no such batch was
+    /// logged): read-your-writes for a search after a write acknowledged before it was applied
+    /// (`wait=false`). The caller bounds the wait (a batch whose log sync failed never is).
+    pub async fn applied(&self, seq: u64) {
+        if seq > self.wal.last_seq() {
+            return;
+        }
+        let mut through = self.applied_through.subscribe();
+        // The sender lives as long as `self`: the wait cannot see it dropped.
+        let _ = through.wait_for(|&t| t >= seq).await;
     }
 
     /// The `k` nearest live documents.
@@ -436,6 +476,46 @@ mod tests {
         assert_eq!(live.read().len(), accepted);
         // 8 writers × 70 documents asked for: the limit was reached, not merely respected.
         assert!(accepted + 7 > limit, "{accepted}");
+    }
+
+    #[test]
+    fn a_search_after_a_write_waits_until_every_batch_up_to_it_is_applied() {
+        use futures_util::FutureExt;
+        let (n, dim) = (20, 8);
+        let mut rng = 0x5eed_u64;
+        let dir = tempfile::tempdir().unwrap();
+        let (index, _) = frozen(&dir.path().join("index"), n, dim, &mut rng, 100);
+        let data = dir.path().join("data");
+        let live = LiveCorpus::open(&data, "test", &index, 0, 100).unwrap();
+        let upsert = |id: &str, rng: &mut u64| {
+            Operation::Upsert(vec![LiveDocument {
+                id: id.into(),
+                title: String::new(),
+                text: "x".into(),
+                metadata: None,
+                vector: unit(rng, dim),
+            }])
+        };
+        let (a, b) = (upsert("a", &mut rng), upsert("b", &mut rng));
+        let (sa, sb) = (live.log(&a).unwrap(), live.log(&b).unwrap());
+        assert_eq!(live.applied_through(), 0);
+        // No such batch: nothing to wait for.
+        assert!(live.applied(sb + 1).now_or_never().is_some());
+        // Acknowledged, applied out of order: the later batch alone is not enough...
+        live.apply(sb, &b, &index);
+        assert_eq!(live.applied_through(), 0);
+        let mut waiting = Box::pin(live.applied(sb));
+        assert!(waiting.as_mut().now_or_never().is_none());
+        assert!(live.applied(sa).now_or_never().is_none());
+        // ...both are.
+        live.apply(sa, &a, &index);
+        assert_eq!(live.applied_through(), sb);
+        assert!(waiting.now_or_never().is_some());
+        // Reopened, the log replayed: everything it holds is applied.
+        drop(live);
+        let live = LiveCorpus::open(&data, "test", &index, 0, 100).unwrap();
+        assert_eq!(live.applied_through(), sb);
+        assert!(live.applied(sb).now_or_never().is_some());
     }
 
     #[test]

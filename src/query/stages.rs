@@ -42,7 +42,7 @@ pub struct SearchParams {
     /// Each hit carries its document's metadata.
     pub with_metadata: bool,
     /// Read-your-writes: served only by a node that holds the write with this `operation_id`
-    /// (a PostgreSQL store's replicas; the embedded index has every acknowledged write).
+    /// (a PostgreSQL store's replicas), or once the embedded index has applied it.
     pub after: Option<u64>,
     /// When the whole request must be answered: set once when it is admitted and shared by
     /// every search of a routed or fused request, so groups spend from one budget. `None`: the
@@ -687,6 +687,11 @@ pub async fn search(state: &AppState, p: SearchParams) -> Result<SearchOutput, A
         .deadline
         .unwrap_or_else(|| started + state.request_timeout());
     let work = async {
+        // Read-your-writes on the embedded index: a write acknowledged before it was applied
+        // (`wait=false`) is waited for, within the request's time.
+        if let (Some(after), Some(live)) = (after, &live) {
+            live.applied(after).await;
+        }
         let encoded = match (&target, repairer) {
             // The index's vote: the raw texts are encoded and searched before repair.
             (target, Some(r)) if vote_documents > 0 => {

@@ -368,7 +368,8 @@ pub struct SearchRequest {
     #[serde(default)]
     with_metadata: bool,
     /// Read-your-writes: served only by a node that holds the write whose `operation_id` this
-    /// is (a PostgreSQL store's replicas, else its primary).
+    /// is (a PostgreSQL store's replicas, else its primary), or once the embedded index has
+    /// applied it.
     #[serde(default)]
     after: Option<u64>,
 }
