@@ -505,12 +505,15 @@ mod tests {
             )],
             ..Default::default()
         };
-        let e = search_request(pb::SearchRequest {
-            queries: vec!["q".into()],
-            filter: Some(bad),
-            ..Default::default()
-        })
-        .unwrap_err();
+        let refused = |bad: pb::Filter| {
+            search_request(pb::SearchRequest {
+                queries: vec!["q".into()],
+                filter: Some(bad),
+                ..Default::default()
+            })
+            .unwrap_err()
+        };
+        let e = refused(bad);
         assert_eq!(
             (e.code, e.param.as_deref()),
             ("invalid_filter", Some("filter.must[0].range.gt"))
@@ -535,12 +538,7 @@ mod tests {
                 }],
                 ..Default::default()
             };
-            let e = search_request(pb::SearchRequest {
-                queries: vec!["q".into()],
-                filter: Some(bad),
-                ..Default::default()
-            })
-            .unwrap_err();
+            let e = refused(bad);
             assert_eq!(
                 (e.code, e.param.as_deref()),
                 ("invalid_filter", Some("filter.should[0].must[0].range.lte"))
