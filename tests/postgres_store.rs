@@ -381,6 +381,89 @@ fn filters_in_sql_admit_exactly_what_the_embedded_filter_admits() {
     });
 }
 
+/// 64-bit integers past 2^53 (account and tenant ids), where one float64 stands for many
+/// integers: a match or a range on an integer field admits in SQL exactly what the embedded
+/// filter admits (which compares them as integers), through the field's float64 B-tree
+/// (`account`, declared); a match does on an undeclared key too (`raw`, paths alone).
+#[test]
+fn sixty_four_bit_integers_are_compared_exactly_in_sql() {
+    let big: i64 = 1 << 53;
+    let snowflake: i64 = 1_100_000_000_000_000_000;
+    let values: Vec<i64> = [
+        vec![
+            1,
+            2,
+            3,
+            big - 1,
+            big,
+            big + 1,
+            big + 2,
+            big + 3,
+            -big,
+            -big - 1,
+        ],
+        [0, 1, 2, 63, 64, 127, 128, 200]
+            .iter()
+            .map(|d| snowflake + d)
+            .collect(),
+        vec![i64::MAX, i64::MAX - 1, i64::MIN],
+    ]
+    .concat();
+    let mut rng = Rng(SEED ^ 0x64);
+    let docs: Vec<RecordWrite> = values
+        .iter()
+        .enumerate()
+        .map(|(i, v)| RecordWrite {
+            id: format!("d{i}"),
+            title: String::new(),
+            text: format!("document {i}"),
+            metadata: Some(json!({"account": v, "raw": v})),
+            vector: unit((0..DIM).map(|_| rng.unit()).collect()),
+        })
+        .collect();
+    let declared: BTreeMap<String, FieldSchema> = [(
+        "account".to_string(),
+        FieldSchema {
+            kind: FieldType::Integer,
+            tenant: false,
+        },
+    )]
+    .into();
+    let s = |d: i64| json!(snowflake + d);
+    let conditions = [
+        json!({"match": {"value": s(1)}}),
+        json!({"match": {"value": big + 1}}),
+        json!({"match": {"any": [big + 3, s(64)]}}),
+        json!({"match": {"except": [s(1)]}}),
+        json!({"range": {"gte": s(1), "lte": s(127)}}),
+        json!({"range": {"gt": s(0), "lt": s(128)}}),
+        json!({"range": {"gt": big + 1}}),
+        json!({"range": {"lt": -big}}),
+        json!({"range": {"gt": 1.5, "lte": 3.5}}),
+        json!({"range": {"gte": i64::MAX}}),
+        json!({"range": {"gt": u64::MAX}}),
+    ];
+    let pg = Postgres::start();
+    runtime().block_on(async {
+        let store = store_with(&pg, "ids", &docs, declared.clone()).await;
+        for key in ["account", "raw"] {
+            // A range on an undeclared key compares as float64 (docs/api.md).
+            for c in conditions
+                .iter()
+                .filter(|c| key == "account" || c.get("match").is_some())
+            {
+                let mut c = c.clone();
+                c["key"] = json!(key);
+                let v = json!({ "must": [c] });
+                let mut f = Filter::parse(&v, "filter").unwrap_or_else(|e| panic!("{v}: {e}"));
+                f.bind(&declared, true, "filter")
+                    .unwrap_or_else(|e| panic!("{v}: {e}"));
+                admits_as_embedded(&store, &docs, f, &format!("filter {v}")).await;
+            }
+        }
+    });
+}
+
 /// Keys, values and ids made of what SQL, SQL/JSON paths and JSON escape or give meaning to
 /// (quotes, backslashes, `$`, `@`, `?`, brackets, `%` and `_`, operators, comment marks,
 /// non-ASCII, a newline in values): every generated filter admits through SQL exactly what the

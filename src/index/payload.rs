@@ -163,7 +163,7 @@ fn flatten<'a>(v: &'a Value, out: &mut Vec<&'a Value>) {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Typed<'a> {
     Keyword(&'a str),
-    /// Integers, floats and datetimes (unix seconds) compare as `f64`.
+    /// Floats and datetimes (unix seconds) compare as `f64`, integers as integers.
     Number(f64),
     Integer(i64),
     Bool(bool),
@@ -214,6 +214,96 @@ impl NumericRange {
             && self.gte.is_none_or(|b| x >= b)
             && self.lt.is_none_or(|b| x < b)
             && self.lte.is_none_or(|b| x <= b)
+    }
+}
+
+/// The largest integer magnitude below which every integer has a float64 of its own (2^53 − 1):
+/// past it, one float stands for several integers.
+const EXACT_IN_FLOATS: u128 = (1 << 53) - 1;
+
+/// A range on an integer field as the integers it admits, `lo..=hi`. Integer fields compare as
+/// integers, not as the float64 a numeric payload index keeps: past 2^53 one float stands for
+/// several integers (128 of them at 1.1e18), and a 64-bit account or tenant id is such an
+/// integer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IntegerRange {
+    pub lo: i128,
+    pub hi: i128,
+}
+
+impl Default for IntegerRange {
+    fn default() -> Self {
+        IntegerRange {
+            lo: i128::MIN,
+            hi: i128::MAX,
+        }
+    }
+}
+
+impl IntegerRange {
+    /// Exactly the integer `i`.
+    pub fn just(i: i64) -> Self {
+        IntegerRange {
+            lo: i.into(),
+            hi: i.into(),
+        }
+    }
+
+    /// Narrows the range by one bound as given (`gt`, `gte`, `lt`, `lte`): `bound` is the JSON
+    /// number, exact whether it is an integer of any size or a float.
+    pub fn narrow(&mut self, op: &str, bound: &serde_json::Number) {
+        let int = bound
+            .as_i64()
+            .map(i128::from)
+            .or_else(|| bound.as_u64().map(i128::from));
+        // A float bound: the integers on its side of it (saturating: past i128 nothing lies).
+        let float = |round: fn(f64) -> f64| round(bound.as_f64().unwrap_or(f64::NAN)) as i128;
+        match op {
+            "gt" => {
+                self.lo = self
+                    .lo
+                    .max(int.unwrap_or_else(|| float(f64::floor)).saturating_add(1))
+            }
+            "gte" => self.lo = self.lo.max(int.unwrap_or_else(|| float(f64::ceil))),
+            "lt" => {
+                self.hi = self
+                    .hi
+                    .min(int.unwrap_or_else(|| float(f64::ceil)).saturating_sub(1))
+            }
+            "lte" => self.hi = self.hi.min(int.unwrap_or_else(|| float(f64::floor))),
+            _ => {}
+        }
+    }
+
+    pub fn contains(&self, x: i64) -> bool {
+        (self.lo..=self.hi).contains(&i128::from(x))
+    }
+
+    /// The lower bound, `None` when no 64-bit integer lies below it.
+    pub fn lower(&self) -> Option<i128> {
+        (self.lo > i64::MIN.into()).then_some(self.lo)
+    }
+
+    /// The upper bound, `None` when no 64-bit integer lies above it.
+    pub fn upper(&self) -> Option<i128> {
+        (self.hi < i64::MAX.into()).then_some(self.hi)
+    }
+
+    /// The float64 range whose values stand for at least these integers (rounding keeps
+    /// order, so an integer in the range has its float in this one).
+    pub fn covering(&self) -> NumericRange {
+        NumericRange {
+            gte: self.lower().map(|b| b as f64),
+            lte: self.upper().map(|b| b as f64),
+            ..NumericRange::default()
+        }
+    }
+
+    /// Whether [`Self::covering`] admits these integers and no other: each bound's float
+    /// stands for that integer alone.
+    pub fn exact_in_floats(&self) -> bool {
+        let exact = |b: Option<i128>| b.is_none_or(|b| b.unsigned_abs() <= EXACT_IN_FLOATS);
+        exact(self.lower()) && exact(self.upper())
     }
 }
 

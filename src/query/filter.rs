@@ -20,7 +20,8 @@ use roaring::RoaringBitmap;
 use serde_json::Value;
 
 use crate::index::payload::{
-    check_key, parse_datetime, typed, values_at, FieldSchema, FieldType, NumericRange, Typed,
+    check_key, parse_datetime, typed, values_at, FieldSchema, FieldType, IntegerRange,
+    NumericRange, Typed,
 };
 use crate::index::{Index, IndexError};
 
@@ -93,6 +94,8 @@ pub enum Scalar {
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Range {
     pub bounds: NumericRange,
+    /// The same bounds as integers, for an integer field (see [`IntegerRange`]).
+    pub integers: IntegerRange,
     /// The bounds were datetimes (now unix seconds).
     pub datetime: bool,
 }
@@ -633,10 +636,12 @@ impl Condition {
                     Check::Value(s) => typed.iter().any(|t| s.equals(t)),
                     Check::Any(list) => typed.iter().any(|t| list.iter().any(|s| s.equals(t))),
                     Check::Except(list) => typed.iter().any(|t| !list.iter().any(|s| s.equals(t))),
-                    Check::Range(r) => typed
-                        .iter()
-                        .filter_map(crate::index::payload::number)
-                        .any(|x| r.bounds.contains(x)),
+                    Check::Range(r) => typed.iter().any(|t| match *t {
+                        Typed::Integer(i) => r.integers.contains(i),
+                        ref t => {
+                            crate::index::payload::number(t).is_some_and(|x| r.bounds.contains(x))
+                        }
+                    }),
                 }
             }
         }
@@ -683,17 +688,36 @@ impl Condition {
                 let Some(f) = payload.field(key) else {
                     return scan(self);
                 };
+                // Integers exactly: the float64 index's documents, less those whose float
+                // stands for several integers and whose own value lies outside.
+                let integers = |r: &IntegerRange| {
+                    let mut out = f.range(&r.covering());
+                    if !r.exact_in_floats() {
+                        let edges = [r.lower(), r.upper()].into_iter().flatten().map(|b| {
+                            let x = b as f64;
+                            f.range(&NumericRange {
+                                gte: Some(x),
+                                lte: Some(x),
+                                ..Default::default()
+                            })
+                        });
+                        for d in &edges.fold(RoaringBitmap::new(), |a, e| a | e) {
+                            let doc = index.metadata(d as usize);
+                            let values = doc.as_ref().map(|m| values_at(m, key));
+                            let inside = values.unwrap_or_default().into_iter().any(|v| {
+                                matches!(typed(v, FieldType::Integer), Some(Typed::Integer(i)) if r.contains(i))
+                            });
+                            if !inside {
+                                out.remove(d);
+                            }
+                        }
+                    }
+                    out
+                };
                 let one = |s: &Scalar| match s {
                     Scalar::Keyword(k) => f.keyword(k),
                     Scalar::Bool(b) => f.boolean(*b),
-                    Scalar::Integer(i) => {
-                        let x = *i as f64;
-                        f.range(&NumericRange {
-                            gte: Some(x),
-                            lte: Some(x),
-                            ..Default::default()
-                        })
-                    }
+                    Scalar::Integer(i) => integers(&IntegerRange::just(*i)),
                 };
                 Ok(match check {
                     Check::Value(s) => one(s),
@@ -711,6 +735,7 @@ impl Condition {
                         }
                         out
                     }
+                    Check::Range(r) if f.schema.kind == FieldType::Integer => integers(&r.integers),
                     Check::Range(r) => f.range(&r.bounds),
                 })
             }
@@ -835,15 +860,19 @@ impl Range {
             ));
         }
         let mut bounds = NumericRange::default();
+        let mut integers = IntegerRange::default();
         let mut datetime: Option<bool> = None;
         for (k, x) in o {
             let at = format!("{path}.{k}");
             let (value, is_date) = match x {
-                Value::Number(n) => (
-                    n.as_f64()
-                        .ok_or_else(|| FilterError::at(&at, "not a finite number"))?,
-                    false,
-                ),
+                Value::Number(n) => {
+                    integers.narrow(k, n);
+                    (
+                        n.as_f64()
+                            .ok_or_else(|| FilterError::at(&at, "not a finite number"))?,
+                        false,
+                    )
+                }
                 Value::String(s) => (
                     parse_datetime(s).ok_or_else(|| {
                         FilterError::at(
@@ -888,6 +917,7 @@ impl Range {
         }
         Ok(Range {
             bounds,
+            integers,
             datetime: datetime.unwrap_or(false),
         })
     }
@@ -1182,6 +1212,30 @@ mod index_tests {
             }
             metadata.push(m);
         }
+        let declared = [
+            ("cluster", FieldType::Integer),
+            ("cat", FieldType::Keyword),
+            ("year", FieldType::Integer),
+            ("tenant", FieldType::Keyword),
+            ("tags", FieldType::Keyword),
+        ];
+        let index = build(dir, docs, vectors, &metadata, &declared, precision);
+        let queries = (0..CLUSTERS as usize)
+            .map(|c| rng.unit(DIM, &centres[c]))
+            .collect();
+        (index, metadata, queries)
+    }
+
+    /// An index of `docs` (DIM-dimensional `vectors`, one after another) with `metadata` and a
+    /// payload index on each of `declared` (the field named `tenant` is the tenant key).
+    fn build(
+        dir: &std::path::Path,
+        docs: Vec<Document>,
+        vectors: Vec<f32>,
+        metadata: &[Value],
+        declared: &[(&str, FieldType)],
+        precision: GraphVectors,
+    ) -> Index {
         let fields = ManifestFields {
             encoder_fingerprint: "sha256:test".into(),
             encoder_name: "test".into(),
@@ -1199,30 +1253,20 @@ mod index_tests {
             .graph_vectors(precision)
             .build(docs, vectors, &mut |_| Ok(()))
             .unwrap();
-        let declared: BTreeMap<String, FieldSchema> = [
-            ("cluster", FieldType::Integer),
-            ("cat", FieldType::Keyword),
-            ("year", FieldType::Integer),
-            ("tenant", FieldType::Keyword),
-            ("tags", FieldType::Keyword),
-        ]
-        .into_iter()
-        .map(|(k, kind)| {
-            (
-                k.to_string(),
-                FieldSchema {
-                    kind,
-                    tenant: k == "tenant",
-                },
-            )
-        })
-        .collect();
-        Index::set_payload(dir, metadata.clone().into_iter().enumerate(), declared).unwrap();
-        let index = Index::load(dir).unwrap();
-        let queries = (0..CLUSTERS as usize)
-            .map(|c| rng.unit(DIM, &centres[c]))
+        let declared: BTreeMap<String, FieldSchema> = declared
+            .iter()
+            .map(|&(k, kind)| {
+                (
+                    k.to_string(),
+                    FieldSchema {
+                        kind,
+                        tenant: k == "tenant",
+                    },
+                )
+            })
             .collect();
-        (index, metadata, queries)
+        Index::set_payload(dir, metadata.iter().cloned().enumerate(), declared).unwrap();
+        Index::load(dir).unwrap()
     }
 
     fn bound(index: &Index, v: Value) -> Filter {
@@ -1438,6 +1482,122 @@ mod index_tests {
                 "cluster {other} for query {c}: {recall} ({:?})",
                 got.strategy
             );
+        }
+    }
+
+    /// Integers past 2^53 have no float64 of their own (at 1.1e18 one float stands for 128 of
+    /// them), yet a 64-bit account or tenant id is one: a match or a range on an integer field
+    /// must tell such ids apart, in the payload index's bitmaps as in the per-document verdict.
+    #[test]
+    fn integers_past_two_to_the_53_are_compared_exactly() {
+        let big: i64 = 1 << 53;
+        let snowflake: i64 = 1_100_000_000_000_000_000;
+        let values: Vec<i64> = [
+            vec![
+                1,
+                2,
+                3,
+                big - 1,
+                big,
+                big + 1,
+                big + 2,
+                big + 3,
+                -big,
+                -big - 1,
+            ],
+            [0, 1, 2, 63, 64, 127, 128, 200]
+                .iter()
+                .map(|d| snowflake + d)
+                .collect(),
+            vec![i64::MAX, i64::MAX - 1, i64::MIN],
+        ]
+        .concat();
+        let mut rng = Rng(11);
+        let centre = vec![0.0; DIM];
+        let docs = (0..values.len())
+            .map(|i| Document {
+                id: format!("d{i}"),
+                title: String::new(),
+                text: format!("document {i}"),
+            })
+            .collect();
+        let vectors = values.iter().flat_map(|_| rng.unit(DIM, &centre)).collect();
+        let metadata: Vec<Value> = values.iter().map(|v| json!({"account": v})).collect();
+        let dir = tempfile::tempdir().unwrap();
+        let index = build(
+            &dir.path().join("idx"),
+            docs,
+            vectors,
+            &metadata,
+            &[("account", FieldType::Integer)],
+            GraphVectors::Float32,
+        );
+        let s = |d: i64| json!(snowflake + d);
+        // Which account values a condition admits, by integer arithmetic.
+        type Truth = Box<dyn Fn(i128) -> bool>;
+        let cases: Vec<(Value, Truth)> = vec![
+            (
+                json!({"match": {"value": s(1)}}),
+                Box::new(move |x| x == (snowflake + 1) as i128),
+            ),
+            (
+                json!({"match": {"value": big + 1}}),
+                Box::new(move |x| x == (big + 1) as i128),
+            ),
+            (
+                json!({"match": {"any": [big + 3, s(64)]}}),
+                Box::new(move |x| x == (big + 3) as i128 || x == (snowflake + 64) as i128),
+            ),
+            (
+                json!({"match": {"except": [s(1)]}}),
+                Box::new(move |x| x != (snowflake + 1) as i128),
+            ),
+            (
+                json!({"range": {"gte": s(1), "lte": s(127)}}),
+                Box::new(move |x| {
+                    ((snowflake + 1) as i128..=(snowflake + 127) as i128).contains(&x)
+                }),
+            ),
+            (
+                json!({"range": {"gt": s(0), "lt": s(128)}}),
+                Box::new(move |x| x > snowflake as i128 && x < (snowflake + 128) as i128),
+            ),
+            (
+                json!({"range": {"gt": big + 1}}),
+                Box::new(move |x| x > (big + 1) as i128),
+            ),
+            (
+                json!({"range": {"lt": -big}}),
+                Box::new(move |x| x < -big as i128),
+            ),
+            (
+                json!({"range": {"gt": 1.5, "lte": 3.5}}),
+                Box::new(|x| x == 2 || x == 3),
+            ),
+            (
+                json!({"range": {"gte": i64::MAX}}),
+                Box::new(|x| x == i64::MAX as i128),
+            ),
+            (json!({"range": {"gt": u64::MAX}}), Box::new(|_| false)),
+            (
+                json!({"range": {"gte": -1e300, "lt": 1e300}}),
+                Box::new(|_| true),
+            ),
+        ];
+        for (condition, truth) in cases {
+            let mut condition = condition;
+            condition["key"] = json!("account");
+            let fv = json!({"must": [condition]});
+            let f = bound(&index, fv.clone());
+            let want: Vec<u32> = (0..values.len() as u32)
+                .filter(|&i| truth(values[i as usize] as i128))
+                .collect();
+            let verdict: Vec<u32> = (0..values.len() as u32)
+                .filter(|&i| f.admits(&format!("d{i}"), Some(&metadata[i as usize])))
+                .collect();
+            assert_eq!(verdict, want, "verdict of {fv}");
+            let bits: Vec<u32> = f.admitted_in(&index).unwrap().iter().collect();
+            assert_eq!(bits, want, "bitmap of {fv}");
         }
     }
 }

@@ -15,7 +15,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::index::payload::{FieldType, NumericRange};
+use crate::index::payload::{FieldType, IntegerRange, NumericRange};
 use crate::query::filter::{Check, Condition, Filter, Scalar};
 
 /// A condition's SQL and the parameters it binds (`$first`, `$first+1`, ...).
@@ -144,8 +144,14 @@ impl Writer<'_> {
                         let path = self.path(format!("{} ? ({pred})", key_path(key)));
                         let indexed = self.ranged.get(key) == Some(kind);
                         match check {
+                            Check::Range(r) if indexed && *kind == FieldType::Integer => {
+                                // The B-tree holds float64s: past 2^53 its range is wider
+                                // than the integers', and the path (exact) narrows it.
+                                let exact = r.integers.exact_in_floats();
+                                self.btree_range(key, &r.integers.covering(), *kind, path, exact)
+                            }
                             Check::Range(r) if indexed => {
-                                self.btree_range(key, &r.bounds, *kind, path)
+                                self.btree_range(key, &r.bounds, *kind, path, true)
                             }
                             Check::Value(v) if indexed && *kind == FieldType::Keyword => {
                                 self.btree_keywords(key, std::slice::from_ref(v), path)
@@ -164,12 +170,14 @@ impl Writer<'_> {
 
     /// A range over a B-tree-indexed key: scalar numbers through the index expression, arrays
     /// through `path` (the condition's path predicate) — the same rows the path alone admits.
+    /// Unless `exact`, `r` admits more than the condition and the path checks the scalars too.
     fn btree_range(
         &mut self,
         key: &str,
         r: &NumericRange,
         kind: FieldType,
         path: String,
+        exact: bool,
     ) -> String {
         let num = btree_expr(self.metadata, key, kind);
         let mut parts = Vec::new();
@@ -182,6 +190,9 @@ impl Writer<'_> {
         }
         if parts.is_empty() {
             parts.push(format!("{num} IS NOT NULL"));
+        }
+        if !exact {
+            parts.push(path.clone());
         }
         let scalar = if self.strict {
             format!("COALESCE({}, FALSE)", parts.join(" AND "))
@@ -415,7 +426,11 @@ fn field_predicate(check: &Check, kind: FieldType) -> Option<String> {
                 FieldType::Integer | FieldType::Float => "@",
                 FieldType::Keyword | FieldType::Bool => return None,
             };
-            let bounds = range_bounds(&r.bounds, value, kind == FieldType::Datetime);
+            let bounds = if kind == FieldType::Integer {
+                integer_bounds(&r.integers)
+            } else {
+                range_bounds(&r.bounds, value, kind == FieldType::Datetime)
+            };
             Some(if bounds.is_empty() {
                 is
             } else {
@@ -478,6 +493,19 @@ fn range_bounds(r: &NumericRange, value: &str, datetime: bool) -> String {
         if let Some(x) = b {
             parts.push(format!("{value} {op} {}", bound(x)));
         }
+    }
+    parts.join(" && ")
+}
+
+/// `@ >= lo && @ <= hi` for a range on an integer field, the integers written out: a path's
+/// numbers are `numeric`, so this compares 64-bit ids exactly, where a float64 bound cannot.
+fn integer_bounds(r: &IntegerRange) -> String {
+    let mut parts = Vec::new();
+    if let Some(lo) = r.lower() {
+        parts.push(format!("@ >= {lo}"));
+    }
+    if let Some(hi) = r.upper() {
+        parts.push(format!("@ <= {hi}"));
     }
     parts.join(" && ")
 }
@@ -622,9 +650,9 @@ mod tests {
         assert_eq!(
             sql.text,
             format!(
-                "((({num} >= $2::float8 AND {num} < $3::float8) OR \
+                "((({num} >= $2::float8 AND {num} <= $3::float8) OR \
                  ((jsonb_typeof(m -> 'year') = 'array') AND (m @? $1::text::jsonpath))) AND \
-                 NOT ((COALESCE({num} > $5::float8, FALSE)) OR \
+                 NOT ((COALESCE({num} >= $5::float8, FALSE)) OR \
                  ((jsonb_typeof(m -> 'year') = 'array') AND (m @? $4::text::jsonpath))))"
             )
         );
@@ -633,7 +661,8 @@ mod tests {
         assert!(!filter_sql_on(&f, 1, "id", "m", &floats)
             .text
             .contains("float8"));
-        assert_eq!(sql.numbers, [2010.0, 2015.0, 2013.0]);
+        // An integer field's range is the integers it admits: `lt 2015` is `<= 2014`.
+        assert_eq!(sql.numbers, [2010.0, 2014.0, 2014.0]);
         // Without the index, the path alone; keys that cannot be literals never get one.
         assert!(!filter_sql(&f, 1).text.contains("float8"));
         assert!(rangeable("year_2") && rangeable("a.b_2") && !rangeable("x'y") && !rangeable(""));
