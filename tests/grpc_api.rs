@@ -718,6 +718,11 @@ fn http_and_grpc_give_the_same_answer_under_a_filter() {
                                          {"is_null": {"key": "year"}}]}}),
         ),
         (
+            json!({"queries": [q], "k": 4, "filter": {"must": [{"key": "year", "range": {"gt": 2002, "lte": 2007}}]}}),
+            json!({"queries": [q], "k": 4,
+                   "filter": {"must": [{"field": {"key": "year", "integer_range": {"gt": "2002", "lte": "2007"}}}]}}),
+        ),
+        (
             json!({"queries": [q], "k": 3, "filter": {"must": [{"key": "published", "range": {"gt": "soon"}}]}}),
             json!({"queries": [q], "k": 3, "filter": {"must": [{"field": {"key": "published", "datetime_range": {"gt": "soon"}}}]}}),
         ),
@@ -734,7 +739,7 @@ fn http_and_grpc_give_the_same_answer_under_a_filter() {
         &["--mode", "search", "--requests", file.to_str().unwrap()],
     );
     let grpc = out["answers"].as_array().expect("answers");
-    for (i, (body, _)) in cases.iter().enumerate().take(2) {
+    for (i, (body, _)) in cases.iter().enumerate().take(3) {
         let (h, g) = (http_search(&server, body), &grpc[i]);
         assert_same_hits(&h, g, &format!("filter case {i}"));
         assert_eq!(
@@ -758,10 +763,10 @@ fn http_and_grpc_give_the_same_answer_under_a_filter() {
     assert_eq!(meta, h["results"][0][0]["metadata"]);
     assert_eq!(meta["tenant"], "t3");
     // A bad filter: INVALID_ARGUMENT with the same message as HTTP's 400.
-    let h = http_search(&server, &cases[2].0);
+    let h = http_search(&server, &cases[3].0);
     assert_eq!(h["error"]["code"], "invalid_filter", "{h}");
-    assert_eq!(grpc[2]["error"]["code"], "INVALID_ARGUMENT", "{}", grpc[2]);
-    assert_eq!(grpc[2]["error"]["message"], h["error"]["message"]);
+    assert_eq!(grpc[3]["error"]["code"], "INVALID_ARGUMENT", "{}", grpc[3]);
+    assert_eq!(grpc[3]["error"]["message"], h["error"]["message"]);
 }
 
 #[test]

@@ -406,8 +406,19 @@ mod tests {
                         }),
                         range,
                         datetime_range: dt,
+                        ..Default::default()
                     })),
                 }
+            };
+        // Integer bounds past 2^53, which a double cannot hold.
+        let integers =
+            |key: &str, range: pb::IntegerRange, also: Option<pb::Range>| pb::Condition {
+                condition_one_of: Some(C::Field(pb::FieldCondition {
+                    key: key.into(),
+                    integer_range: Some(range),
+                    range: also,
+                    ..Default::default()
+                })),
             };
         let f = pb::Filter {
             must: vec![
@@ -420,6 +431,15 @@ mod tests {
                         lt: Some(2024.0),
                         ..Default::default()
                     }),
+                    None,
+                ),
+                integers(
+                    "account",
+                    pb::IntegerRange {
+                        gt: Some(1_100_000_000_000_000_001),
+                        lte: Some(i64::MAX),
+                        ..Default::default()
+                    },
                     None,
                 ),
                 pb::Condition {
@@ -474,6 +494,7 @@ mod tests {
         let json = serde_json::json!({
             "must": [{"key": "lang", "match": {"value": "en"}},
                      {"key": "year", "range": {"gte": 2020.0, "lt": 2024.0}},
+                     {"key": "account", "range": {"gt": 1_100_000_000_000_000_001_i64, "lte": i64::MAX}},
                      {"should": [{"key": "tags", "match": {"any": ["a", "b"]}}]}],
             "must_not": [{"key": "n", "match": {"except": [1, 2]}},
                          {"key": "at", "range": {"gt": "2024-01-01T00:00:00Z"}},
@@ -517,6 +538,25 @@ mod tests {
         assert_eq!(
             (e.code, e.param.as_deref()),
             ("invalid_filter", Some("filter.must[0].range.gt"))
+        );
+        // Two kinds of range in one condition are refused, not merged.
+        let e = refused(pb::Filter {
+            must: vec![integers(
+                "account",
+                pb::IntegerRange {
+                    gt: Some(1),
+                    ..Default::default()
+                },
+                Some(pb::Range {
+                    lt: Some(2.5),
+                    ..Default::default()
+                }),
+            )],
+            ..Default::default()
+        });
+        assert_eq!(
+            (e.code, e.param.as_deref()),
+            ("invalid_filter", Some("filter.must[0].range"))
         );
         // A bound JSON cannot hold (NaN, infinity) is named as such, at its path.
         for x in [f64::NAN, f64::INFINITY, f64::NEG_INFINITY] {

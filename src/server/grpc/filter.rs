@@ -82,6 +82,13 @@ fn condition_json(c: &pb::Condition, path: &str) -> Result<serde_json::Value, Fi
                     }
                 }
             }
+            if let Some(r) = &f.integer_range {
+                for (k, v) in [("lt", r.lt), ("gt", r.gt), ("gte", r.gte), ("lte", r.lte)] {
+                    if let Some(v) = v {
+                        range.insert(k.into(), json!(v));
+                    }
+                }
+            }
             if let Some(r) = &f.datetime_range {
                 for (k, v) in [
                     ("lt", &r.lt),
@@ -94,8 +101,19 @@ fn condition_json(c: &pb::Condition, path: &str) -> Result<serde_json::Value, Fi
                     }
                 }
             }
+            let ranges = [
+                f.range.is_some(),
+                f.integer_range.is_some(),
+                f.datetime_range.is_some(),
+            ];
+            if ranges.iter().filter(|&&set| set).count() > 1 {
+                return Err(FilterError::at(
+                    &format!("{path}.range"),
+                    "give one of range, integer_range, datetime_range",
+                ));
+            }
             // An empty range message still asks for a range (and is refused as one).
-            if f.range.is_some() || f.datetime_range.is_some() {
+            if ranges.contains(&true) {
                 o.insert("range".into(), serde_json::Value::Object(range));
             }
             serde_json::Value::Object(o)
