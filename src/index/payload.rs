@@ -275,6 +275,7 @@ impl IntegerRange {
         }
     }
 
+    /// Whether `x` lies within the bounds (compared as integers, exactly).
     pub fn contains(&self, x: i64) -> bool {
         (self.lo..=self.hi).contains(&i128::from(x))
     }
