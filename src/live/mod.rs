@@ -622,6 +622,20 @@ mod tests {
                 }
             }
         }
+        // A filter no frozen document passes and a live one does: the live segment's exact scan
+        // answered it, not the empty plan.
+        let mut f = Filter::parse(&json!({"must": [{"has_id": ["live-1"]}]}), "filter").unwrap();
+        f.bind(&index.payload_fields(), false, "filter").unwrap();
+        let admitted = Admitted::from(f.admitted_in(&index).unwrap());
+        let scope = Scope {
+            filter: Some((&f, &admitted)),
+            ..Scope::top(k, 64)
+        };
+        let got = corpus_search(&index, Some(&live), &[&unit(&mut rng, dim)], scope).unwrap();
+        assert_eq!(got.hits.len(), 1);
+        let report = got.filter.unwrap();
+        assert_eq!(report.admitted, Some(1));
+        assert_eq!(report.strategy, crate::index::Strategy::Exact);
     }
 
     #[test]

@@ -1099,7 +1099,12 @@ pub fn corpus_search(
         hits,
         filter: report.map(|r| FilterReport {
             admitted: r.admitted.map(|a| a + live_admitted),
-            ..r
+            // The live segment scores each document it admits: a filter only live documents
+            // pass was answered by an exact scan, not at once.
+            strategy: match r.strategy {
+                Strategy::Empty if live_admitted > 0 => Strategy::Exact,
+                s => s,
+            },
         }),
     })
 }
