@@ -30,6 +30,8 @@ import faiss
 import hnswlib
 import numpy as np
 
+from curves import qps_at
+
 
 def read_texts(path):
     texts = []
@@ -86,20 +88,6 @@ def sweep(search, efs, exact, rounds):
         rows.append({"ef": ef, "recall": recall(labels, exact), "queries_per_second": n / best,
                      "latency_ms_mean": best * 1e3 / n})
     return rows
-
-
-def qps_at(rows, target):
-    """Queries/s where recall first reaches `target`, interpolated linearly in recall between the
-    two ef values around it; None if no ef reaches it. Returns (qps, ef_lo, ef_hi)."""
-    rows = sorted(rows, key=lambda r: r["ef"])
-    for i, r in enumerate(rows):
-        if r["recall"] >= target:
-            if i == 0 or rows[i - 1]["recall"] >= r["recall"]:
-                return r["queries_per_second"], r["ef"], r["ef"]
-            p = rows[i - 1]
-            w = (target - p["recall"]) / (r["recall"] - p["recall"])
-            return p["queries_per_second"] + w * (r["queries_per_second"] - p["queries_per_second"]), p["ef"], r["ef"]
-    return None, None, None
 
 
 def main():

@@ -2,11 +2,11 @@
 //! admits, between answering at once, scanning exactly those documents, and walking the graph
 //! while only admitted documents count as results.
 //!
-//! A walk under a filter admitting a share `s` of the documents scores about `1/s` times the
-//! nodes an unfiltered walk does (it must pass that many to settle `ef` admitted ones), while an
-//! exact scan scores each admitted document once. The planner therefore scans when the admitted
-//! count is at most the walk's expected cost, `VISITS_PER_EF × ef / s` (i.e. below
-//! `sqrt(VISITS_PER_EF × ef × n)` documents), and walks otherwise; a walk that scores more nodes
+//! A walk under a filter admitting a share `s` of the documents costs more the smaller `s` is
+//! (it must pass more nodes to settle `ef` admitted ones), while an exact scan scores each
+//! admitted document once. The planner therefore scans when the admitted count is at most the
+//! walk's cost in scanned rows, modelled as `SCAN_ROWS_PER_EF × ef / s` (i.e. below
+//! `sqrt(SCAN_ROWS_PER_EF × ef × n)` documents), and walks otherwise; a walk that scores more nodes
 //! than the filter admits gives up and scans (Lucene's rule), which bounds the cost of a filter
 //! anti-correlated with the query; walks also start from a few admitted documents, so that such a
 //! filter rarely gets there. Every answer holds exactly `min(k, admitted)` hits.
@@ -21,10 +21,12 @@ use super::exact::hit_order;
 use super::graph::{FilteredWalk, Scored};
 use super::{vectors, Hit, Index, RESCORE_MIN, RESCORE_PER_HIT};
 
-/// Nodes an unfiltered layer-0 walk scores per unit of `ef`, measured on capot's graphs (M 16,
-/// MiniLM and random unit vectors, 10k–100k documents: 9–14); see docs/benchmarks.md
-/// "Filtered search".
-const VISITS_PER_EF: f64 = 12.0;
+/// What a filtered walk costs, in rows of the exact scan, per unit of `ef` at a share of 1: fitted
+/// to where a forced walk and a forced scan of the same filter cost the same (100,000 MiniLM
+/// vectors, M 16, 1–20% filters at ef 64–256: 1.4–2.8; 12 until 2026-11-28, which a walk that
+/// scored every node it passed cost, scanned 10% filters at ef 96–256 1.4–5× slower than the
+/// two-hop walk answers them); see docs/benchmarks.md "Filtered search".
+const SCAN_ROWS_PER_EF: f64 = 3.0;
 
 /// Below this share of admitted documents the walk scores admitted nodes only, stepping through
 /// refused ones to their neighbours (ACORN-1's two-hop expansion; Weaviate switches at 0.4):
@@ -203,7 +205,7 @@ impl Index {
             });
         }
         let ef = ef.max(k).min(count);
-        let walk_cost = VISITS_PER_EF * ef as f64 * n as f64 / count as f64;
+        let walk_cost = SCAN_ROWS_PER_EF * ef as f64 * n as f64 / count as f64;
         if count as f64 <= walk_cost || count <= k {
             return Ok(FilteredSearch {
                 hits: self.scan(&q, k, admitted)?,

@@ -1360,6 +1360,35 @@ mod index_tests {
         }
     }
 
+    /// The planner scans while `admitted² ≤ 3 × ef × n` (the cost of a two-hop walk in scanned
+    /// rows, measured: docs/benchmarks.md "Filtered search") and walks above it: the same filter
+    /// is walked at a small `ef` and scanned at a large one.
+    #[test]
+    fn the_planner_scans_below_the_measured_crossover_and_walks_above_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let (index, _, queries) = index(&dir.path().join("idx"));
+        let f = bound(
+            &index,
+            json!({"must": [{"key": "cluster", "range": {"lt": 3}}]}),
+        );
+        let bits = Admitted::from(f.admitted_in(&index).unwrap());
+        let count = bits.len() as f64;
+        for ef in [16, 32, 64, 128, 256, 512] {
+            let got = index.search_admitted(&queries[0], 10, ef, &bits).unwrap();
+            // A walk may still give up for the scan (`graph_then_exact`): it was planned.
+            let scanned = got.strategy == Strategy::Exact;
+            let scan = count * count <= 3.0 * ef as f64 * N as f64;
+            assert_eq!(
+                scanned, scan,
+                "{count} admitted of {N}, ef {ef}: {:?}",
+                got.strategy
+            );
+        }
+        // Both sides of the crossover are met.
+        assert!(count * count > 3.0 * 64.0 * N as f64, "{count}");
+        assert!(count * count <= 3.0 * 512.0 * N as f64, "{count}");
+    }
+
     #[test]
     fn what_a_filter_admits_at_most_bounds_what_it_admits() {
         let dir = tempfile::tempdir().unwrap();
