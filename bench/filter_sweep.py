@@ -5,6 +5,7 @@ unfiltered walk's at the same target (standard library only).
     python3 bench/filter_sweep.py --capot BIN --index DIR --queries-vectors FILE --out DIR \
         [--ef 16,24,32,48,64,96,128,192,256] [--selectivities 0.1,0.2,0.3,0.5] [--rounds 3] \
         [--targets 0.9,0.95] [--queries 300]
+    python3 bench/filter_sweep.py --capot before=BIN1 after=BIN2 ...   # binaries in turns
 
 A filtered walk keeps `ef` admitted candidates and, stepping through refused nodes, scores more
 nodes per `ef` than an unfiltered walk does: at the same `ef` it finds more of its exact top k
@@ -12,11 +13,12 @@ nodes per `ef` than an unfiltered walk does: at the same `ef` it finds more of i
 for both recall >= 0.95 and >= 0.5x the unfiltered queries/s; read at the same `ef` that compares
 walks of unequal recall. Here each curve is interpolated to the target (bench/curves.py) and the
 ratio is taken there. Each round runs every `ef` once, in an order rotated per round (the
-machine's drift spreads over all of them); a cell's queries/s at an `ef` is the median over the
-rounds, its recall is the same in every round (the walk is deterministic).
+machine's drift spreads over all of them), and with several `--capot LABEL=BIN` every binary at
+each `ef` in turn, each against its own unfiltered walk; a cell's queries/s at an `ef` is the
+median over the rounds, its recall is the same in every round (the walk is deterministic).
 
-Writes OUT/sweep.json, OUT/filter-recall-qps.svg (recall against queries/s, a panel per
-selectivity) and prints Markdown tables.
+Writes OUT/sweep.json, OUT/filter-recall-qps[-LABEL].svg (recall against queries/s, a panel
+per selectivity) and prints Markdown tables.
 """
 
 import argparse
@@ -32,8 +34,8 @@ from curves import qps_at
 COLOURS = {"independent": "#1f77b4", "correlated": "#2ca02c", "anti-correlated": "#d62728"}
 
 
-def run(a, ef, out):
-    cmd = [a.capot, "bench", "filter", "--index", a.index, "--queries-vectors", a.queries_vectors,
+def run(a, binary, ef, out):
+    cmd = [binary, "bench", "filter", "--index", a.index, "--queries-vectors", a.queries_vectors,
            "--queries", str(a.queries), "--ef", str(ef), "--selectivities", a.selectivities]
     with open(out, "w") as f:
         r = subprocess.run(cmd, stdout=f, stderr=subprocess.PIPE, text=True)
@@ -114,33 +116,14 @@ def svg(series, cells, path):
         f.write("\n".join(out) + "\n")
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--capot", required=True, help="capot binary (a release build)")
-    ap.add_argument("--index", required=True)
-    ap.add_argument("--queries-vectors", required=True)
-    ap.add_argument("--queries", type=int, default=300)
-    ap.add_argument("--ef", default="16,24,32,48,64,96,128,192,256")
-    ap.add_argument("--selectivities", default="0.1,0.2,0.3,0.5")
-    ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--targets", default="0.9,0.95")
-    ap.add_argument("--out", required=True)
-    a = ap.parse_args()
-    os.makedirs(a.out, exist_ok=True)
-    efs = [int(x) for x in a.ef.split(",")]
-    targets = [float(x) for x in a.targets.split(",")]
-    runs = {ef: [] for ef in efs}
-    for rnd in range(a.rounds):
-        order = efs[rnd % len(efs):] + efs[:rnd % len(efs)]
-        for ef in order:
-            print(f"round {rnd + 1}/{a.rounds}: ef {ef}", file=sys.stderr, flush=True)
-            runs[ef].append(run(a, ef, os.path.join(a.out, f"ef{ef}-r{rnd + 1}.json")))
+def report(label, runs, efs, targets, rounds):
+    """Prints one binary's tables; returns (series, its equal-recall readings)."""
     series = curves(runs)
     first = runs[efs[0]][0]
     cells = {c["name"]: c for c in first["cells"]}
-
+    title = f" — {label}" if label else ""
     print(f"\n#### Recall@{first['k']} / queries/s per ef ({first['documents']:,} documents, "
-          f"{first['queries']} queries, median of {a.rounds} rounds)\n")
+          f"{first['queries']} queries, median of {rounds} rounds){title}\n")
     names = ["unfiltered"] + [n for n in cells if n in series]
     print("| ef | " + " | ".join(names) + " |")
     print("|---" * (len(names) + 1) + "|")
@@ -149,7 +132,7 @@ def main():
         print(f"| {ef} | " + " | ".join(row) + " |")
 
     equal = {}
-    print(f"\n#### Queries/s at equal recall@{first['k']} (interpolated between the ef values around it)\n")
+    print(f"\n#### Queries/s at equal recall@{first['k']} (interpolated between the ef values around it){title}\n")
     print("| filter | admitted | " + " | ".join(f"recall ≥ {t:g}: q/s (ef) / × unfiltered" for t in targets) + " |")
     print("|---|---|" + "---|" * len(targets))
     base = {t: qps_at(series["unfiltered"], t) for t in targets}
@@ -166,12 +149,62 @@ def main():
             row.append("not reached" if q is None else f"{q:,.0f} ({lo}–{hi}) / " + (f"{ratio:.2f}" if ratio else "–"))
         print(f"| {name} | {cells[name]['admitted_mean']:,.0f} | " + " | ".join(row) + " |")
     print("\n(a target already passed at the smallest ef is credited with that ef's q/s)")
+    return series, cells, equal, {str(t): base[t][0] for t in targets}
 
-    svg(series, cells, os.path.join(a.out, "filter-recall-qps.svg"))
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--capot", required=True, nargs="+",
+                    help="capot binary (a release build), or several as LABEL=BIN, run in turns")
+    ap.add_argument("--index", required=True)
+    ap.add_argument("--queries-vectors", required=True)
+    ap.add_argument("--queries", type=int, default=300)
+    ap.add_argument("--ef", default="16,24,32,48,64,96,128,192,256")
+    ap.add_argument("--selectivities", default="0.1,0.2,0.3,0.5")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--targets", default="0.9,0.95")
+    ap.add_argument("--out", required=True)
+    a = ap.parse_args()
+    os.makedirs(a.out, exist_ok=True)
+    binaries = [tuple(c.split("=", 1)) if "=" in c else ("", c) for c in a.capot]
+    if len({label for label, _ in binaries}) != len(binaries):
+        sys.exit("--capot: give each binary its own LABEL= when there are several")
+    efs = [int(x) for x in a.ef.split(",")]
+    targets = [float(x) for x in a.targets.split(",")]
+    runs = {label: {ef: [] for ef in efs} for label, _ in binaries}
+    for rnd in range(a.rounds):
+        order = efs[rnd % len(efs):] + efs[:rnd % len(efs)]
+        for ef in order:
+            turn = binaries[rnd % len(binaries):] + binaries[:rnd % len(binaries)]
+            for label, binary in turn:
+                print(f"round {rnd + 1}/{a.rounds}: ef {ef} {label}".rstrip(), file=sys.stderr, flush=True)
+                out = os.path.join(a.out, f"{label + '-' if label else ''}ef{ef}-r{rnd + 1}.json")
+                runs[label][ef].append(run(a, binary, ef, out))
+    result = {"index": a.index, "rounds": a.rounds, "ef": efs, "targets": targets, "binaries": {}}
+    for label, binary in binaries:
+        series, cells, equal, base = report(label, runs[label], efs, targets, a.rounds)
+        svg(series, cells, os.path.join(a.out, f"filter-recall-qps{'-' + label if label else ''}.svg"))
+        result["binaries"][label or binary] = {"binary": binary, "series": series, "equal_recall": equal,
+                                               "unfiltered_equal_recall": base}
+    if len(binaries) > 1:
+        labels = [label for label, _ in binaries]
+        first = labels[0]
+        eq = {label: result["binaries"][label]["equal_recall"] for label in labels}
+        print("\n#### Binaries side by side at equal recall: × their own unfiltered walk, and q/s ÷ "
+              f"{first}'s\n")
+        print("| filter | recall ≥ | " + " | ".join(labels) + " | " +
+              " | ".join(f"{x} ÷ {first}" for x in labels[1:]) + " |")
+        print("|---|---|" + "---|" * (2 * len(labels) - 1))
+        for name in eq[first]:
+            for t in targets:
+                got = [eq[label].get(name, {}).get(str(t), {}) for label in labels]
+                cols = [f"{g['vs_unfiltered']:.2f}" if g.get("vs_unfiltered") else "–" for g in got]
+                q0 = got[0].get("queries_per_second")
+                cols += [f"{g['queries_per_second'] / q0:.2f}" if q0 and g.get("queries_per_second") else "–"
+                         for g in got[1:]]
+                print(f"| {name} | {t:g} | " + " | ".join(cols) + " |")
     with open(os.path.join(a.out, "sweep.json"), "w") as f:
-        json.dump({"index": a.index, "rounds": a.rounds, "ef": efs, "targets": targets,
-                   "series": series, "equal_recall": equal,
-                   "unfiltered_equal_recall": {str(t): base[t][0] for t in targets}}, f, indent=1)
+        json.dump(result, f, indent=1)
 
 
 if __name__ == "__main__":
