@@ -23,9 +23,10 @@ use super::{vectors, Hit, Index, RESCORE_MIN, RESCORE_PER_HIT};
 
 /// What a filtered walk costs, in rows of the exact scan, per unit of `ef` at a share of 1: fitted
 /// to where a forced walk and a forced scan of the same filter cost the same (100,000 MiniLM
-/// vectors, M 16, 1–20% filters at ef 64–256: 1.4–2.8; 12 until 2026-11-28, which a walk that
-/// scored every node it passed cost, scanned 10% filters at ef 96–256 1.4–5× slower than the
-/// two-hop walk answers them); see docs/benchmarks.md "Filtered search".
+/// vectors, M 16, 1–20% filters: 0.6–1.4 at ef 64, 2.0–3.2 at ef 128–256; the larger value
+/// keeps close calls on the scan, whose recall is 1). Until 2026-11-28 it was 12, what a walk
+/// that scored every node it passed cost, and 10% filters at ef 96–256 were scanned 1.3–4.5×
+/// slower than the two-hop walk answers them; see docs/benchmarks.md "Filtered search".
 const SCAN_ROWS_PER_EF: f64 = 3.0;
 
 /// Below this share of admitted documents the walk scores admitted nodes only, stepping through
