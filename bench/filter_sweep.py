@@ -29,7 +29,7 @@ import statistics
 import subprocess
 import sys
 
-from curves import qps_at
+from curves import at_recall, qps_at
 
 COLOURS = {"independent": "#1f77b4", "correlated": "#2ca02c", "anti-correlated": "#d62728"}
 
@@ -133,20 +133,25 @@ def report(label, runs, efs, targets, rounds):
 
     equal = {}
     print(f"\n#### Queries/s at equal recall@{first['k']} (interpolated between the ef values around it){title}\n")
-    print("| filter | admitted | " + " | ".join(f"recall ≥ {t:g}: q/s (ef) / × unfiltered" for t in targets) + " |")
+    print("| filter | admitted | " + " | ".join(f"recall ≥ {t:g}: q/s (ef) / × unfiltered / p99 ×" for t in targets) + " |")
     print("|---|---|" + "---|" * len(targets))
     base = {t: qps_at(series["unfiltered"], t) for t in targets}
-    row = [f"{q:,.0f} ({lo}–{hi}) / 1" if q else "not reached" for q, lo, hi in base.values()]
+    base_p99 = {t: at_recall(series["unfiltered"], t, "p99_ms")[0] for t in targets}
+    row = [f"{q:,.0f} ({lo}–{hi}) / 1 / 1" if q else "not reached" for q, lo, hi in base.values()]
     print(f"| unfiltered | {first['documents']:,} | " + " | ".join(row) + " |")
     for name in names[1:]:
         equal[name] = {}
         row = []
         for t in targets:
             q, lo, hi = qps_at(series[name], t)
-            b = base[t][0]
+            p99 = at_recall(series[name], t, "p99_ms")[0]
+            b, bp = base[t][0], base_p99[t]
             ratio = q / b if q and b else None
-            equal[name][str(t)] = {"queries_per_second": q, "ef_lo": lo, "ef_hi": hi, "vs_unfiltered": ratio}
-            row.append("not reached" if q is None else f"{q:,.0f} ({lo}–{hi}) / " + (f"{ratio:.2f}" if ratio else "–"))
+            p99_ratio = p99 / bp if p99 and bp else None
+            equal[name][str(t)] = {"queries_per_second": q, "ef_lo": lo, "ef_hi": hi, "vs_unfiltered": ratio,
+                                   "p99_ms": p99, "p99_vs_unfiltered": p99_ratio}
+            row.append("not reached" if q is None else f"{q:,.0f} ({lo}–{hi}) / "
+                       + (f"{ratio:.2f} / {p99_ratio:.2f}" if ratio else "– / –"))
         print(f"| {name} | {cells[name]['admitted_mean']:,.0f} | " + " | ".join(row) + " |")
     print("\n(a target already passed at the smallest ef is credited with that ef's q/s)")
     return series, cells, equal, {str(t): base[t][0] for t in targets}
@@ -164,6 +169,8 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--targets", default="0.9,0.95")
     ap.add_argument("--out", required=True)
+    ap.add_argument("--reuse", action="store_true",
+                    help="read the runs already in --out instead of running them again (re-reports a sweep)")
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
     binaries = [tuple(c.split("=", 1)) if "=" in c else ("", c) for c in a.capot]
@@ -177,9 +184,13 @@ def main():
         for ef in order:
             turn = binaries[rnd % len(binaries):] + binaries[:rnd % len(binaries)]
             for label, binary in turn:
-                print(f"round {rnd + 1}/{a.rounds}: ef {ef} {label}".rstrip(), file=sys.stderr, flush=True)
+                if not a.reuse:
+                    print(f"round {rnd + 1}/{a.rounds}: ef {ef} {label}".rstrip(), file=sys.stderr, flush=True)
                 out = os.path.join(a.out, f"{label + '-' if label else ''}ef{ef}-r{rnd + 1}.json")
-                runs[label][ef].append(run(a, binary, ef, out))
+                if a.reuse and os.path.exists(out):
+                    runs[label][ef].append(json.load(open(out)))
+                else:
+                    runs[label][ef].append(run(a, binary, ef, out))
     result = {"index": a.index, "rounds": a.rounds, "ef": efs, "targets": targets, "binaries": {}}
     for label, binary in binaries:
         series, cells, equal, base = report(label, runs[label], efs, targets, a.rounds)
