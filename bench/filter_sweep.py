@@ -6,6 +6,8 @@ unfiltered walk's at the same target (standard library only).
         [--ef 16,24,32,48,64,96,128,192,256] [--selectivities 0.1,0.2,0.3,0.5] [--rounds 3] \
         [--targets 0.9,0.95] [--queries 300]
     python3 bench/filter_sweep.py --capot before=BIN1 after=BIN2 ...   # binaries in turns
+    python3 bench/filter_sweep.py --capot "walk=BIN --filter-scan-factor 0" \
+        "scan=BIN --filter-scan-factor 1e12" ...   # arguments after BIN go to `bench filter`
 
 A filtered walk keeps `ef` admitted candidates and, stepping through refused nodes, scores more
 nodes per `ef` than an unfiltered walk does: at the same `ef` it finds more of its exact top k
@@ -25,6 +27,7 @@ import argparse
 import json
 import math
 import os
+import shlex
 import statistics
 import subprocess
 import sys
@@ -35,8 +38,9 @@ COLOURS = {"independent": "#1f77b4", "correlated": "#2ca02c", "anti-correlated":
 
 
 def run(a, binary, ef, out):
+    binary, *extra = shlex.split(binary)
     cmd = [binary, "bench", "filter", "--index", a.index, "--queries-vectors", a.queries_vectors,
-           "--queries", str(a.queries), "--ef", str(ef), "--selectivities", a.selectivities]
+           "--queries", str(a.queries), "--ef", str(ef), "--selectivities", a.selectivities, *extra]
     with open(out, "w") as f:
         r = subprocess.run(cmd, stdout=f, stderr=subprocess.PIPE, text=True)
     if r.returncode != 0:
@@ -160,7 +164,8 @@ def report(label, runs, efs, targets, rounds):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--capot", required=True, nargs="+",
-                    help="capot binary (a release build), or several as LABEL=BIN, run in turns")
+                    help="capot binary (a release build), or several as LABEL=BIN, run in turns; "
+                         "words after BIN are added to `capot bench filter`")
     ap.add_argument("--index", required=True)
     ap.add_argument("--queries-vectors", required=True)
     ap.add_argument("--queries", type=int, default=300)

@@ -373,8 +373,11 @@ fn a_payload_index_declared_on_the_running_server_serves_filters_until_dropped()
 }
 
 #[test]
-fn allow_unindexed_filters_scans_fields_without_a_payload_index() {
-    let (server, _data) = serve_index(filtered_index(), &["--allow-unindexed-filters"]);
+fn serve_flags_scan_unindexed_fields_and_move_the_planners_crossover() {
+    let (server, _data) = serve_index(
+        filtered_index(),
+        &["--allow-unindexed-filters", "--filter-scan-factor", "0"],
+    );
     let v = search(
         &server,
         json!({"query": "antibiotics", "k": 100,
@@ -384,4 +387,38 @@ fn allow_unindexed_filters_scans_fields_without_a_payload_index() {
     let admitted = count(|m| m["author"]["country"] == "nz" && m["tenant"] != "t0");
     assert_eq!(v["filter"]["admitted"], admitted, "{v}");
     assert_eq!(ids(&v).len() as u64, admitted);
+
+    // A factor of 0 walks the graph where the default scans (one tenant: `exact` in
+    // filters_restrict_hits_to_what_they_admit_and_say_how), with the same tenant's hits.
+    let v = search(
+        &server,
+        json!({"query": "antibiotics", "k": 10, "with_metadata": true,
+               "filter": {"must": [{"key": "tenant", "match": {"value": "t1"}}]}}),
+    );
+    assert_ne!(v["filter"]["strategy"], "exact", "{v}");
+    assert_eq!(ids(&v).len(), 10, "{v}");
+    for h in v["results"].as_array().unwrap() {
+        assert_eq!(h["metadata"]["tenant"], "t1", "{h}");
+    }
+
+    // A factor that is not a finite number >= 0 stops the server at start, with the reason.
+    for bad in ["=-1", "=NaN", "=inf"] {
+        let o = common::run_capot(
+            &[
+                "serve",
+                "--index",
+                filtered_index().to_str().unwrap(),
+                "--encoder",
+                minilm_bundle().to_str().unwrap(),
+                &format!("--filter-scan-factor{bad}"),
+            ],
+            b"",
+        );
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success(), "{bad}: {stderr}");
+        assert!(
+            stderr.contains("--filter-scan-factor must be a finite number >= 0"),
+            "{bad}: {stderr}"
+        );
+    }
 }

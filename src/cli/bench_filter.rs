@@ -48,6 +48,10 @@ pub struct FilterBenchArgs {
     /// The walk's candidate list (the service's default is the index's ef_search).
     #[arg(long)]
     pub ef: Option<usize>,
+    /// The planner's scan/walk crossover, as `capot serve --filter-scan-factor` (0: always walk,
+    /// 1e12: always scan).
+    #[arg(long, value_name = "F", default_value_t = capot::index::DEFAULT_SCAN_FACTOR)]
+    pub filter_scan_factor: f64,
     /// Shares of the documents the filters admit, comma-separated.
     #[arg(long, value_delimiter = ',', default_value = "0.001,0.01,0.1,0.5,1")]
     pub selectivities: Vec<f64>,
@@ -208,6 +212,7 @@ pub fn run(args: FilterBenchArgs) -> anyhow::Result<()> {
     let n = original.len();
     let k = args.k;
     let ef = args.ef.unwrap_or_else(|| original.default_ef());
+    let scan_factor = super::filter_scan_factor(args.filter_scan_factor)?;
     let work = args.work.clone().unwrap_or_else(|| {
         std::env::temp_dir().join(format!("capot-bench-filter-{}", std::process::id()))
     });
@@ -343,7 +348,7 @@ pub fn run(args: FilterBenchArgs) -> anyhow::Result<()> {
                 let t = Instant::now();
                 let admitted = bound(&index, &fv)?.admitted_cached(&index)?;
                 let filtered_at = t.elapsed().as_secs_f64();
-                let found = index.search_admitted(q, k, ef, &admitted)?;
+                let found = index.search_admitted(q, k, ef, &admitted, scan_factor)?;
                 lat.push(t.elapsed().as_secs_f64());
                 filter_ms.push(filtered_at * 1e3);
                 found_all.push(found);
@@ -450,13 +455,13 @@ pub fn run(args: FilterBenchArgs) -> anyhow::Result<()> {
     let mut equivalent = aa == bb;
     for q in &queries {
         let x: Vec<usize> = index
-            .search_admitted(q, k, ef, &aa)?
+            .search_admitted(q, k, ef, &aa, scan_factor)?
             .hits
             .iter()
             .map(|h| h.index)
             .collect();
         let y: Vec<usize> = index
-            .search_admitted(q, k, ef, &bb)?
+            .search_admitted(q, k, ef, &bb, scan_factor)?
             .hits
             .iter()
             .map(|h| h.index)
@@ -471,6 +476,7 @@ pub fn run(args: FilterBenchArgs) -> anyhow::Result<()> {
         "queries": queries.len(),
         "k": k,
         "ef": ef,
+        "filter_scan_factor": scan_factor,
         "m": m.hnsw.m,
         "threads": 1,
         "seconds": started.elapsed().as_secs_f64(),

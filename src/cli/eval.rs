@@ -114,7 +114,13 @@ impl LocalRetriever {
         match (&self.admitted, self.ef) {
             (Some(admitted), ef) => self
                 .index
-                .search_admitted(v, k, ef.unwrap_or(self.index.len()), admitted)
+                .search_admitted(
+                    v,
+                    k,
+                    ef.unwrap_or(self.index.len()),
+                    admitted,
+                    capot::index::DEFAULT_SCAN_FACTOR,
+                )
                 .map(|f| f.hits),
             (None, Some(ef)) => self.index.search(v, k, ef),
             (None, None) => self.index.search_exact(v, k),

@@ -198,6 +198,14 @@ pub fn encoder_workers(spec: Option<&str>, device: &mut DeviceArgs) -> anyhow::R
     }
 }
 
+/// Checks `--filter-scan-factor`: the filter planner's scan/walk crossover, a finite number ≥ 0.
+pub fn filter_scan_factor(v: f64) -> anyhow::Result<f64> {
+    if !(v.is_finite() && v >= 0.0) {
+        anyhow::bail!("--filter-scan-factor must be a finite number >= 0, got {v}");
+    }
+    Ok(v)
+}
+
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Make and inspect encoder bundles.

@@ -135,6 +135,11 @@ pub struct ServeArgs {
     /// `unindexed_field`.
     #[arg(long, env = "CAPOT_ALLOW_UNINDEXED_FILTERS")]
     pub allow_unindexed_filters: bool,
+    /// Under a filter, documents are scanned exactly while admitted² ≤ F × ef × documents and
+    /// the graph is walked above; 0 always walks (unless at most k are admitted), a large value
+    /// always scans [default: 3, measured in docs/benchmarks.md "Filtered search"].
+    #[arg(long, env = "CAPOT_FILTER_SCAN_FACTOR", value_name = "F")]
+    pub filter_scan_factor: Option<f64>,
     /// Per-request time limit in milliseconds [default: 10000].
     #[arg(long, env = "CAPOT_REQUEST_TIMEOUT_MS")]
     pub request_timeout_ms: Option<u64>,
@@ -200,6 +205,7 @@ struct ServeFile {
     compact_log_bytes: Option<u64>,
     read_only: Option<bool>,
     allow_unindexed_filters: Option<bool>,
+    filter_scan_factor: Option<f64>,
     request_timeout_ms: Option<u64>,
     max_body_bytes: Option<usize>,
     default_ef: Option<usize>,
@@ -460,6 +466,11 @@ pub fn options(args: ServeArgs, global: &GlobalArgs) -> anyhow::Result<ServeOpti
         read_only: args.read_only || file.read_only.unwrap_or(false),
         allow_unindexed_filters: args.allow_unindexed_filters
             || file.allow_unindexed_filters.unwrap_or(false),
+        filter_scan_factor: super::filter_scan_factor(
+            args.filter_scan_factor
+                .or(file.filter_scan_factor)
+                .unwrap_or(defaults.filter_scan_factor),
+        )?,
         request_timeout_ms: args
             .request_timeout_ms
             .or(file.request_timeout_ms)

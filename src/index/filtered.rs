@@ -5,11 +5,11 @@
 //! A walk under a filter admitting a share `s` of the documents costs more the smaller `s` is
 //! (it must pass more nodes to settle `ef` admitted ones), while an exact scan scores each
 //! admitted document once. The planner therefore scans when the admitted count is at most the
-//! walk's cost in scanned rows, modelled as `SCAN_ROWS_PER_EF × ef / s` (i.e. below
-//! `sqrt(SCAN_ROWS_PER_EF × ef × n)` documents), and walks otherwise; a walk that scores more nodes
-//! than the filter admits gives up and scans (Lucene's rule), which bounds the cost of a filter
-//! anti-correlated with the query; walks also start from a few admitted documents, so that such a
-//! filter rarely gets there. Every answer holds exactly `min(k, admitted)` hits.
+//! walk's cost in scanned rows, modelled as `scan_factor × ef / s` (i.e. below
+//! `sqrt(scan_factor × ef × n)` documents; [`DEFAULT_SCAN_FACTOR`] unless the operator sets
+//! another), and walks otherwise; a walk that scores more nodes than the filter admits gives up
+//! and scans (Lucene's rule), which bounds the cost of a filter anti-correlated with the query;
+//! walks also start from a few admitted documents, so that such a filter rarely gets there. Every answer holds exactly `min(k, admitted)` hits.
 
 use std::sync::OnceLock;
 
@@ -21,13 +21,14 @@ use super::exact::hit_order;
 use super::graph::{FilteredWalk, Scored};
 use super::{vectors, Hit, Index, RESCORE_MIN, RESCORE_PER_HIT};
 
-/// What a filtered walk costs, in rows of the exact scan, per unit of `ef` at a share of 1: fitted
+/// What a filtered walk costs, in rows of the exact scan, per unit of `ef` at a share of 1 (the
+/// planner's default `scan_factor`; `--filter-scan-factor` sets another per server): fitted
 /// to where a forced walk and a forced scan of the same filter cost the same (100,000 MiniLM
 /// vectors, M 16, 1–20% filters: 0.6–1.4 at ef 64, 2.0–3.2 at ef 128–256; the larger value
 /// keeps close calls on the scan, whose recall is 1). Until 2026-11-28 it was 12, what a walk
 /// that scored every node it passed cost, and 10% filters at ef 96–256 were scanned 1.3–4.5×
 /// slower than the two-hop walk answers them; see docs/benchmarks.md "Filtered search".
-const SCAN_ROWS_PER_EF: f64 = 3.0;
+pub const DEFAULT_SCAN_FACTOR: f64 = 3.0;
 
 /// Below this share of admitted documents the walk scores admitted nodes only, stepping through
 /// refused ones to their neighbours (ACORN-1's two-hop expansion; Weaviate switches at 0.4):
@@ -181,13 +182,16 @@ pub struct FilteredSearch {
 impl Index {
     /// The `k` best documents among `admitted` (internal indices; ids past the index are
     /// ignored), with the same scores and order as [`Index::search`]: exactly
-    /// `min(k, admitted)` hits. See the module documentation for the plan.
+    /// `min(k, admitted)` hits. The planner scans while `admitted² ≤ scan_factor × ef × n`
+    /// (0: always walk unless at most `k` are admitted; a huge value: always scan); see the
+    /// module documentation for the plan.
     pub fn search_admitted(
         &self,
         query: &[f32],
         k: usize,
         ef: usize,
         admitted: &Admitted,
+        scan_factor: f64,
     ) -> Result<FilteredSearch, IndexError> {
         let q = self.prepare_query(query)?;
         let n = self.len();
@@ -206,7 +210,7 @@ impl Index {
             });
         }
         let ef = ef.max(k).min(count);
-        let walk_cost = SCAN_ROWS_PER_EF * ef as f64 * n as f64 / count as f64;
+        let walk_cost = scan_factor * ef as f64 * n as f64 / count as f64;
         if count as f64 <= walk_cost || count <= k {
             return Ok(FilteredSearch {
                 hits: self.scan(&q, k, admitted)?,

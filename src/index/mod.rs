@@ -47,7 +47,7 @@ pub use build::{
 };
 pub use error::IndexError;
 pub use exact::merge_best;
-pub use filtered::{Admitted, FilteredSearch, Strategy};
+pub use filtered::{Admitted, FilteredSearch, Strategy, DEFAULT_SCAN_FACTOR};
 pub use manifest::{
     FileInfo, HnswInfo, HnswParams, IndexManifest, ManifestFields, Metric, DEFAULT_LEVEL_SEED,
     DOCS_FILE, FORMAT_VERSION, GRAPH_FILE, MANIFEST_FILE, VECTORS_FILE,

@@ -1143,6 +1143,7 @@ mod index_tests {
     use crate::index::payload::FieldSchema;
     use crate::index::{
         Admitted, Document, GraphVectors, HnswParams, IndexBuilder, ManifestFields, Strategy,
+        DEFAULT_SCAN_FACTOR,
     };
     use serde_json::json;
 
@@ -1333,7 +1334,9 @@ mod index_tests {
             for q in &queries {
                 let truth = exact(&index, &f, &meta, q, k);
                 for ef in [16, 64] {
-                    let got = index.search_admitted(q, k, ef, &bits).unwrap();
+                    let got = index
+                        .search_admitted(q, k, ef, &bits, DEFAULT_SCAN_FACTOR)
+                        .unwrap();
                     strategies.insert(got.strategy);
                     assert_eq!(got.hits.len(), truth.len(), "{fv}: min(k, admitted) hits");
                     assert!(got.hits.iter().all(|h| bits.contains(h.index as u32)));
@@ -1374,7 +1377,9 @@ mod index_tests {
         let bits = Admitted::from(f.admitted_in(&index).unwrap());
         let count = bits.len() as f64;
         for ef in [16, 32, 64, 128, 256, 512] {
-            let got = index.search_admitted(&queries[0], 10, ef, &bits).unwrap();
+            let got = index
+                .search_admitted(&queries[0], 10, ef, &bits, DEFAULT_SCAN_FACTOR)
+                .unwrap();
             // A walk may still give up for the scan (`graph_then_exact`): it was planned.
             let scanned = got.strategy == Strategy::Exact;
             let scan = count * count <= 3.0 * ef as f64 * N as f64;
@@ -1387,6 +1392,27 @@ mod index_tests {
         // Both sides of the crossover are met.
         assert!(count * count > 3.0 * 64.0 * N as f64, "{count}");
         assert!(count * count <= 3.0 * 512.0 * N as f64, "{count}");
+
+        // The operator's factor moves the crossover: 0 always walks, a huge one always scans,
+        // and either answers min(k, admitted) hits.
+        for (factor, ef, walked) in [(0.0, 512, true), (1e12, 16, false)] {
+            let got = index
+                .search_admitted(&queries[0], 10, ef, &bits, factor)
+                .unwrap();
+            assert_eq!(got.hits.len(), 10);
+            assert_eq!(
+                got.strategy != Strategy::Exact,
+                walked,
+                "factor {factor}, ef {ef}: {:?}",
+                got.strategy
+            );
+        }
+        // Fewer admitted than k are scanned whatever the factor.
+        let few = Admitted::from(bits.iter().take(5).collect::<RoaringBitmap>());
+        let got = index
+            .search_admitted(&queries[0], 10, 64, &few, 0.0)
+            .unwrap();
+        assert_eq!((got.hits.len(), got.strategy), (5, Strategy::Exact));
     }
 
     #[test]
@@ -1502,7 +1528,9 @@ mod index_tests {
                 json!({"must": [{"key": "cluster", "match": {"value": other}}]}),
             );
             let bits = Admitted::from(f.admitted_in(&index).unwrap());
-            let got = index.search_admitted(q, 10, 32, &bits).unwrap();
+            let got = index
+                .search_admitted(q, 10, 32, &bits, DEFAULT_SCAN_FACTOR)
+                .unwrap();
             let truth = exact(&index, &f, &meta, q, 10);
             let ids: Vec<usize> = got.hits.iter().map(|h| h.index).collect();
             let recall = ids.iter().filter(|i| truth.contains(i)).count() as f64 / 10.0;

@@ -459,11 +459,9 @@ async fn vote_documents(
             let (corpus, live) = (corpus.clone(), live.clone());
             tokio::task::spawn_blocking(move || {
                 let scope = Scope {
-                    k,
-                    ef,
-                    filter: None,
                     with_metadata,
                     frozen_metadata: Some(&corpus.frozen_metadata),
+                    ..Scope::top(k, ef)
                 };
                 vectors
                     .iter()
@@ -749,7 +747,8 @@ pub async fn search(state: &AppState, p: SearchParams) -> Result<SearchOutput, A
         let (searched, filter_seconds, search_seconds) = match target {
             _ if slots.is_empty() => (Vec::new(), 0.0, 0.0),
             Target::Corpus(corpus) => {
-                search_corpus(corpus, live, vectors, slots, filter, k, ef, with_metadata).await?
+                let plan = (k, ef, state.limits.filter_scan_factor);
+                search_corpus(corpus, live, vectors, slots, filter, plan, with_metadata).await?
             }
             Target::Store(store) => {
                 let started = Instant::now();
@@ -904,8 +903,7 @@ async fn search_corpus(
     vectors: Vec<Vec<f32>>,
     slots: Vec<Vec<usize>>,
     filter: Option<Arc<Filter>>,
-    k: usize,
-    ef: usize,
+    (k, ef, scan_factor): (usize, usize, f64),
     with_metadata: bool,
 ) -> Result<(Vec<CorpusHits>, f64, f64), ApiError> {
     tokio::task::spawn_blocking(move || {
@@ -921,6 +919,7 @@ async fn search_corpus(
             k,
             ef,
             filter: filter.as_deref().zip(admitted.as_deref()),
+            scan_factor,
             with_metadata,
             frozen_metadata: Some(&corpus.frozen_metadata),
         };
@@ -961,6 +960,8 @@ pub struct Scope<'a> {
     pub ef: usize,
     /// A bound filter and the frozen documents it admits ([`Filter::admitted_in`]).
     pub filter: Option<(&'a Filter, &'a Admitted)>,
+    /// The planner's scan/walk crossover under a filter ([`Index::search_admitted`]).
+    pub scan_factor: f64,
     pub with_metadata: bool,
     /// Metadata of frozen documents of a version compacted before the index kept it.
     pub frozen_metadata: Option<&'a std::collections::HashMap<String, serde_json::Value>>,
@@ -973,6 +974,7 @@ impl Scope<'_> {
             k,
             ef,
             filter: None,
+            scan_factor: crate::index::DEFAULT_SCAN_FACTOR,
             with_metadata: false,
             frozen_metadata: None,
         }
@@ -995,7 +997,9 @@ pub fn corpus_search(
     vectors: &[&[f32]],
     scope: Scope<'_>,
 ) -> Result<CorpusHits, IndexError> {
-    let Scope { k, ef, .. } = scope;
+    let Scope {
+        k, ef, scan_factor, ..
+    } = scope;
     let (frozen, segment, report) = match scope.filter {
         None => {
             let (frozen, segment) = unfiltered_frozen(index, live, vectors, k, ef)?;
@@ -1014,7 +1018,7 @@ pub fn corpus_search(
             let mut strategy = Strategy::Empty;
             let mut lists = Vec::with_capacity(vectors.len());
             for v in vectors {
-                let found = index.search_admitted(v, k, ef, &admitted)?;
+                let found = index.search_admitted(v, k, ef, &admitted, scan_factor)?;
                 strategy = found.strategy;
                 lists.push(found.hits);
             }

@@ -58,6 +58,9 @@ pub struct Limits {
     /// Filters may name fields without a payload index (every document's metadata is read);
     /// otherwise such a filter is refused with `unindexed_field`.
     pub allow_unindexed_filters: bool,
+    /// The filter planner scans the admitted documents exactly while `admitted² ≤ factor × ef ×
+    /// documents` and walks the graph above ([`crate::index::DEFAULT_SCAN_FACTOR`]).
+    pub filter_scan_factor: f64,
 }
 
 impl Default for Limits {
@@ -78,6 +81,7 @@ impl Default for Limits {
             compact_live_documents: DEFAULT_COMPACT_LIVE_DOCUMENTS,
             compact_log_bytes: DEFAULT_COMPACT_LOG_BYTES,
             allow_unindexed_filters: false,
+            filter_scan_factor: crate::index::DEFAULT_SCAN_FACTOR,
         }
     }
 }
