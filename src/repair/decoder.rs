@@ -178,7 +178,20 @@ pub(crate) fn readings(
                                 error_model::FIRST_LETTER
                             },
                         ));
+                        // A string people write, but far less than a word within its edits,
+                        // is that word's typo, and the word is no less likely than the string:
+                        // as rare a word as `migraine` sits at the model's floor, below an
+                        // unknown word's prior, where its typo `migrane` would win. (A string
+                        // nobody writes is as often a name: `sarkeys`, `ponstel`.)
+                        let written = r.ln_usage(&w.lower).is_some();
+                        let floor_gap = if typo && written && written_as_typo_of(r, &w.lower, meant)
+                        {
+                            (p.ln_unknown_word - r.lm.ln_unigram(&stats)).max(0.0)
+                        } else {
+                            0.0
+                        };
                         let cost = cost + extra
+                            - floor_gap
                             - r.context_bonus(meant, stats.corpus, letters, words)
                             - vote.for_change(i, &w.lower, meant, stats.corpus, p.vote_bonus);
                         let rank = cost - r.lm.ln_unigram(&stats);
@@ -330,6 +343,14 @@ fn letter_rate(p: &super::Params, letters: usize) -> f64 {
 /// [`super::Params::long_word`]). A string nobody writes counts as written once in a billion
 /// words. False without a usage list.
 fn typo_of_a_written_word(r: &Repairer, typed: &str, found: &[(u32, u8)]) -> bool {
+    found
+        .iter()
+        .any(|&(id, _)| written_as_typo_of(r, typed, r.candidates.word(id)))
+}
+
+/// Whether the usage list reads the writings of `typed` as `meant`'s typos (see
+/// [`typo_of_a_written_word`]).
+fn written_as_typo_of(r: &Repairer, typed: &str, meant: &str) -> bool {
     let margin = if typed.len() >= r.params.long_word {
         r.params.typo_usage_margin
     } else {
@@ -338,24 +359,21 @@ fn typo_of_a_written_word(r: &Repairer, typed: &str, found: &[(u32, u8)]) -> boo
     if !r.has_usage() || !margin.is_finite() {
         return false;
     }
+    let Some(ln_meant) = r.ln_usage(meant) else {
+        return false;
+    };
+    // Names and brands are mostly a word with a letter put before or after it (`usaid`,
+    // `vcenter`, `humana`); people's misspellings of long words keep its ends.
+    let (t, m) = (typed.as_bytes(), meant.as_bytes());
+    if t.first() != m.first() || t.last() != m.last() {
+        return false;
+    }
+    if another_form(r, typed, meant) {
+        return false;
+    }
     let ln_typed = r.ln_usage(typed).unwrap_or(-(1e9f64).ln());
-    found.iter().any(|&(id, _)| {
-        let meant = r.candidates.word(id);
-        let Some(ln_meant) = r.ln_usage(meant) else {
-            return false;
-        };
-        // Names and brands are mostly a word with a letter put before or after it (`usaid`,
-        // `vcenter`, `humana`); people's misspellings of long words keep its ends.
-        let (t, m) = (typed.as_bytes(), meant.as_bytes());
-        if t.first() != m.first() || t.last() != m.last() {
-            return false;
-        }
-        if another_form(r, typed, meant) {
-            return false;
-        }
-        let channel = f64::from(error_model::cost(typed.as_bytes(), meant.as_bytes()));
-        ln_meant - channel - ln_typed > margin
-    })
+    let channel = f64::from(error_model::cost(typed.as_bytes(), meant.as_bytes()));
+    ln_meant - channel - ln_typed > margin
 }
 
 /// A short unknown word read as a function word with a letter dropped (`whn`, `wer`, `wil`), or

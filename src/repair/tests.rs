@@ -302,6 +302,38 @@ fn a_misspelling_people_write_is_still_read_as_the_word_they_mean() {
 }
 
 #[test]
+fn a_misspelling_of_a_rare_word_is_read_as_that_word_though_the_model_floors_it() {
+    // `migraine` is a word of general English the corpus never writes: rare enough that the
+    // language model gives it its floor, below the prior of an unknown word kept as typed.
+    let vocab = Arc::new(Vocabulary::build(DOCS.iter().map(|t| ("", *t))));
+    let words = [
+        ("the", 23_000_000_000),
+        ("with", 5_000_000_000),
+        ("treatment", 60_000_000),
+        ("aura", 2_000_000),
+        ("migraine", 200_000),
+        ("muscle", 30_000_000),
+    ];
+    let lexicon = Lexicon::from_counts(words, []);
+    let usage = [
+        ("with", 5_000_000),
+        ("treatment", 60_000),
+        ("migraine", 2_138),
+        ("migrane", 11),
+        ("migrene", 1_500),
+    ];
+    let r = Repairer::new(vocab, Some(Arc::new(lexicon.with_usage(usage))));
+    assert_eq!(
+        r.repair("migrane with aura treatment").text,
+        "migraine with aura treatment"
+    );
+    // Written nearly as often as the word it resembles: a word of its own.
+    assert!(!r.repair("migrene with aura treatment").changed());
+    // A string nobody writes gets no lift: as often a name as a typo.
+    assert!(!r.repair("migraune with aura treatment").changed());
+}
+
+#[test]
 fn a_short_or_inflected_misspelling_people_write_is_read_as_the_word_they_mean() {
     let vocab = Arc::new(Vocabulary::build(DOCS.iter().map(|t| ("", *t))));
     let words = [
