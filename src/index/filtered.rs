@@ -9,7 +9,8 @@
 //! `sqrt(scan_factor × ef × n)` documents; [`DEFAULT_SCAN_FACTOR`] unless the operator sets
 //! another), and walks otherwise; a walk that scores more nodes than the filter admits gives up
 //! and scans (Lucene's rule), which bounds the cost of a filter anti-correlated with the query;
-//! walks also start from a few admitted documents, so that such a filter rarely gets there. Every answer holds exactly `min(k, admitted)` hits.
+//! walks also start from a few admitted documents, so that such a filter rarely gets there.
+//! Every answer holds exactly `min(k, admitted)` hits.
 
 use std::sync::OnceLock;
 
@@ -57,7 +58,9 @@ const ANTI_CORRELATED_BELOW: f64 = 0.7;
 /// gave up for the exact scan: at 1M documents, ef 256, 10% anti-correlated: 81 of 200 queries
 /// fell back, 0.07x of the unfiltered q/s, p99 26x; with 8 seeds none, 0.46x, p99 2.2x (recall
 /// 0.912 -> 0.814: the fallbacks' exact answers are gone); 32 and 128 seeds bought nothing more
-/// at 100,000 and 128 cost 10-25% of the q/s (docs/benchmarks.md "Filtered search").
+/// at 100,000 and 128 cost 10-25% of the q/s (docs/benchmarks.md "Filtered search"). Taking
+/// the best-scoring 8 of 64 evenly spaced ones bought nothing either (1M, int8 copy, 10%
+/// anti-correlated, ef 512-1536: 0.96-1.00x the q/s at equal recall; 2026-11-28).
 const ADMITTED_SEEDS: u64 = 8;
 
 /// How many admitted rows ahead of the one being scored the exact scan asks memory for.

@@ -747,8 +747,19 @@ pub async fn search(state: &AppState, p: SearchParams) -> Result<SearchOutput, A
         let (searched, filter_seconds, search_seconds) = match target {
             _ if slots.is_empty() => (Vec::new(), 0.0, 0.0),
             Target::Corpus(corpus) => {
-                let plan = (k, ef, state.limits.filter_scan_factor);
-                search_corpus(corpus, live, vectors, slots, filter, plan, with_metadata).await?
+                let scan_factor = state.limits.filter_scan_factor;
+                search_corpus(
+                    corpus,
+                    live,
+                    vectors,
+                    slots,
+                    filter,
+                    k,
+                    ef,
+                    scan_factor,
+                    with_metadata,
+                )
+                .await?
             }
             Target::Store(store) => {
                 let started = Instant::now();
@@ -903,7 +914,9 @@ async fn search_corpus(
     vectors: Vec<Vec<f32>>,
     slots: Vec<Vec<usize>>,
     filter: Option<Arc<Filter>>,
-    (k, ef, scan_factor): (usize, usize, f64),
+    k: usize,
+    ef: usize,
+    scan_factor: f64,
     with_metadata: bool,
 ) -> Result<(Vec<CorpusHits>, f64, f64), ApiError> {
     tokio::task::spawn_blocking(move || {
