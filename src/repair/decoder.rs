@@ -178,13 +178,17 @@ pub(crate) fn readings(
                                 error_model::FIRST_LETTER
                             },
                         ));
-                        // A string people write, but far less than a word within its edits,
-                        // is that word's typo, and the word is no less likely than the string:
-                        // as rare a word as `migraine` sits at the model's floor, below an
-                        // unknown word's prior, where its typo `migrane` would win. (A string
-                        // nobody writes is as often a name: `sarkeys`, `ponstel`.)
+                        // A string people write, but far less than a word one edit away, is
+                        // that word's typo, and the word is no less likely than the string: as
+                        // rare a word as `migraine` sits at the model's floor, below an unknown
+                        // word's prior, where its typo `migrane` would win. (A string nobody
+                        // writes is as often a name: `sarkeys`, `ponstel`; two edits away, a
+                        // term: `primase` is no `promise`.)
                         let written = r.ln_usage(&w.lower).is_some();
-                        let floor_gap = if typo && written && written_as_typo_of(r, &w.lower, meant)
+                        let floor_gap = if typo
+                            && written
+                            && d == 1
+                            && written_as_typo_of(r, &w.lower, meant)
                         {
                             (p.ln_unknown_word - r.lm.ln_unigram(&stats)).max(0.0)
                         } else {
