@@ -161,6 +161,8 @@ pub(crate) fn readings(
                 // A start no English word has says the first letter is the one slip; a candidate
                 // two edits away pays for a first-letter edit as usual.
                 let rare_start_first_letter = r.first_letter_cost(&w.lower);
+                // A typo people write (the usage list holds the string; see the lift below).
+                let written_typo = typo && r.ln_usage(&w.lower).is_some();
                 let mut scored: Vec<(f64, Reading)> = found
                     .iter()
                     .filter_map(|&(id, d)| {
@@ -184,16 +186,12 @@ pub(crate) fn readings(
                         // word's prior, where its typo `migrane` would win. (A string nobody
                         // writes is as often a name: `sarkeys`, `ponstel`; two edits away, a
                         // term: `primase` is no `promise`.)
-                        let written = r.ln_usage(&w.lower).is_some();
-                        let floor_gap = if typo
-                            && written
-                            && d == 1
-                            && written_as_typo_of(r, &w.lower, meant)
-                        {
-                            (p.ln_unknown_word - r.lm.ln_unigram(&stats)).max(0.0)
-                        } else {
-                            0.0
-                        };
+                        let floor_gap =
+                            if written_typo && d == 1 && written_as_typo_of(r, &w.lower, meant) {
+                                (p.ln_unknown_word - r.lm.ln_unigram(&stats)).max(0.0)
+                            } else {
+                                0.0
+                            };
                         let cost = cost + extra
                             - floor_gap
                             - r.context_bonus(meant, stats.corpus, letters, words)
