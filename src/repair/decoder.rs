@@ -7,7 +7,7 @@ use super::language_model::WordStats;
 use super::query::{defined_word, QueryWord, MIN_CONTEXT_CHARS};
 use super::retrieved::RetrievedWords;
 use super::{EditKind, Repairer};
-use crate::index::vocab::is_stopword;
+use crate::index::vocab::{is_stopword, STOPWORDS};
 
 /// One way to read the words at a position.
 #[derive(Debug, Clone)]
@@ -237,6 +237,9 @@ pub(crate) fn readings(
             && (prev.is_some() || next.is_some())
         {
             rs.extend(real_words(r, words, i, &vote, lookups));
+        }
+        if w.stats.known() && FUNCTION_SLIP_LETTERS.contains(&letters) {
+            rs.extend(function_word_in_context(r, words, i));
         }
         // A join with the next word.
         if let Some(nx) = next {
@@ -748,19 +751,8 @@ fn real_words(
     // neighbour speaks too.
     let at_start = p.real_word_at_start && at == 0 && adjacent;
     let found = lookups.get(r, &w.lower, 1);
-    // ln P of a word with its neighbours, from the counts as they are and floored (one look-up
-    // of each pair serves both).
-    let context_score = |word: &str, s: &WordStats| {
-        let before = match prev {
-            Some(q) => r.lm.ln_bigram_raw_and_floored(&q.lower, &q.stats, word, s),
-            None if at_start => r.lm.ln_unigram_raw_and_floored(s),
-            None => (0.0, 0.0),
-        };
-        let after = next.map_or((0.0, 0.0), |q| {
-            r.lm.ln_bigram_raw_and_floored(word, s, &q.lower, &q.stats)
-        });
-        (before.0 + after.0, before.1 + after.1)
-    };
+    let context_score =
+        |word: &str, s: &WordStats| with_neighbours(r, prev, next, at_start, word, s);
     let (with_typed, with_typed_floored) = context_score(&w.lower, &w.stats);
     // The typed word's pairs with its neighbours that the general list holds, each with what
     // reading it as never seen changes: most pairs are not in the list, and then nothing more is
@@ -812,20 +804,129 @@ fn real_words(
         if gain <= p.real_word_cost {
             continue;
         }
-        let cost = f64::from(error_model::cost(w.lower.as_bytes(), meant.as_bytes()))
-            + p.real_word_cost
-            - (gain - floored);
-        v.push((
-            cost - gain,
-            Reading {
-                span: 1,
-                words: vec![(meant.to_string(), stats)],
-                cost,
-                kind: Some(EditKind::RealWord),
-                distance: d,
-            },
-        ));
+        let prior =
+            f64::from(error_model::cost(w.lower.as_bytes(), meant.as_bytes())) + p.real_word_cost;
+        v.push(real_word_reading(meant, stats, prior, gain, floored, d));
     }
+    v.sort_by(|a, b| a.0.total_cmp(&b.0));
+    v.into_iter().take(p.max_candidates).map(|x| x.1).collect()
+}
+
+/// ln P of `word` with the words beside it, from the counts as they are and floored (one look-up
+/// of each pair serves both); with no word before it, its own probability when `own_before` (the
+/// start of a query, where it speaks as the word before would elsewhere), else nothing.
+fn with_neighbours(
+    r: &Repairer,
+    prev: Option<&QueryWord>,
+    next: Option<&QueryWord>,
+    own_before: bool,
+    word: &str,
+    s: &WordStats,
+) -> (f64, f64) {
+    let before = match prev {
+        Some(q) => r.lm.ln_bigram_raw_and_floored(&q.lower, &q.stats, word, s),
+        None if own_before => r.lm.ln_unigram_raw_and_floored(s),
+        None => (0.0, 0.0),
+    };
+    let after = next.map_or((0.0, 0.0), |q| {
+        r.lm.ln_bigram_raw_and_floored(word, s, &q.lower, &q.stats)
+    });
+    (before.0 + after.0, before.1 + after.1)
+}
+
+/// A real-word reading of `meant`, whose neighbours make it `gain` nats likelier than the typed
+/// word (`floored` as the decoder's floor on rare words sees it), at `prior` nats before that
+/// gain; with its rank among the word's readings. The reading's cost makes up the difference
+/// the floor hides, so the decoder weighs the two words as the counts do.
+fn real_word_reading(
+    meant: &str,
+    stats: WordStats,
+    prior: f64,
+    gain: f64,
+    floored: f64,
+    distance: u8,
+) -> (f64, Reading) {
+    let cost = prior - (gain - floored);
+    (
+        cost - gain,
+        Reading {
+            span: 1,
+            words: vec![(meant.to_string(), stats)],
+            cost,
+            kind: Some(EditKind::RealWord),
+            distance,
+        },
+    )
+}
+
+/// The shortest and the longest typed word read as a slip of a function word in context: two
+/// letters are mostly acronyms (`tv`, `va`, `oz` are no `to`, `a`, `of`), and so are three
+/// that make a two-letter function word with one left out (`seo`, `tpo`, `ion` are no `so`,
+/// `to`, `in`), which is why the function word has three letters too.
+const FUNCTION_SLIP_LETTERS: std::ops::RangeInclusive<usize> = 3..=6;
+
+/// Function words a known word `words[at]` is one slip of the hand from (two letters swapped, a
+/// key next to the right one, a letter left out or added beside its neighbour: how a word the
+/// writer knows is mistyped, [`error_model::slip_of_the_hand`]) and that the words beside it —
+/// function words too, which are the evidence here — are written with far more than with the
+/// word as typed: `how long dose it take` → `does`, `cheap flights fro dallas` → `from`.
+///
+/// The general pair list keeps every pair written 6.4M times or more, so a neighbour it holds
+/// with the function word and never with the typed word speaks loudly; a pair it holds with
+/// the typed word too (within [`super::Params::typo_pair_margin`]) rules the reading out. The
+/// neighbours' gain must pass [`super::Params::function_word_cost`] plus the slip's own cost.
+fn function_word_in_context(r: &Repairer, words: &[QueryWord], at: usize) -> Vec<Reading> {
+    let p = &r.params;
+    let w = &words[at];
+    let neighbour = |q: &&QueryWord| q.stats.known() && q.editable;
+    let prev = at
+        .checked_sub(1)
+        .map(|j| &words[j])
+        .filter(|q| w.spaced_from_previous && neighbour(q));
+    let next = words
+        .get(at + 1)
+        .filter(|q| q.spaced_from_previous && neighbour(q));
+    if prev.is_none() && next.is_none() {
+        return Vec::new();
+    }
+    let typed = w.lower.as_bytes();
+    let context_score =
+        |word: &str, s: &WordStats| with_neighbours(r, prev, next, at == 0, word, s);
+    let pair_counts = |s: &WordStats| {
+        [
+            prev.map(|q| r.lm.general_pair_count(&q.stats, s)),
+            next.map(|q| r.lm.general_pair_count(s, &q.stats)),
+        ]
+    };
+    let typed_pairs = pair_counts(&w.stats);
+    let (with_typed, with_typed_floored) = context_score(&w.lower, &w.stats);
+    let mut v: Vec<(f64, Reading)> = STOPWORDS
+        .iter()
+        .filter(|m| m.len() >= 3 && m.len().abs_diff(typed.len()) <= 1)
+        .filter(|m| error_model::slip_of_the_hand(typed, m.as_bytes()))
+        .filter(|m| !inflection(&w.lower, m))
+        .filter_map(|&meant| {
+            let stats = r.lm.stats(meant);
+            let meant_pairs = pair_counts(&stats);
+            let written_as_typed = typed_pairs.iter().zip(&meant_pairs).any(|pair| match pair {
+                (Some(t), Some(m)) => *t > 0 && *t as f64 * p.typo_pair_margin.exp() >= *m as f64,
+                _ => false,
+            });
+            let written_as_meant = meant_pairs.iter().flatten().any(|&c| c > 0);
+            if written_as_typed || !written_as_meant {
+                return None;
+            }
+            let (with_meant, with_meant_floored) = context_score(meant, &stats);
+            let gain = with_meant - with_typed;
+            let channel = f64::from(error_model::cost(typed, meant.as_bytes()));
+            if gain <= p.function_word_cost + channel {
+                return None;
+            }
+            let floored = with_meant_floored - with_typed_floored;
+            let prior = channel + p.function_word_cost;
+            Some(real_word_reading(meant, stats, prior, gain, floored, 1))
+        })
+        .collect();
     v.sort_by(|a, b| a.0.total_cmp(&b.0));
     v.into_iter().take(p.max_candidates).map(|x| x.1).collect()
 }

@@ -194,6 +194,25 @@ fn insertion(typed: &[u8], j: usize) -> f32 {
     }
 }
 
+/// Whether `typed` is `meant` with one slip of the hand — two letters swapped, a key next to
+/// the right one, a letter left out, or one added that doubles a letter or is a key next to
+/// its neighbour — rather than of spelling (a vowel for a vowel, a sound-alike letter): what
+/// happens to a word the writer knows how to spell.
+pub fn slip_of_the_hand(typed: &[u8], meant: &[u8]) -> bool {
+    let prefix = typed.iter().zip(meant).take_while(|(a, b)| a == b).count();
+    let (t, m) = (&typed[prefix..], &meant[prefix..]);
+    match t.len() as isize - m.len() as isize {
+        0 => match (t, m) {
+            ([a, rest_t @ ..], [b, rest_m @ ..]) if rest_t == rest_m => adjacent(*a, *b),
+            ([a, b, rest_t @ ..], [c, d, rest_m @ ..]) => a == d && b == c && rest_t == rest_m,
+            _ => false,
+        },
+        -1 => t == &m[1..],
+        1 => t[1..] == *m && matches!(insertion(typed, prefix), INS_DOUBLE | INS_NEIGHBOUR),
+        _ => false,
+    }
+}
+
 /// −ln P(typed | meant) up to a constant, for lower-case ASCII words; `f32::INFINITY` when
 /// either is empty or longer than 40 letters. Equal words cost 0.
 pub fn cost(typed: &[u8], meant: &[u8]) -> f32 {
@@ -427,6 +446,25 @@ mod tests {
         );
         assert!(c("heaet", "heart") < c("heamt", "heart"));
         assert!(c("", "a").is_infinite());
+    }
+
+    #[test]
+    fn slips_of_the_hand_are_told_from_slips_of_spelling() {
+        let slip = |t: &str, m: &str| slip_of_the_hand(t.as_bytes(), m.as_bytes());
+        // Swapped, a neighbouring key, a letter left out, a neighbouring key added.
+        assert!(slip("dose", "does"));
+        assert!(slip("form", "from"));
+        assert!(slip("hoe", "how"));
+        assert!(slip("fro", "from"));
+        assert!(slip("thhe", "the"));
+        assert!(slip("tghe", "the"));
+        // A vowel for a vowel, a far key, a letter added far from its neighbours.
+        assert!(!slip("net", "not"));
+        assert!(!slip("car", "can"));
+        assert!(!slip("cain", "can"));
+        assert!(!slip("ball", "all"));
+        assert!(!slip("the", "the"));
+        assert!(!slip("thee", "th"));
     }
 
     #[test]

@@ -295,6 +295,10 @@ pub struct Params {
     /// bonus ([`Params::split_cost`]), which makes up for the extra word of the product, a
     /// small factor when both are function words.
     pub function_split_cost: f64,
+    /// Prior cost, in nats, of reading a short known word as the function word it is one slip
+    /// of the hand from (`how long dose it take` → `does`): the gain its neighbours' pairs give
+    /// must pass it and the slip's own cost.
+    pub function_word_cost: f64,
     /// Prior cost, in nats, of joining two words that are both known (`door knocker`).
     pub join_known_cost: f64,
     /// How much more an unknown word is believed as typed per letter below six, in nats: short
@@ -411,6 +415,7 @@ impl Default for Params {
             split_cost: -2.0,
             compound_split_cost: 3.0,
             function_split_cost: 2.0,
+            function_word_cost: 10.0,
             join_known_cost: 12.0,
             unknown_per_letter: 0.3,
             unknown_per_extra_letter: 0.3,

@@ -165,6 +165,71 @@ fn real_word_errors_are_corrected_only_with_context() {
 }
 
 #[test]
+fn a_word_one_slip_from_the_function_word_its_neighbours_want_is_read_as_it() {
+    let words: &[(&str, u64)] = &[
+        ("how", 570_000_000),
+        ("long", 250_000_000),
+        ("does", 314_000_000),
+        ("dose", 16_000_000),
+        ("it", 4_000_000_000),
+        ("take", 200_000_000),
+        ("cheap", 30_000_000),
+        ("flights", 20_000_000),
+        ("from", 2_000_000_000),
+        ("fro", 1_000_000),
+        ("dallas", 10_000_000),
+        ("which", 1_200_000_000),
+        ("car", 60_000_000),
+        ("can", 1_240_000_000),
+        ("make", 400_000_000),
+        ("of", 13_000_000_000),
+        ("vitamin", 20_000_000),
+        // The rest of general English: SymSpell's list counts 5.4e11 words in all, and a
+        // word's probability is its share of them.
+        ("etcetera", 530_000_000_000),
+    ];
+    let pairs: &[(&str, &str, u64)] = &[
+        ("long", "does", 41_000_000),
+        ("does", "it", 650_000_000),
+        ("flights", "from", 53_000_000),
+        ("which", "can", 1_000_000_000),
+        ("can", "make", 800_000_000),
+        ("dose", "of", 40_000_000),
+    ];
+    // Documents that write none of the query words: general English decides.
+    let vocab = Vocabulary::build(DOCS[..4].iter().map(|t| ("", *t)));
+    let r = Repairer::new(
+        Arc::new(vocab),
+        Some(Arc::new(Lexicon::from_counts(
+            words.iter().copied(),
+            pairs.iter().copied(),
+        ))),
+    );
+    // Two letters swapped, a letter left out: slips of the hand on words the writer knows.
+    let out = r.repair("how long dose it take");
+    assert_eq!(out.text, "how long does it take");
+    assert_eq!(out.edits[0].kind, EditKind::RealWord);
+    assert_eq!(
+        r.repair("cheap flights fro dallas").text,
+        "cheap flights from dallas"
+    );
+    // A pair the list holds with the word as typed speaks for it.
+    assert!(!r.repair("dose of vitamin").changed());
+    // `car` is no slip of the hand for `can` (`r` and `n` are far apart): however much the
+    // neighbours want `can`, a word the writer chose stays.
+    assert!(!r.repair("which car make").changed());
+    let off = Repairer::with_params(
+        r.vocab().clone(),
+        r.lexicon().cloned(),
+        Params {
+            function_word_cost: 1e6,
+            ..Params::default()
+        },
+    );
+    assert!(!off.repair("how long dose it take").changed());
+}
+
+#[test]
 fn run_together_words_are_split_and_broken_words_joined() {
     let r = english();
     let out = r.repair("thecauses of anemia");

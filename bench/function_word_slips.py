@@ -1,0 +1,109 @@
+"""Real-word slips of function words: generate them, repair them, count (standard library only).
+
+    python3 bench/function_word_slips.py --capot BIN --index DIR [--params JSON ...]
+        [--queries FILE] [--lexicon FILE] [--count 1500] [--seed 1]
+
+In each clean query (TSV `qid<TAB>text`, MS MARCO dev by default) one function word of three
+letters or more (capot's stopword list, read from src/index/vocab.rs) is replaced by a word of
+the general word list one slip of the hand away: two letters swapped, a key next to the right
+one (QWERTY), or a letter left out (`does` → `dose`, `from` → `fro`, `how` → `hoe`). Queries
+with no such word are skipped; `--count` of the rest are drawn at random. Each `--params` runs
+`capot repair` once on them and prints how many came back exactly clean, how many changed to
+something else, and the slips most often left. Generated errors, not people's: they say what a
+rule reaches, the clean queries (`capot repair eval`) what it costs.
+"""
+
+import argparse
+import collections
+import os
+import random
+import re
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+KEYS = ["qwertyuiop", "asdfghjkl", "zxcvbnm"]
+POS = {c: (r, i) for r, row in enumerate(KEYS) for i, c in enumerate(row)}
+
+
+def adjacent(a, b):
+    """Keys next to each other on a QWERTY keyboard (rows offset by half a key)."""
+    if a == b or a not in POS or b not in POS:
+        return False
+    (r1, i1), (r2, i2) = POS[a], POS[b]
+    return abs(r1 - r2) <= 1 and abs((i1 + 0.5 * r1) - (i2 + 0.5 * r2)) <= 1
+
+
+def slips(word, known):
+    out = set()
+    for i in range(len(word) - 1):
+        out.add(word[:i] + word[i + 1] + word[i] + word[i + 2:])
+    for i in range(len(word)):
+        out.add(word[:i] + word[i + 1:])
+        for c in "abcdefghijklmnopqrstuvwxyz":
+            if adjacent(word[i], c):
+                out.add(word[:i] + c + word[i + 1:])
+    return sorted(o for o in out if o != word and len(o) >= 3 and o in known)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--capot", required=True)
+    ap.add_argument("--index", required=True)
+    ap.add_argument("--params", action="append", default=[])
+    ap.add_argument("--queries", default=os.path.join(ROOT, "../shared/data/marco-dev-queries/queries.tsv"))
+    ap.add_argument("--lexicon", default=os.path.join(ROOT, "assets/lexicon/frequency_dictionary_en_82_765.txt"))
+    ap.add_argument("--count", type=int, default=1500)
+    ap.add_argument("--seed", type=int, default=1)
+    a = ap.parse_args()
+
+    known = {line.split()[0] for line in open(a.lexicon, encoding="utf-8") if line.strip()}
+    source = open(os.path.join(ROOT, "src/index/vocab.rs"), encoding="utf-8").read()
+    listed = re.search(r"pub const STOPWORDS: &\[&str\] = &\[(.*?)\];", source, re.S)
+    stop = set(re.findall(r'"([^"]+)"', listed.group(1)))
+
+    rng = random.Random(a.seed)
+    cases = []
+    for line in open(a.queries, encoding="utf-8"):
+        qid, _, text = line.rstrip("\n").partition("\t")
+        words = text.split(" ")
+        options = [(i, s) for i, w in enumerate(words) if w in stop and len(w) >= 3 for s in slips(w, known)]
+        if not options:
+            continue
+        i, slip = rng.choice(options)
+        typed = words[:i] + [slip] + words[i + 1:]
+        cases.append((qid, " ".join(typed), text, words[i], slip))
+    rng.shuffle(cases)
+    cases = cases[: a.count]
+    truth = {c[0]: c for c in cases}
+
+    with tempfile.NamedTemporaryFile("w", suffix=".tsv", delete=False) as f:
+        f.writelines(f"{c[0]}\t{c[1]}\n" for c in cases)
+        typed_file = f.name
+    try:
+        for params in a.params or ["{}"]:
+            out = subprocess.run(
+                [a.capot, "repair", "--index", a.index, "--queries", typed_file, "--format", "tsv", "--params", params],
+                check=True, capture_output=True, text=True,
+            ).stdout
+            restored = wrong = 0
+            left = collections.Counter()
+            for line in out.splitlines():
+                qid, _, text = line.partition("\t")
+                qid_, typed, clean, meant, slip = truth[qid]
+                if text == clean:
+                    restored += 1
+                else:
+                    left[(slip, meant)] += 1
+                    wrong += text != typed
+            n = len(cases)
+            print(f"params {params}: {restored}/{n} restored ({100 * restored / n:.1f}%), {wrong} changed to something else")
+            print("  most often left: " + ", ".join(f"{s} for {m} ({k})" for (s, m), k in left.most_common(12)))
+    finally:
+        os.unlink(typed_file)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
