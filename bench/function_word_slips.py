@@ -6,7 +6,8 @@
 In each clean query (TSV `qid<TAB>text`, MS MARCO dev by default) one function word of three
 letters or more (capot's stopword list, read from src/index/vocab.rs) is replaced by a word of
 the general word list one slip of the hand away: two letters swapped, a key next to the right
-one (QWERTY), or a letter left out (`does` → `dose`, `from` → `fro`, `how` → `hoe`). Queries
+one (QWERTY), or a letter left out (`does` → `dose`, `from` → `fro`, `how` → `hoe`); with
+`--unknown`, by a slip that makes no listed word (`the` → `rhe`, `how` → `hiw`). Queries
 with no such word are skipped; `--count` of the rest are drawn at random. Each `--params` runs
 `capot repair` once on them and prints how many came back exactly clean, how many changed to
 something else, and the slips most often left. Generated errors, not people's: they say what a
@@ -35,7 +36,7 @@ def adjacent(a, b):
     return abs(r1 - r2) <= 1 and abs((i1 + 0.5 * r1) - (i2 + 0.5 * r2)) <= 1
 
 
-def slips(word, known):
+def slips(word, known, unknown):
     out = set()
     for i in range(len(word) - 1):
         out.add(word[:i] + word[i + 1] + word[i] + word[i + 2:])
@@ -44,7 +45,7 @@ def slips(word, known):
         for c in "abcdefghijklmnopqrstuvwxyz":
             if adjacent(word[i], c):
                 out.add(word[:i] + c + word[i + 1:])
-    return sorted(o for o in out if o != word and len(o) >= 3 and o in known)
+    return sorted(o for o in out if o != word and len(o) >= 3 and (o in known) != unknown)
 
 
 def main():
@@ -56,6 +57,7 @@ def main():
     ap.add_argument("--lexicon", default=os.path.join(ROOT, "assets/lexicon/frequency_dictionary_en_82_765.txt"))
     ap.add_argument("--count", type=int, default=1500)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--unknown", action="store_true", help="slips that make no listed word (`rhe`, `hiw`) instead")
     a = ap.parse_args()
 
     known = {line.split()[0] for line in open(a.lexicon, encoding="utf-8") if line.strip()}
@@ -68,7 +70,7 @@ def main():
     for line in open(a.queries, encoding="utf-8"):
         qid, _, text = line.rstrip("\n").partition("\t")
         words = text.split(" ")
-        options = [(i, s) for i, w in enumerate(words) if w in stop and len(w) >= 3 for s in slips(w, known)]
+        options = [(i, s) for i, w in enumerate(words) if w in stop and len(w) >= 3 for s in slips(w, known, a.unknown)]
         if not options:
             continue
         i, slip = rng.choice(options)

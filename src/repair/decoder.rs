@@ -225,7 +225,14 @@ pub(crate) fn readings(
                 if typo {
                     rs[0].cost = typo_keep_cost(r, w, prev, next);
                 }
+                // Any slip of the hand, the first letter's too, where the neighbours want the
+                // function word (`what is rhe best`, `hiw long`).
+                let wanted: Vec<Reading> = function_word_in_context(r, words, i)
+                    .into_iter()
+                    .filter(|c| !slips.iter().any(|s| s.words == c.words))
+                    .collect();
                 rs.extend(slips);
+                rs.extend(wanted);
                 rs.extend(dropped_letter_beside(r, w, prev, next, extra, lookups));
             }
             if !corpus_only && w.whole_token && letters >= p.min_split_letters {
@@ -874,7 +881,9 @@ const FUNCTION_SLIP_LETTERS: std::ops::RangeInclusive<usize> = 3..=6;
 /// The general pair list keeps every pair written 6.4M times or more, so a neighbour it holds
 /// with the function word and never with the typed word speaks loudly; a pair it holds with
 /// the typed word too (within [`super::Params::typo_pair_margin`]) rules the reading out. The
-/// neighbours' gain must pass [`super::Params::function_word_cost`] plus the slip's own cost.
+/// neighbours' gain must pass [`super::Params::function_word_cost`] plus the slip's own cost;
+/// for a three-letter word no list holds (`what is rhe best`), which the caller passes too,
+/// [`super::Params::unknown_function_word_cost`].
 fn function_word_in_context(r: &Repairer, words: &[QueryWord], at: usize) -> Vec<Reading> {
     let p = &r.params;
     let w = &words[at];
@@ -919,12 +928,21 @@ fn function_word_in_context(r: &Repairer, words: &[QueryWord], at: usize) -> Vec
             let (with_meant, with_meant_floored) = context_score(meant, &stats);
             let gain = with_meant - with_typed;
             let channel = f64::from(error_model::cost(typed, meant.as_bytes()));
-            if gain <= p.function_word_cost + channel {
+            let prior_cost = if w.stats.known() {
+                p.function_word_cost
+            } else {
+                p.unknown_function_word_cost
+            };
+            if gain <= prior_cost + channel {
                 return None;
             }
             let floored = with_meant_floored - with_typed_floored;
-            let prior = channel + p.function_word_cost;
-            Some(real_word_reading(meant, stats, prior, gain, floored, 1))
+            let prior = channel + prior_cost;
+            let (rank, mut reading) = real_word_reading(meant, stats, prior, gain, floored, 1);
+            if !w.stats.known() {
+                reading.kind = Some(EditKind::NonWord);
+            }
+            Some((rank, reading))
         })
         .collect();
     v.sort_by(|a, b| a.0.total_cmp(&b.0));

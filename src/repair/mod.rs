@@ -299,6 +299,11 @@ pub struct Params {
     /// of the hand from (`how long dose it take` → `does`): the gain its neighbours' pairs give
     /// must pass it and the slip's own cost.
     pub function_word_cost: f64,
+    /// The same prior for a three-letter word no list holds, read by any slip of the hand, the
+    /// first letter's too (`what is rhe best` → `the`): lower, as a string nobody knows is no
+    /// choice of word, but not nothing, as most are acronyms (at 5, `what is npt standard` →
+    /// `not`).
+    pub unknown_function_word_cost: f64,
     /// Prior cost, in nats, of joining two words that are both known (`door knocker`).
     pub join_known_cost: f64,
     /// How much more an unknown word is believed as typed per letter below six, in nats: short
@@ -416,6 +421,7 @@ impl Default for Params {
             compound_split_cost: 3.0,
             function_split_cost: 2.0,
             function_word_cost: 10.0,
+            unknown_function_word_cost: 6.0,
             join_known_cost: 12.0,
             unknown_per_letter: 0.3,
             unknown_per_extra_letter: 0.3,

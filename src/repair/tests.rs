@@ -184,6 +184,10 @@ fn a_word_one_slip_from_the_function_word_its_neighbours_want_is_read_as_it() {
         ("make", 400_000_000),
         ("of", 13_000_000_000),
         ("vitamin", 20_000_000),
+        ("what", 812_000_000),
+        ("is", 4_700_000_000),
+        ("the", 23_000_000_000),
+        ("best", 350_000_000),
         // The rest of general English: SymSpell's list counts 5.4e11 words in all, and a
         // word's probability is its share of them.
         ("etcetera", 530_000_000_000),
@@ -195,6 +199,9 @@ fn a_word_one_slip_from_the_function_word_its_neighbours_want_is_read_as_it() {
         ("which", "can", 1_000_000_000),
         ("can", "make", 800_000_000),
         ("dose", "of", 40_000_000),
+        ("what", "is", 2_100_000_000),
+        ("is", "the", 1_800_000_000),
+        ("the", "best", 700_000_000),
     ];
     // Documents that write none of the query words: general English decides.
     let vocab = Vocabulary::build(DOCS[..4].iter().map(|t| ("", *t)));
@@ -218,15 +225,19 @@ fn a_word_one_slip_from_the_function_word_its_neighbours_want_is_read_as_it() {
     // `car` is no slip of the hand for `can` (`r` and `n` are far apart): however much the
     // neighbours want `can`, a word the writer chose stays.
     assert!(!r.repair("which car make").changed());
+    // A three-letter string no list holds, slipped at its first letter (`r` is next to `t`).
+    assert_eq!(r.repair("what is rhe best").text, "what is the best");
     let off = Repairer::with_params(
         r.vocab().clone(),
         r.lexicon().cloned(),
         Params {
             function_word_cost: 1e6,
+            unknown_function_word_cost: 1e6,
             ..Params::default()
         },
     );
     assert!(!off.repair("how long dose it take").changed());
+    assert!(!off.repair("what is rhe best").changed());
 }
 
 #[test]
