@@ -908,6 +908,10 @@ fn function_word_in_context(r: &Repairer, words: &[QueryWord], at: usize) -> Vec
         ]
     };
     let typed_pairs = pair_counts(&w.stats);
+    // Written beside every neighbour as it stands (`what is the`): no slip, and no look-ups.
+    if typed_pairs.iter().flatten().all(|&c| c > 0) {
+        return Vec::new();
+    }
     let (with_typed, with_typed_floored) = context_score(&w.lower, &w.stats);
     let mut v: Vec<(f64, Reading)> = STOPWORDS
         .iter()
