@@ -881,8 +881,10 @@ const FUNCTION_SLIP_LETTERS: std::ops::RangeInclusive<usize> = 3..=6;
 /// The general pair list keeps every pair written 6.4M times or more, so a neighbour it holds
 /// with the function word and never with the typed word speaks loudly; a pair it holds with
 /// the typed word too (within [`super::Params::typo_pair_margin`]) rules the reading out. The
-/// neighbours' gain must pass [`super::Params::function_word_cost`] plus the slip's own cost;
-/// for a three-letter word no list holds (`what is rhe best`), which the caller passes too,
+/// neighbours' gain must pass [`super::Params::function_word_cost`] plus the slip's own cost
+/// ([`super::Params::function_word_start_cost`] for a query's first word, plus
+/// [`super::Params::corpus_word_cost`] for a word only the corpus knows); for a three-letter
+/// word no list holds (`what is rhe best`), which the caller passes too,
 /// [`super::Params::unknown_function_word_cost`].
 fn function_word_in_context(r: &Repairer, words: &[QueryWord], at: usize) -> Vec<Reading> {
     let p = &r.params;
@@ -932,10 +934,20 @@ fn function_word_in_context(r: &Repairer, words: &[QueryWord], at: usize) -> Vec
             let (with_meant, with_meant_floored) = context_score(meant, &stats);
             let gain = with_meant - with_typed;
             let channel = f64::from(error_model::cost(typed, meant.as_bytes()));
-            let prior_cost = if w.stats.known() {
-                p.function_word_cost
-            } else {
+            let prior_cost = if !w.stats.known() {
                 p.unknown_function_word_cost
+            } else {
+                let corpus_only = if w.stats.general == 0 {
+                    p.corpus_word_cost
+                } else {
+                    0.0
+                };
+                corpus_only
+                    + if at == 0 {
+                        p.function_word_start_cost
+                    } else {
+                        p.function_word_cost
+                    }
             };
             if gain <= prior_cost + channel {
                 return None;

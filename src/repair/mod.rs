@@ -304,6 +304,11 @@ pub struct Params {
     /// choice of word, but not nothing, as most are acronyms (at 5, `what is npt standard` →
     /// `not`).
     pub unknown_function_word_cost: f64,
+    /// [`Params::function_word_cost`] for the first word of a query, whose one neighbour is all
+    /// the context there is (`hoe to make bread` → `how`): lower, as the word's own frequency
+    /// speaks for the function word in place of the word before. A word only the corpus knows
+    /// pays [`Params::corpus_word_cost`] on top of either (`aol email` stays).
+    pub function_word_start_cost: f64,
     /// Prior cost, in nats, of joining two words that are both known (`door knocker`).
     pub join_known_cost: f64,
     /// How much more an unknown word is believed as typed per letter below six, in nats: short
@@ -422,6 +427,7 @@ impl Default for Params {
             function_split_cost: 2.0,
             function_word_cost: 10.0,
             unknown_function_word_cost: 6.0,
+            function_word_start_cost: 8.0,
             join_known_cost: 12.0,
             unknown_per_letter: 0.3,
             unknown_per_extra_letter: 0.3,

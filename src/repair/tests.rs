@@ -188,6 +188,9 @@ fn a_word_one_slip_from_the_function_word_its_neighbours_want_is_read_as_it() {
         ("is", 4_700_000_000),
         ("the", 23_000_000_000),
         ("best", 350_000_000),
+        ("hoe", 1_477_000),
+        ("to", 12_000_000_000),
+        ("bread", 13_500_000),
         // The rest of general English: SymSpell's list counts 5.4e11 words in all, and a
         // word's probability is its share of them.
         ("etcetera", 530_000_000_000),
@@ -202,6 +205,8 @@ fn a_word_one_slip_from_the_function_word_its_neighbours_want_is_read_as_it() {
         ("what", "is", 2_100_000_000),
         ("is", "the", 1_800_000_000),
         ("the", "best", 700_000_000),
+        ("how", "to", 5_500_000_000),
+        ("to", "make", 1_900_000_000),
     ];
     // Documents that write none of the query words: general English decides.
     let vocab = Vocabulary::build(DOCS[..4].iter().map(|t| ("", *t)));
@@ -225,6 +230,8 @@ fn a_word_one_slip_from_the_function_word_its_neighbours_want_is_read_as_it() {
     // `car` is no slip of the hand for `can` (`r` and `n` are far apart): however much the
     // neighbours want `can`, a word the writer chose stays.
     assert!(!r.repair("which car make").changed());
+    // At the start of a query the word's own frequency speaks as the word before would.
+    assert_eq!(r.repair("hoe to make bread").text, "how to make bread");
     // A three-letter string no list holds, slipped at its first letter (`r` is next to `t`).
     assert_eq!(r.repair("what is rhe best").text, "what is the best");
     let off = Repairer::with_params(
@@ -232,12 +239,24 @@ fn a_word_one_slip_from_the_function_word_its_neighbours_want_is_read_as_it() {
         r.lexicon().cloned(),
         Params {
             function_word_cost: 1e6,
+            function_word_start_cost: 1e6,
             unknown_function_word_cost: 1e6,
             ..Params::default()
         },
     );
     assert!(!off.repair("how long dose it take").changed());
     assert!(!off.repair("what is rhe best").changed());
+    assert!(!off.repair("hoe to make bread").changed());
+    // The start's lower prior is what reads `hoe`: at the prior elsewhere it stays.
+    let as_elsewhere = Repairer::with_params(
+        r.vocab().clone(),
+        r.lexicon().cloned(),
+        Params {
+            function_word_start_cost: Params::default().function_word_cost,
+            ..Params::default()
+        },
+    );
+    assert!(!as_elsewhere.repair("hoe to make bread").changed());
 }
 
 #[test]
