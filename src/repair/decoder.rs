@@ -915,6 +915,21 @@ fn function_word_in_context(r: &Repairer, words: &[QueryWord], at: usize) -> Vec
         return Vec::new();
     }
     let (with_typed, with_typed_floored) = context_score(&w.lower, &w.stats);
+    let prior_cost = if !w.stats.known() {
+        p.unknown_function_word_cost
+    } else {
+        let place = if at == 0 {
+            p.function_word_start_cost
+        } else {
+            p.function_word_cost
+        };
+        let corpus_only = if w.stats.general == 0 {
+            p.corpus_word_cost
+        } else {
+            0.0
+        };
+        place + corpus_only
+    };
     let mut v: Vec<(f64, Reading)> = STOPWORDS
         .iter()
         .filter(|m| m.len() >= 3 && m.len().abs_diff(typed.len()) <= 1)
@@ -934,21 +949,6 @@ fn function_word_in_context(r: &Repairer, words: &[QueryWord], at: usize) -> Vec
             let (with_meant, with_meant_floored) = context_score(meant, &stats);
             let gain = with_meant - with_typed;
             let channel = f64::from(error_model::cost(typed, meant.as_bytes()));
-            let prior_cost = if !w.stats.known() {
-                p.unknown_function_word_cost
-            } else {
-                let corpus_only = if w.stats.general == 0 {
-                    p.corpus_word_cost
-                } else {
-                    0.0
-                };
-                corpus_only
-                    + if at == 0 {
-                        p.function_word_start_cost
-                    } else {
-                        p.function_word_cost
-                    }
-            };
             if gain <= prior_cost + channel {
                 return None;
             }
