@@ -52,6 +52,10 @@ pub struct FilterBenchArgs {
     /// 1e12: always scan).
     #[arg(long, value_name = "F", default_value_t = capot::index::DEFAULT_SCAN_FACTOR)]
     pub filter_scan_factor: f64,
+    /// What the planner prices a scan of the sign codes at, in rows of the exact scan per
+    /// admitted document (0 with `--filter-scan-factor 0`: always scan the codes; 1e12: never).
+    #[arg(long, value_name = "C", default_value_t = capot::index::DEFAULT_SIGN_ROW_COST)]
+    pub sign_row_cost: f64,
     /// Shares of the documents the filters admit, comma-separated.
     #[arg(long, value_delimiter = ',', default_value = "0.001,0.01,0.1,0.5,1")]
     pub selectivities: Vec<f64>,
@@ -213,6 +217,11 @@ pub fn run(args: FilterBenchArgs) -> anyhow::Result<()> {
     let k = args.k;
     let ef = args.ef.unwrap_or_else(|| original.default_ef());
     let scan_factor = super::filter_scan_factor(args.filter_scan_factor)?;
+    let sign_row_cost = args.sign_row_cost;
+    anyhow::ensure!(
+        sign_row_cost >= 0.0 && !sign_row_cost.is_nan(),
+        "--sign-row-cost must be 0 or more"
+    );
     let work = args.work.clone().unwrap_or_else(|| {
         std::env::temp_dir().join(format!("capot-bench-filter-{}", std::process::id()))
     });
@@ -348,7 +357,8 @@ pub fn run(args: FilterBenchArgs) -> anyhow::Result<()> {
                 let t = Instant::now();
                 let admitted = bound(&index, &fv)?.admitted_cached(&index)?;
                 let filtered_at = t.elapsed().as_secs_f64();
-                let found = index.search_admitted(q, k, ef, &admitted, scan_factor)?;
+                let found =
+                    index.search_admitted_with(q, k, ef, &admitted, scan_factor, sign_row_cost)?;
                 lat.push(t.elapsed().as_secs_f64());
                 filter_ms.push(filtered_at * 1e3);
                 found_all.push(found);
@@ -455,13 +465,13 @@ pub fn run(args: FilterBenchArgs) -> anyhow::Result<()> {
     let mut equivalent = aa == bb;
     for q in &queries {
         let x: Vec<usize> = index
-            .search_admitted(q, k, ef, &aa, scan_factor)?
+            .search_admitted_with(q, k, ef, &aa, scan_factor, sign_row_cost)?
             .hits
             .iter()
             .map(|h| h.index)
             .collect();
         let y: Vec<usize> = index
-            .search_admitted(q, k, ef, &bb, scan_factor)?
+            .search_admitted_with(q, k, ef, &bb, scan_factor, sign_row_cost)?
             .hits
             .iter()
             .map(|h| h.index)
@@ -477,6 +487,7 @@ pub fn run(args: FilterBenchArgs) -> anyhow::Result<()> {
         "k": k,
         "ef": ef,
         "filter_scan_factor": scan_factor,
+        "sign_row_cost": sign_row_cost,
         "m": m.hnsw.m,
         "threads": 1,
         "seconds": started.elapsed().as_secs_f64(),

@@ -1,16 +1,21 @@
 //! Filtered search: the planner that picks, from the exact number of documents a filter
-//! admits, between answering at once, scanning exactly those documents, and walking the graph
-//! while only admitted documents count as results.
+//! admits, between answering at once, scanning exactly those documents, scanning their sign
+//! codes, and walking the graph while only admitted documents count as results.
 //!
 //! A walk under a filter admitting a share `s` of the documents costs more the smaller `s` is
 //! (it must pass more nodes to settle `ef` admitted ones), while an exact scan scores each
 //! admitted document once. The planner therefore scans when the admitted count is at most the
 //! walk's cost in scanned rows, modelled as `scan_factor × ef / s` (i.e. below
 //! `sqrt(scan_factor × ef × n)` documents; [`DEFAULT_SCAN_FACTOR`] unless the operator sets
-//! another), and walks otherwise; a walk that scores more nodes than the filter admits gives up
-//! and scans (Lucene's rule), which bounds the cost of a filter anti-correlated with the query;
-//! walks also start from a few admitted documents, so that such a filter rarely gets there.
-//! Every answer holds exactly `min(k, admitted)` hits.
+//! another). Above that it scans the admitted documents' sign codes (one bit a dimension, in
+//! memory; [`super::sign`]) and re-scores the best, when that costs less than the walk
+//! (`sign_row_cost × admitted` rows, [`DEFAULT_SIGN_ROW_COST`]): a filter that admits tens of
+//! thousands of documents far from the query leaves the walk settling `ef` candidates among
+//! near-equal scores, where the codes find the answer at a fixed cost. Otherwise it walks; a
+//! walk that scores more nodes than the filter admits gives up and scans (Lucene's rule), which
+//! bounds the cost of a filter anti-correlated with the query; walks also start from a few
+//! admitted documents, so that such a filter rarely gets there. Every answer holds exactly
+//! `min(k, admitted)` hits.
 
 use std::sync::OnceLock;
 
@@ -30,6 +35,21 @@ use super::{vectors, Hit, Index, RESCORE_MIN, RESCORE_PER_HIT};
 /// that scored every node it passed cost, and 10% filters at ef 96–256 were scanned 1.3–4.5×
 /// slower than the two-hop walk answers them; see docs/benchmarks.md "Filtered search".
 pub const DEFAULT_SCAN_FACTOR: f64 = 3.0;
+
+/// What one admitted document costs a scan of the sign codes ([`super::sign`]), its share of
+/// re-scoring included, in rows of the exact scan (the planner's default `sign_row_cost`). The
+/// planner scans the codes where the exact scan costs more than the walk and the codes' scan
+/// less: at 1M int8 documents under 10% filters that is from ef ≈ 500, where the walk reaches
+/// recall 0.90–0.96 at 222–280 q/s and the codes 0.98–0.99 at 260–330 (docs/benchmarks.md
+/// "Filtered search").
+pub const DEFAULT_SIGN_ROW_COST: f64 = 0.15;
+
+/// Candidates a scan of the sign codes keeps per hit asked for (at least
+/// [`SIGN_RESCORE_MIN`]), re-scored on the vectors the walk reads: at 1M documents under 10%
+/// filters, 800 of them held 0.98-1.00 of the exact top 10, 400 0.96-0.99, 200 0.90-0.96.
+const SIGN_RESCORE_PER_HIT: usize = 80;
+/// The least number of candidates a scan of the sign codes keeps.
+const SIGN_RESCORE_MIN: usize = 800;
 
 /// Below this share of admitted documents the walk scores admitted nodes only, stepping through
 /// refused ones to their neighbours (ACORN-1's two-hop expansion; Weaviate switches at 0.4):
@@ -138,6 +158,22 @@ impl Admitted {
     }
 }
 
+/// The documents below `n` in the bit array `dense`, in order.
+fn ones(dense: &[u64], n: u32) -> impl Iterator<Item = u32> + Clone + '_ {
+    dense
+        .iter()
+        .enumerate()
+        .flat_map(|(w, &word)| {
+            let base = w as u32 * 64;
+            std::iter::successors((word != 0).then_some(word), |&rest| {
+                let rest = rest & (rest - 1);
+                (rest != 0).then_some(rest)
+            })
+            .map(move |rest| base + rest.trailing_zeros())
+        })
+        .take_while(move |&i| i < n)
+}
+
 /// Whether document `i` is in the bit array `dense`.
 fn bit(dense: &[u64], i: u32) -> bool {
     dense
@@ -155,6 +191,9 @@ pub enum Strategy {
     Empty,
     /// The admitted documents were scored one by one (the filter is selective).
     Exact,
+    /// The admitted documents' sign codes were scanned and the best re-scored: the filter
+    /// admits too many to score each, and walking the graph under it would cost more.
+    SignScan,
     /// The graph was walked through every node, counting only admitted ones as results.
     Graph,
     /// The walk passed more nodes than the filter admits, so the admitted documents were
@@ -169,6 +208,7 @@ impl Strategy {
             Strategy::Unfiltered => "unfiltered",
             Strategy::Empty => "empty",
             Strategy::Exact => "exact",
+            Strategy::SignScan => "sign_scan",
             Strategy::Graph => "graph",
             Strategy::GraphThenExact => "graph_then_exact",
         }
@@ -196,6 +236,21 @@ impl Index {
         admitted: &Admitted,
         scan_factor: f64,
     ) -> Result<FilteredSearch, IndexError> {
+        self.search_admitted_with(query, k, ef, admitted, scan_factor, DEFAULT_SIGN_ROW_COST)
+    }
+
+    /// [`Index::search_admitted`] with the sign codes' scan priced at `sign_row_cost` rows of
+    /// the exact scan per admitted document (0: scan the codes wherever the exact scan is not
+    /// chosen; infinite: never).
+    pub fn search_admitted_with(
+        &self,
+        query: &[f32],
+        k: usize,
+        ef: usize,
+        admitted: &Admitted,
+        scan_factor: f64,
+        sign_row_cost: f64,
+    ) -> Result<FilteredSearch, IndexError> {
         let q = self.prepare_query(query)?;
         let n = self.len();
         let count = admitted.range_cardinality(0..n as u32) as usize;
@@ -218,6 +273,12 @@ impl Index {
             return Ok(FilteredSearch {
                 hits: self.scan(&q, k, admitted)?,
                 strategy: Strategy::Exact,
+            });
+        }
+        if sign_row_cost * count as f64 <= walk_cost && self.sign.len() == n {
+            return Ok(FilteredSearch {
+                hits: self.sign_scan(&q, k, admitted.dense())?,
+                strategy: Strategy::SignScan,
             });
         }
         let rows = self.vectors.as_slice();
@@ -313,11 +374,49 @@ impl Index {
     }
 }
 
+impl Index {
+    /// The top-`k` among the admitted documents (a normalised query) from their sign codes:
+    /// the best `max(80k, 800)` by the codes' estimate are re-scored on the vectors the walk
+    /// reads, and their best `max(4k, 32)` exactly, as the graph walk's candidates are.
+    fn sign_scan(&self, q: &[f32], k: usize, admitted: &[u64]) -> Result<Vec<Hit>, IndexError> {
+        let candidates = self.sign.top(
+            &self.sign.query(q),
+            ones(admitted, self.len() as u32),
+            (SIGN_RESCORE_PER_HIT * k).max(SIGN_RESCORE_MIN),
+        );
+        let ids = candidates.iter().map(|h| h.index as u32);
+        let dim = self.dimension();
+        let keep = (RESCORE_PER_HIT * k).max(RESCORE_MIN);
+        let rescored = match &self.small {
+            None => {
+                let rows = self.vectors.as_slice();
+                let row = |i: u32| {
+                    let i = i as usize;
+                    rows.get(i * dim..(i + 1) * dim).unwrap_or(&[])
+                };
+                top_scored(
+                    ids,
+                    keep,
+                    |i| vectors::dot(q, row(i)),
+                    |i| vectors::prefetch(row(i)),
+                )
+            }
+            Some(small) => top_scored(ids, keep, |i| small.score(q, i), |i| small.prefetch(i, dim)),
+        };
+        let found: Vec<Scored> = rescored
+            .into_iter()
+            .map(|h| Scored(h.score, h.index as u32))
+            .collect();
+        self.exact_hits(q, &found, k)
+    }
+}
+
 /// The `keep` best of `ids` by `score`, in [`hit_order`]. The ids are scattered over the
 /// vectors: fetching each row only when it is scored waits out a memory round trip per row, so
 /// a second cursor runs [`SCAN_PREFETCH_ROWS`] ahead and asks for its row early (`prefetch`),
 /// keeping that many fetches in flight.
-fn top_scored<I>(
+#[inline(always)]
+pub(super) fn top_scored<I>(
     ids: I,
     keep: usize,
     mut score: impl FnMut(u32) -> f32,

@@ -27,6 +27,7 @@ mod mapped;
 pub mod npy;
 pub mod payload;
 pub(crate) mod quantized;
+mod sign;
 mod store;
 mod upgrade;
 pub(crate) mod vectors;
@@ -47,7 +48,9 @@ pub use build::{
 };
 pub use error::IndexError;
 pub use exact::merge_best;
-pub use filtered::{Admitted, FilteredSearch, Strategy, DEFAULT_SCAN_FACTOR};
+pub use filtered::{
+    Admitted, FilteredSearch, Strategy, DEFAULT_SCAN_FACTOR, DEFAULT_SIGN_ROW_COST,
+};
 pub use manifest::{
     FileInfo, HnswInfo, HnswParams, IndexManifest, ManifestFields, Metric, DEFAULT_LEVEL_SEED,
     DOCS_FILE, FORMAT_VERSION, GRAPH_FILE, MANIFEST_FILE, VECTORS_FILE,
@@ -62,6 +65,7 @@ use graph::Graph;
 use mapped::Mapped;
 use payload::{FieldSchema, PayloadIndexes, PayloadInfo, PayloadStore, PAYLOAD_FILE};
 use quantized::SmallVectors;
+use sign::SignCodes;
 use store::{DocReader, DocStore, MappedDocs};
 use vocab::Vocabulary;
 
@@ -106,6 +110,9 @@ pub struct Index {
     store: DocReader,
     vectors: Mapped<f32>,
     small: Option<SmallVectors>,
+    /// Every vector's signs, in memory: what a filtered search scans when the filter admits
+    /// too many documents to score each exactly (see `filtered`).
+    sign: SignCodes,
     /// `vectors.f32` opened for reading the rows a smaller walk re-scores (see `search`).
     rescore_file: Option<std::fs::File>,
     graph: Graph,
@@ -225,6 +232,13 @@ impl Index {
             Some(p) if !fields.is_empty() => PayloadIndexes::build(&fields, p.iter()),
             _ => PayloadIndexes::build(&fields, std::iter::empty::<(u32, serde_json::Value)>()),
         });
+        // From what the walk reads, so the other copy is not made resident.
+        let sign = match &small {
+            None => SignCodes::from_rows(vectors.as_slice().chunks_exact(dim.max(1)), dim, |x| {
+                x > 0.0
+            }),
+            Some(small) => small.sign_codes(n, dim),
+        };
         // The float32 vectors are walked unless a smaller copy is; then they are only read
         // a few rows at a time for re-scoring.
         let rescore_file = match &small {
@@ -245,6 +259,7 @@ impl Index {
             store,
             vectors,
             small,
+            sign,
             rescore_file,
             graph,
             vocab,
@@ -471,9 +486,9 @@ impl Index {
         self.store.index_of(id)
     }
 
-    /// Heap bytes of the index (the vocabulary; everything else is mapped).
+    /// Heap bytes of the index (the vocabulary and the sign codes; everything else is mapped).
     pub fn heap_bytes(&self) -> usize {
-        self.vocab.as_ref().map_or(0, |v| v.heap_bytes())
+        self.vocab.as_ref().map_or(0, |v| v.heap_bytes()) + self.sign.bytes()
     }
 
     /// Bytes mapped from `vectors.f32`, `graph.bin` and the graph walk's smaller copy of the

@@ -23,6 +23,7 @@ use super::error::IndexError;
 use super::fileio::HashingWriter;
 use super::manifest::FileInfo;
 use super::mapped::Mapped;
+use super::sign::SignCodes;
 use super::vectors::{dot, prefetch};
 
 /// Precision of the vectors the graph walk reads.
@@ -171,6 +172,22 @@ impl SmallVectors {
                 bytes
                     .get(start..start + dim)
                     .map_or(0.0, |row| scale * dot_i8(q, bytemuck::cast_slice(row)))
+            }
+        }
+    }
+
+    /// The sign codes of the copy's `count` vectors of dimension `dim` (what a float32 row's
+    /// signs give, but for values the copy rounds to zero).
+    pub(crate) fn sign_codes(&self, count: usize, dim: usize) -> SignCodes {
+        match self {
+            SmallVectors::Float16(m) => {
+                SignCodes::from_rows(m.as_slice().chunks_exact(dim.max(1)), dim, |h: u16| {
+                    h & 0x8000 == 0 && h & 0x7fff != 0
+                })
+            }
+            SmallVectors::Int8 { map, .. } => {
+                let codes = map.as_slice().get(4 * count..).unwrap_or(&[]);
+                SignCodes::from_rows(codes.chunks_exact(dim.max(1)), dim, |b: u8| (b as i8) > 0)
             }
         }
     }

@@ -1143,7 +1143,7 @@ mod index_tests {
     use crate::index::payload::FieldSchema;
     use crate::index::{
         Admitted, Document, GraphVectors, HnswParams, IndexBuilder, ManifestFields, Strategy,
-        DEFAULT_SCAN_FACTOR,
+        DEFAULT_SCAN_FACTOR, DEFAULT_SIGN_ROW_COST,
     };
     use serde_json::json;
 
@@ -1340,7 +1340,9 @@ mod index_tests {
                     strategies.insert(got.strategy);
                     assert_eq!(got.hits.len(), truth.len(), "{fv}: min(k, admitted) hits");
                     assert!(got.hits.iter().all(|h| bits.contains(h.index as u32)));
-                    if got.strategy != Strategy::Graph {
+                    // The walk and the scan of the sign codes are approximate; they count in
+                    // the recall below.
+                    if !matches!(got.strategy, Strategy::Graph | Strategy::SignScan) {
                         let ids: Vec<usize> = got.hits.iter().map(|h| h.index).collect();
                         assert_eq!(
                             ids, truth,
@@ -1355,7 +1357,12 @@ mod index_tests {
         }
         let recall = found as f64 / wanted as f64;
         assert!(recall >= 0.95, "filtered recall {recall}");
-        for s in [Strategy::Empty, Strategy::Exact, Strategy::Graph] {
+        for s in [
+            Strategy::Empty,
+            Strategy::Exact,
+            Strategy::SignScan,
+            Strategy::Graph,
+        ] {
             assert!(
                 strategies.contains(&s),
                 "{s:?} never chosen: {strategies:?}"
@@ -1364,8 +1371,9 @@ mod index_tests {
     }
 
     /// The planner scans while `admitted² ≤ 3 × ef × n` (the cost of a two-hop walk in scanned
-    /// rows, measured: docs/benchmarks.md "Filtered search") and walks above it: the same filter
-    /// is walked at a small `ef` and scanned at a large one.
+    /// rows, measured: docs/benchmarks.md "Filtered search"), scans the sign codes while
+    /// `sign_row_cost × admitted² ≤ 3 × ef × n`, and walks above both: the same filter is
+    /// walked at a small `ef` and scanned at a large one.
     #[test]
     fn the_planner_scans_below_the_measured_crossover_and_walks_above_it() {
         let dir = tempfile::tempdir().unwrap();
@@ -1376,20 +1384,40 @@ mod index_tests {
         );
         let bits = Admitted::from(f.admitted_in(&index).unwrap());
         let count = bits.len() as f64;
-        for ef in [16, 32, 64, 128, 256, 512] {
-            let got = index
-                .search_admitted(&queries[0], 10, ef, &bits, DEFAULT_SCAN_FACTOR)
-                .unwrap();
-            // A walk may still give up for the scan (`graph_then_exact`): it was planned.
-            let scanned = got.strategy == Strategy::Exact;
-            let scan = count * count <= 3.0 * ef as f64 * N as f64;
-            assert_eq!(
-                scanned, scan,
-                "{count} admitted of {N}, ef {ef}: {:?}",
-                got.strategy
-            );
+        for sign_row_cost in [1e12, DEFAULT_SIGN_ROW_COST, 0.5] {
+            for ef in [16, 32, 64, 128, 256, 512] {
+                let got = index
+                    .search_admitted_with(
+                        &queries[0],
+                        10,
+                        ef,
+                        &bits,
+                        DEFAULT_SCAN_FACTOR,
+                        sign_row_cost,
+                    )
+                    .unwrap();
+                let walk_cost = 3.0 * ef as f64 * N as f64;
+                let planned = if count * count <= walk_cost {
+                    Strategy::Exact
+                } else if sign_row_cost * count * count <= walk_cost {
+                    Strategy::SignScan
+                } else {
+                    Strategy::Graph
+                };
+                // A walk may still give up for the scan (`graph_then_exact`): it was planned.
+                let strategy = match got.strategy {
+                    Strategy::GraphThenExact => Strategy::Graph,
+                    s => s,
+                };
+                assert_eq!(
+                    strategy, planned,
+                    "{count} admitted of {N}, ef {ef}, sign rows at {sign_row_cost}"
+                );
+                assert_eq!(got.hits.len(), 10);
+            }
         }
-        // Both sides of the crossover are met.
+        // Every side of both crossovers is met.
+        assert!(0.5 * count * count > 3.0 * 16.0 * N as f64, "{count}");
         assert!(count * count > 3.0 * 64.0 * N as f64, "{count}");
         assert!(count * count <= 3.0 * 512.0 * N as f64, "{count}");
 
@@ -1401,7 +1429,7 @@ mod index_tests {
                 .unwrap();
             assert_eq!(got.hits.len(), 10);
             assert_eq!(
-                got.strategy != Strategy::Exact,
+                matches!(got.strategy, Strategy::Graph | Strategy::GraphThenExact),
                 walked,
                 "factor {factor}, ef {ef}: {:?}",
                 got.strategy
