@@ -7,7 +7,7 @@ unfiltered walk's at the same target (standard library only).
         [--targets 0.9,0.95] [--queries 300]
     python3 bench/filter_sweep.py --capot before=BIN1 after=BIN2 ...   # binaries in turns
     python3 bench/filter_sweep.py --capot "walk=BIN --filter-scan-factor 0" \
-        "scan=BIN --filter-scan-factor 1e12" ...   # arguments after BIN go to `bench filter`
+        "scan=BIN --filter-scan-factor 1e12 --sign-row-cost 1e12" ...   # arguments after BIN go to `bench filter`
 
 A filtered walk keeps `ef` admitted candidates and, stepping through refused nodes, scores more
 nodes per `ef` than an unfiltered walk does: at the same `ef` it finds more of its exact top k

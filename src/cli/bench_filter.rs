@@ -49,7 +49,7 @@ pub struct FilterBenchArgs {
     #[arg(long)]
     pub ef: Option<usize>,
     /// The planner's scan/walk crossover, as `capot serve --filter-scan-factor` (0: always walk,
-    /// 1e12: always scan).
+    /// 1e12: always scan, exactly or the sign codes; with `--sign-row-cost 1e12` exactly).
     #[arg(long, value_name = "F", default_value_t = capot::index::DEFAULT_SCAN_FACTOR)]
     pub filter_scan_factor: f64,
     /// What the planner prices a scan of the sign codes at, in rows of the exact scan per

@@ -7,11 +7,13 @@
 //! admitted document once. The planner therefore scans when the admitted count is at most the
 //! walk's cost in scanned rows, modelled as `scan_factor × ef / s` (i.e. below
 //! `sqrt(scan_factor × ef × n)` documents; [`DEFAULT_SCAN_FACTOR`] unless the operator sets
-//! another). Above that it scans the admitted documents' sign codes (one bit a dimension, in
-//! memory; [`super::sign`]) and re-scores the best, when that costs less than the walk
-//! (`sign_row_cost × admitted` rows, [`DEFAULT_SIGN_ROW_COST`]): a filter that admits tens of
-//! thousands of documents far from the query leaves the walk settling `ef` candidates among
-//! near-equal scores, where the codes find the answer at a fixed cost. Otherwise it walks; a
+//! another). It scans the admitted documents' sign codes instead (one bit a dimension, in
+//! memory; [`super::sign`]) and re-scores the best when that costs less than the walk
+//! (`sign_row_cost × admitted` rows, [`DEFAULT_SIGN_ROW_COST`]) and the filter admits more than
+//! a few thousand documents, where the codes cost a fraction of the exact scan; a filter that
+//! admits tens of thousands of documents far from the query leaves the walk settling `ef`
+//! candidates among near-equal scores, where the codes find the answer at a fixed cost.
+//! Otherwise it walks; a
 //! walk that scores more nodes than the filter admits gives up and scans (Lucene's rule), which
 //! bounds the cost of a filter anti-correlated with the query; walks also start from a few
 //! admitted documents, so that such a filter rarely gets there. Every answer holds exactly
@@ -50,6 +52,14 @@ pub const DEFAULT_SIGN_ROW_COST: f64 = 0.15;
 const SIGN_RESCORE_PER_HIT: usize = 80;
 /// The least number of candidates a scan of the sign codes keeps.
 const SIGN_RESCORE_MIN: usize = 800;
+
+/// Where both scans cost less than the walk, the exact scan is kept while the filter admits at
+/// most this many times the candidates the codes' scan keeps (4,800 documents at k = 10): the
+/// codes' scan has a fixed part (re-scoring what it keeps, the filter's bit array), and at 1M
+/// int8 documents the two cost the same at 5,000 admitted (0.5-0.75 ms) while at 10,000 the
+/// codes took 0.7-1.0 ms against 1.7-2.8 ms, and at 20,000 1.2-1.3 against 4.8-5.0, at recall
+/// 0.99 (docs/benchmarks.md "Filtered search").
+const SIGN_SCAN_OVER_EXACT_PER_KEPT: usize = 6;
 
 /// Below this share of admitted documents the walk scores admitted nodes only, stepping through
 /// refused ones to their neighbours (ACORN-1's two-hop expansion; Weaviate switches at 0.4):
@@ -225,9 +235,9 @@ pub struct FilteredSearch {
 impl Index {
     /// The `k` best documents among `admitted` (internal indices; ids past the index are
     /// ignored), with the same scores and order as [`Index::search`]: exactly
-    /// `min(k, admitted)` hits. The planner scans while `admitted² ≤ scan_factor × ef × n`
-    /// (0: always walk unless at most `k` are admitted; a huge value: always scan); see the
-    /// module documentation for the plan.
+    /// `min(k, admitted)` hits. The planner scans (exactly, or the sign codes) while
+    /// `admitted² ≤ scan_factor × ef × n` (0: always walk unless at most `k` are admitted; a
+    /// huge value: always scan); see [`plan`] and the module documentation.
     pub fn search_admitted(
         &self,
         query: &[f32],
@@ -240,8 +250,8 @@ impl Index {
     }
 
     /// [`Index::search_admitted`] with the sign codes' scan priced at `sign_row_cost` rows of
-    /// the exact scan per admitted document (0: scan the codes wherever the exact scan is not
-    /// chosen; infinite: never).
+    /// the exact scan per admitted document (0 with `scan_factor` 0: always scan the codes;
+    /// a huge value: never).
     pub fn search_admitted_with(
         &self,
         query: &[f32],
@@ -268,18 +278,21 @@ impl Index {
             });
         }
         let ef = ef.max(k).min(count);
-        let walk_cost = scan_factor * ef as f64 * n as f64 / count as f64;
-        if count as f64 <= walk_cost || count <= k {
-            return Ok(FilteredSearch {
-                hits: self.scan(&q, k, admitted)?,
-                strategy: Strategy::Exact,
-            });
-        }
-        if sign_row_cost * count as f64 <= walk_cost && self.sign.len() == n {
-            return Ok(FilteredSearch {
-                hits: self.sign_scan(&q, k, admitted.dense())?,
-                strategy: Strategy::SignScan,
-            });
+        let codes = self.sign.len() == n;
+        match plan(count, n, k, ef, scan_factor, sign_row_cost, codes) {
+            Strategy::Exact => {
+                return Ok(FilteredSearch {
+                    hits: self.scan(&q, k, admitted)?,
+                    strategy: Strategy::Exact,
+                })
+            }
+            Strategy::SignScan => {
+                return Ok(FilteredSearch {
+                    hits: self.sign_scan(&q, k, admitted.dense())?,
+                    strategy: Strategy::SignScan,
+                })
+            }
+            _ => {}
         }
         let rows = self.vectors.as_slice();
         let dim = self.dimension();
@@ -374,6 +387,41 @@ impl Index {
     }
 }
 
+/// The plan for `count` admitted documents of `n` (`0 < count < n`), `k` hits and a walk of
+/// `ef` ([`Strategy::Exact`], [`Strategy::SignScan`] or [`Strategy::Graph`]), priced in rows of
+/// the exact scan: the walk at `scan_factor × ef × n / count`, the exact scan at `count`, the
+/// codes' scan at `sign_row_cost × count` (`codes`: the index has them). The cheaper scan under
+/// the walk's price wins, except that the exact scan is kept up to
+/// [`SIGN_SCAN_OVER_EXACT_PER_KEPT`] × the candidates the codes keep, where the two cost about
+/// the same and the exact scan's recall is 1. At most `k` admitted are always scanned exactly.
+pub(crate) fn plan(
+    count: usize,
+    n: usize,
+    k: usize,
+    ef: usize,
+    scan_factor: f64,
+    sign_row_cost: f64,
+    codes: bool,
+) -> Strategy {
+    if count <= k {
+        return Strategy::Exact;
+    }
+    let walk_cost = scan_factor * ef as f64 * n as f64 / count as f64;
+    let exact = count as f64 <= walk_cost;
+    let sign = codes && sign_row_cost * count as f64 <= walk_cost;
+    let exact_first = count <= SIGN_SCAN_OVER_EXACT_PER_KEPT * sign_keep(k);
+    match (exact, sign) {
+        (true, _) if exact_first || !sign => Strategy::Exact,
+        (_, true) => Strategy::SignScan,
+        _ => Strategy::Graph,
+    }
+}
+
+/// Candidates a scan of the sign codes keeps for `k` hits.
+fn sign_keep(k: usize) -> usize {
+    (SIGN_RESCORE_PER_HIT * k).max(SIGN_RESCORE_MIN)
+}
+
 impl Index {
     /// The top-`k` among the admitted documents (a normalised query) from their sign codes:
     /// the best `max(80k, 800)` by the codes' estimate are re-scored on the vectors the walk
@@ -382,7 +430,7 @@ impl Index {
         let candidates = self.sign.top(
             &self.sign.query(q),
             ones(admitted, self.len() as u32),
-            (SIGN_RESCORE_PER_HIT * k).max(SIGN_RESCORE_MIN),
+            sign_keep(k),
         );
         let ids = candidates.iter().map(|h| h.index as u32);
         let dim = self.dimension();
@@ -459,6 +507,35 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// At 1M documents, k 10 and ef 64 (the measured cases of docs/benchmarks.md): 0.1% and
+    /// 0.45% are scanned exactly, 1-5% by their codes (cheaper than the exact scan), 10% by
+    /// its codes from ef 500 and walked below; without codes the exact scan keeps 1%; the
+    /// operator's factor and the codes' price force each plan.
+    #[test]
+    fn the_planner_prefers_the_cheaper_scan_under_the_walk() {
+        let n = 1_000_000;
+        let p = |count, ef, f, c, codes| plan(count, n, 10, ef, f, c, codes);
+        let (f, c) = (DEFAULT_SCAN_FACTOR, DEFAULT_SIGN_ROW_COST);
+        assert_eq!(p(1_000, 64, f, c, true), Strategy::Exact);
+        assert_eq!(p(4_500, 64, f, c, true), Strategy::Exact);
+        assert_eq!(p(10_000, 64, f, c, true), Strategy::SignScan);
+        assert_eq!(p(10_000, 64, f, c, false), Strategy::Exact);
+        assert_eq!(p(20_000, 64, f, c, true), Strategy::SignScan);
+        assert_eq!(p(20_000, 64, f, c, false), Strategy::Graph);
+        assert_eq!(p(50_000, 64, f, c, true), Strategy::Graph);
+        assert_eq!(p(100_000, 448, f, c, true), Strategy::Graph);
+        assert_eq!(p(100_000, 512, f, c, true), Strategy::SignScan);
+        assert_eq!(p(500_000, 1024, f, c, true), Strategy::Graph);
+        // k raises what the codes keep, and with it where they replace the exact scan.
+        assert_eq!(plan(10_000, n, 200, 200, f, c, true), Strategy::Exact);
+        // Forced: always walk; always scan exactly; always scan the codes.
+        assert_eq!(p(10_000, 64, 0.0, c, true), Strategy::Graph);
+        assert_eq!(p(900_000, 64, 1e12, 1e12, true), Strategy::Exact);
+        assert_eq!(p(5_000, 64, 0.0, 0.0, true), Strategy::SignScan);
+        // At most k admitted: scanned exactly whatever the factors.
+        assert_eq!(p(10, 64, 0.0, 0.0, true), Strategy::Exact);
+    }
 
     /// The bit array and the bitmap hold the same documents.
     fn agree(a: &Admitted, n: u32) {

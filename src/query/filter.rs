@@ -1333,9 +1333,20 @@ mod index_tests {
             assert_eq!(bits.iter().collect::<Vec<_>>(), verdict, "{fv}");
             for q in &queries {
                 let truth = exact(&index, &f, &meta, q, k);
-                for ef in [16, 64] {
+                // The default planner, and the scan of the sign codes forced (at 3,000
+                // documents the planner keeps to the exact scan below the walk).
+                for (ef, sign_row_cost) in [
+                    (16, DEFAULT_SIGN_ROW_COST),
+                    (64, DEFAULT_SIGN_ROW_COST),
+                    (64, 0.0),
+                ] {
+                    let scan_factor = if sign_row_cost == 0.0 {
+                        0.0
+                    } else {
+                        DEFAULT_SCAN_FACTOR
+                    };
                     let got = index
-                        .search_admitted(q, k, ef, &bits, DEFAULT_SCAN_FACTOR)
+                        .search_admitted_with(q, k, ef, &bits, scan_factor, sign_row_cost)
                         .unwrap();
                     strategies.insert(got.strategy);
                     assert_eq!(got.hits.len(), truth.len(), "{fv}: min(k, admitted) hits");
@@ -1372,7 +1383,8 @@ mod index_tests {
 
     /// The planner scans while `admitted² ≤ 3 × ef × n` (the cost of a two-hop walk in scanned
     /// rows, measured: docs/benchmarks.md "Filtered search"), scans the sign codes while
-    /// `sign_row_cost × admitted² ≤ 3 × ef × n`, and walks above both: the same filter is
+    /// `sign_row_cost × admitted² ≤ 3 × ef × n` (instead of the exact scan only past 4,800
+    /// admitted, which this index does not reach), and walks above both: the same filter is
     /// walked at a small `ef` and scanned at a large one.
     #[test]
     fn the_planner_scans_below_the_measured_crossover_and_walks_above_it() {
@@ -1416,7 +1428,8 @@ mod index_tests {
                 assert_eq!(got.hits.len(), 10);
             }
         }
-        // Every side of both crossovers is met.
+        // Every side of both crossovers is met, below where the codes replace the exact scan.
+        assert!(count <= 4_800.0, "{count}");
         assert!(0.5 * count * count > 3.0 * 16.0 * N as f64, "{count}");
         assert!(count * count > 3.0 * 64.0 * N as f64, "{count}");
         assert!(count * count <= 3.0 * 512.0 * N as f64, "{count}");
