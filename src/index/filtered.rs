@@ -13,11 +13,10 @@
 //! a few thousand documents, where the codes cost a fraction of the exact scan; a filter that
 //! admits tens of thousands of documents far from the query leaves the walk settling `ef`
 //! candidates among near-equal scores, where the codes find the answer at a fixed cost.
-//! Otherwise it walks; a
-//! walk that scores more nodes than the filter admits gives up and scans (Lucene's rule), which
-//! bounds the cost of a filter anti-correlated with the query; walks also start from a few
-//! admitted documents, so that such a filter rarely gets there. Every answer holds exactly
-//! `min(k, admitted)` hits.
+//! Otherwise it walks; a walk that scores more nodes than the filter admits gives up and scans
+//! (Lucene's rule), which bounds the cost of a filter anti-correlated with the query; walks
+//! also start from a few admitted documents, so that such a filter rarely gets there. Every
+//! answer holds exactly `min(k, admitted)` hits.
 
 use std::sync::OnceLock;
 
@@ -509,9 +508,9 @@ mod tests {
     use super::*;
 
     /// At 1M documents, k 10 and ef 64 (the measured cases of docs/benchmarks.md): 0.1% and
-    /// 0.45% are scanned exactly, 1-5% by their codes (cheaper than the exact scan), 10% by
-    /// its codes from ef 500 and walked below; without codes the exact scan keeps 1%; the
-    /// operator's factor and the codes' price force each plan.
+    /// 0.45% are scanned exactly, 1-2% by their codes (cheaper than the exact scan), 5%
+    /// walked; 10% by its codes from ef 500 and walked below; without codes the exact scan
+    /// keeps 1%; the operator's factor and the codes' price force each plan.
     #[test]
     fn the_planner_prefers_the_cheaper_scan_under_the_walk() {
         let n = 1_000_000;
