@@ -1333,3 +1333,82 @@ fn admitted_seeds_start_walks_a_filter_sends_far_from_the_query() {
     let recall = found as f64 / wanted as f64;
     assert!(recall >= 0.8, "recall {recall}");
 }
+
+/// Vectors that all share one large direction (as some encoders' do) leave the sign bits little
+/// to rank by: here the codes' best 800 hold about half of a query's exact top 10. The scan of
+/// the codes notices (its hits come from deep in what it re-scored) and re-scores more, or,
+/// past a quarter of the admitted documents, scans them exactly: recall holds.
+#[test]
+fn the_scan_of_the_sign_codes_re_scores_more_where_the_codes_rank_poorly() {
+    let (n, dim, k) = (10_000, 64, 10);
+    let mut rng = Rng(41);
+    let shared = rng.unit_vector(dim);
+    let lean = |rng: &mut Rng| {
+        let mut v: Vec<f32> = rng
+            .unit_vector(dim)
+            .iter()
+            .zip(&shared)
+            .map(|(x, s)| x + 2.4 * s)
+            .collect();
+        let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+        v.iter_mut().for_each(|x| *x /= norm);
+        v
+    };
+    let vecs: Vec<f32> = (0..n).flat_map(|_| lean(&mut rng)).collect();
+    let queries: Vec<Vec<f32>> = (0..40).map(|_| lean(&mut rng)).collect();
+    let (docs, _) = corpus(n, dim, 41);
+    let dir = tempfile::tempdir().unwrap();
+    let index = IndexBuilder::new(dir.path().join("idx"), fields(dim))
+        .params(HnswParams {
+            m: 8,
+            ef_construction: 32,
+            ..quick_params()
+        })
+        .build(docs, vecs.clone(), &mut |_| Ok(()))
+        .expect("build");
+    let bits: roaring::RoaringBitmap = (0..n as u32).filter(|i| i % 10 != 0).collect();
+    let admitted = Admitted::from(bits.clone());
+    let (mut found, mut in_first_800) = (0usize, 0usize);
+    let mut strategies = std::collections::BTreeMap::new();
+    for q in &queries {
+        let mut truth: Vec<(f32, u32)> = bits
+            .iter()
+            .map(|i| {
+                let row = &vecs[i as usize * dim..(i as usize + 1) * dim];
+                (vectors::dot(q, row), i)
+            })
+            .collect();
+        truth.sort_by(|a, b| b.0.total_cmp(&a.0));
+        let truth: Vec<usize> = truth.iter().take(k).map(|t| t.1 as usize).collect();
+        let codes = index.sign.top(&index.sign.query(q), bits.iter(), 800);
+        in_first_800 += codes.iter().filter(|h| truth.contains(&h.index)).count();
+        // Scan factor and price of the codes 0: the codes are scanned whatever the filter.
+        let got = index
+            .search_admitted_with(q, k, 64, &admitted, 0.0, 0.0)
+            .unwrap();
+        *strategies.entry(got.strategy.as_str()).or_insert(0) += 1;
+        assert_eq!(got.hits.len(), k);
+        if got.strategy == Strategy::SignScanThenExact {
+            let ids: Vec<usize> = got.hits.iter().map(|h| h.index).collect();
+            assert_eq!(ids, truth, "the exact scan's answer");
+        } else {
+            assert_eq!(got.strategy, Strategy::SignScan);
+        }
+        found += got.hits.iter().filter(|h| truth.contains(&h.index)).count();
+    }
+    let wanted = (queries.len() * k) as f64;
+    let (first, recall) = (in_first_800 as f64 / wanted, found as f64 / wanted);
+    assert!(
+        first < 0.85,
+        "the codes rank these vectors too well to test: {first}"
+    );
+    assert!(
+        recall >= 0.93,
+        "recall {recall} (the codes' best 800: {first})"
+    );
+    // Most queries here need more than a quarter of the documents re-scored: scanned exactly.
+    assert!(
+        strategies.contains_key("sign_scan_then_exact"),
+        "{strategies:?}"
+    );
+}

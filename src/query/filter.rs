@@ -1416,9 +1416,11 @@ mod index_tests {
                 } else {
                     Strategy::Graph
                 };
-                // A walk may still give up for the scan (`graph_then_exact`): it was planned.
+                // A walk or a scan of the codes may still give up for the exact scan
+                // (`graph_then_exact`, `sign_scan_then_exact`): it was planned.
                 let strategy = match got.strategy {
                     Strategy::GraphThenExact => Strategy::Graph,
+                    Strategy::SignScanThenExact => Strategy::SignScan,
                     s => s,
                 };
                 assert_eq!(

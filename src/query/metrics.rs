@@ -48,8 +48,8 @@ pub struct Metrics {
     pub abandoned: IntCounterVec,
     /// Panics caught in inference workers, by encoder (each failed its batch's requests).
     pub worker_panics: IntCounterVec,
-    /// Filtered searches by how the planner answered them (empty, exact, sign_scan, graph,
-    /// graph_then_exact).
+    /// Filtered searches by how the planner answered them (empty, exact, sign_scan,
+    /// sign_scan_then_exact, graph, graph_then_exact).
     pub filtered_searches: IntCounterVec,
     /// A document store's nodes: 1 when the node answered its last health check, by role
     /// (`primary`, `replica`) and node (its location, without credentials).
@@ -171,7 +171,7 @@ impl Metrics {
         let filtered_searches = IntCounterVec::new(
             Opts::new(
                 "filtered_searches_total",
-                "Filtered searches by how the planner answered them (empty, exact, sign_scan, graph, graph_then_exact).",
+                "Filtered searches by how the planner answered them (empty, exact, sign_scan, sign_scan_then_exact, graph, graph_then_exact).",
             ),
             &["strategy"],
         )?;
