@@ -1336,8 +1336,9 @@ fn admitted_seeds_start_walks_a_filter_sends_far_from_the_query() {
 
 /// Vectors that all share one large direction (as some encoders' do) leave the sign bits little
 /// to rank by: here the codes' best 800 hold about half of a query's exact top 10. The scan of
-/// the codes notices (its hits come from deep in what it re-scored) and re-scores more, or,
-/// past a quarter of the admitted documents, scans them exactly: recall holds.
+/// the codes notices (its k-th re-score is not clear of what the fit of re-scores against the
+/// codes predicts for the candidates left out) and re-scores more, or, past a quarter of the
+/// admitted documents, scans them exactly: recall holds.
 #[test]
 fn the_scan_of_the_sign_codes_re_scores_more_where_the_codes_rank_poorly() {
     let (n, dim, k) = (10_000, 64, 10);
