@@ -311,6 +311,12 @@ fn a_payload_index_declared_on_the_running_server_serves_filters_until_dropped()
     let body = json!({"query": "antibiotics", "k": 100,
                       "filter": {"must": [{"key": "author.country", "match": {"value": "nz"}}]}});
     assert_eq!(post(&server, &body).0, 400);
+    // The sign codes are reported: their size, and nothing judged of them before any scan.
+    let codes = &admin.get("/admin/index")["sign_codes"];
+    assert!(codes["bytes"].as_u64().unwrap() > 0, "{codes}");
+    assert_eq!(codes["scans"], 0, "{codes}");
+    assert_eq!(codes["median_margin"], Value::Null, "{codes}");
+    assert_eq!(codes["candidates_factor"], 1, "{codes}");
 
     let (code, v) = admin.call(
         "PUT",

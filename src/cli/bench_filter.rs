@@ -494,6 +494,7 @@ pub fn run(args: FilterBenchArgs) -> anyhow::Result<()> {
         "payload": payload_report,
         "unfiltered": unfiltered,
         "equivalent_filters_same_hits": equivalent,
+        "sign_codes": index.sign_codes(),
         "cells": cells,
     });
     println!("{}", serde_json::to_string_pretty(&out)?);

@@ -299,8 +299,10 @@ impl Index {
             });
         }
         let ef = ef.max(k).min(count);
-        let codes = self.sign.len() == n;
-        match plan(count, n, k, ef, scan_factor, sign_row_cost, codes) {
+        // What the codes' scan re-scores first: more where this index's codes have ranked poorly.
+        let codes_keep =
+            (self.sign.len() == n).then(|| sign_keep(k) << self.sign_margins.doublings());
+        match plan(count, n, k, ef, scan_factor, sign_row_cost, codes_keep) {
             Strategy::Exact => {
                 return Ok(FilteredSearch {
                     hits: self.scan(&q, k, admitted)?,
@@ -308,16 +310,19 @@ impl Index {
                 })
             }
             Strategy::SignScan => {
-                return Ok(match self.sign_scan(&q, k, admitted.dense(), count)? {
-                    Some(hits) => FilteredSearch {
-                        hits,
-                        strategy: Strategy::SignScan,
+                let keep = codes_keep.unwrap_or_else(|| sign_keep(k));
+                return Ok(
+                    match self.sign_scan(&q, k, keep, admitted.dense(), count)? {
+                        Some(hits) => FilteredSearch {
+                            hits,
+                            strategy: Strategy::SignScan,
+                        },
+                        None => FilteredSearch {
+                            hits: self.scan(&q, k, admitted)?,
+                            strategy: Strategy::SignScanThenExact,
+                        },
                     },
-                    None => FilteredSearch {
-                        hits: self.scan(&q, k, admitted)?,
-                        strategy: Strategy::SignScanThenExact,
-                    },
-                })
+                );
             }
             _ => {}
         }
@@ -417,10 +422,11 @@ impl Index {
 /// The plan for `count` admitted documents of `n` (`0 < count < n`), `k` hits and a walk of
 /// `ef` ([`Strategy::Exact`], [`Strategy::SignScan`] or [`Strategy::Graph`]), priced in rows of
 /// the exact scan: the walk at `scan_factor × ef × n / count`, the exact scan at `count`, the
-/// codes' scan at `sign_row_cost × count` (`codes`: the index has them). The cheaper scan under
-/// the walk's price wins, except that the exact scan is kept up to
-/// [`SIGN_SCAN_OVER_EXACT_PER_KEPT`] × the candidates the codes keep, where the two cost about
-/// the same and the exact scan's recall is 1. At most `k` admitted are always scanned exactly.
+/// codes' scan at `sign_row_cost × count` (`codes_keep`: the index has codes, and their scan
+/// re-scores that many candidates first). The cheaper scan under the walk's price wins, except
+/// that the exact scan is kept up to [`SIGN_SCAN_OVER_EXACT_PER_KEPT`] × the candidates the
+/// codes keep, where the two cost about the same and the exact scan's recall is 1. At most `k`
+/// admitted are always scanned exactly.
 pub(crate) fn plan(
     count: usize,
     n: usize,
@@ -428,15 +434,15 @@ pub(crate) fn plan(
     ef: usize,
     scan_factor: f64,
     sign_row_cost: f64,
-    codes: bool,
+    codes_keep: Option<usize>,
 ) -> Strategy {
     if count <= k {
         return Strategy::Exact;
     }
     let walk_cost = scan_factor * ef as f64 * n as f64 / count as f64;
     let exact = count as f64 <= walk_cost;
-    let sign = codes && sign_row_cost * count as f64 <= walk_cost;
-    let exact_first = count <= SIGN_SCAN_OVER_EXACT_PER_KEPT * sign_keep(k);
+    let sign = codes_keep.is_some() && sign_row_cost * count as f64 <= walk_cost;
+    let exact_first = codes_keep.is_none_or(|keep| count <= SIGN_SCAN_OVER_EXACT_PER_KEPT * keep);
     match (exact, sign) {
         (true, _) if exact_first || !sign => Strategy::Exact,
         (_, true) => Strategy::SignScan,
@@ -451,22 +457,33 @@ fn sign_keep(k: usize) -> usize {
 
 impl Index {
     /// The top-`k` among the `count` admitted documents (a normalised query) from their sign
-    /// codes: the best `max(80k, 800)` by the codes' estimate are re-scored on the vectors the
-    /// walk reads, and their best `max(4k, 32)` exactly, as the graph walk's candidates are.
-    /// Where the re-scored candidates say that the codes rank this query's neighbours too
-    /// loosely for the `k`-th hit to be safe from the candidates not re-scored (vectors that
-    /// share a large common direction leave the signs little to tell them apart;
-    /// [`SIGN_STOP_SIGMAS`]), twice as many are re-scored. `None` where that would re-score so
-    /// many that the exact scan costs less ([`SIGN_RESCORE_OVER_EXACT`]).
+    /// codes: the best `keep` by the codes' estimate (`max(80k, 800)`, more where this index's
+    /// codes have ranked poorly, [`super::sign::SignMargins`], up to a quarter of the admitted
+    /// documents, and none but the exact scan where a quarter is less than half as many) are
+    /// re-scored on the vectors the walk reads, and their best `max(4k, 32)` exactly, as the
+    /// graph walk's candidates are. Where the re-scored candidates say that the codes rank this
+    /// query's neighbours too loosely for the `k`-th hit to be safe from the candidates not
+    /// re-scored (vectors that share a large common direction leave the signs little to tell
+    /// them apart; [`SIGN_STOP_SIGMAS`]), twice as many are re-scored. `None` where that would
+    /// re-score so many that the exact scan costs less ([`SIGN_RESCORE_OVER_EXACT`]).
     fn sign_scan(
         &self,
         q: &[f32],
         k: usize,
+        mut keep: usize,
         admitted: &[u64],
         count: usize,
     ) -> Result<Option<Vec<Hit>>, IndexError> {
+        // A raised start re-scores at most a quarter of the admitted documents (the rule may
+        // stop there, where the exact scan reads them all), and none where a quarter is less
+        // than half of it: those codes need more than the quarter to be trusted.
+        let base = sign_keep(k);
+        let quarter = count / SIGN_RESCORE_OVER_EXACT;
+        if keep > base && quarter < keep / 2 {
+            return Ok(None);
+        }
+        keep = keep.min(quarter).max(base);
         let query = self.sign.query(q);
-        let mut keep = sign_keep(k);
         let best = (RESCORE_PER_HIT * k).max(RESCORE_MIN);
         // Twice what is re-scored and one more (the best of the rest): a first extension
         // needs no second pass over the codes.
@@ -475,9 +492,22 @@ impl Index {
                 .top(&query, ones(admitted, self.len() as u32), 2 * keep + 1)
         };
         let mut candidates = select(keep);
+        let mut first_round = true;
         loop {
             let considered = &candidates[..keep.min(candidates.len())];
             let rescores = self.rescore_codes(q, considered);
+            if std::mem::take(&mut first_round) {
+                // The margin of the first `base` candidates, whatever this index starts with,
+                // so that what it records does not move with what it starts with.
+                let (considered, rescores) = (
+                    &considered[..base.min(considered.len())],
+                    &rescores[..base.min(rescores.len())],
+                );
+                if let (Some(next), Some(k_th)) = (candidates.get(base), kth_largest(rescores, k)) {
+                    self.sign_margins
+                        .record(margin(considered, rescores, k_th, next.score));
+                }
+            }
             let mut found: Vec<Scored> = considered
                 .iter()
                 .zip(&rescores)
@@ -490,7 +520,7 @@ impl Index {
             found.sort_unstable_by(|a, b| b.cmp(a));
             let settled = match (candidates.get(keep), found.get(k.saturating_sub(1))) {
                 (Some(next), Some(k_th)) => {
-                    beats_the_rest(considered, &rescores, k_th.0, next.score)
+                    margin(considered, &rescores, k_th.0, next.score) > SIGN_STOP_SIGMAS
                 }
                 _ => true,
             };
@@ -529,10 +559,11 @@ impl Index {
     }
 }
 
-/// Whether `k_th`, the `k`-th best re-score of the `considered` candidates (whose `score` is
-/// the codes' estimate; `rescores` in their order), beats what the line through (estimate,
-/// re-score) predicts for an estimate of `next` by [`SIGN_STOP_SIGMAS`] residual deviations.
-fn beats_the_rest(considered: &[Hit], rescores: &[f32], k_th: f32, next: f32) -> bool {
+/// By how many residual deviations `k_th`, the `k`-th best re-score of the `considered`
+/// candidates (whose `score` is the codes' estimate; `rescores` in their order), beats what the
+/// line through (estimate, re-score) predicts for an estimate of `next` (± infinity where the
+/// re-scores lie on the line).
+fn margin(considered: &[Hit], rescores: &[f32], k_th: f32, next: f32) -> f32 {
     let n = rescores.len() as f64;
     let pairs = || {
         considered
@@ -550,7 +581,15 @@ fn beats_the_rest(considered: &[Hit], rescores: &[f32], k_th: f32, next: f32) ->
         .sum::<f64>()
         / n;
     let predicted = mean_s + slope * (f64::from(next) - mean_e);
-    f64::from(k_th) - predicted > f64::from(SIGN_STOP_SIGMAS) * residual.sqrt()
+    ((f64::from(k_th) - predicted) / residual.sqrt()) as f32
+}
+
+/// The `k`-th largest of `scores` (`None` where there are fewer).
+fn kth_largest(scores: &[f32], k: usize) -> Option<f32> {
+    let mut scores = scores.to_vec();
+    let at = k.checked_sub(1).filter(|&at| at < scores.len())?;
+    let (_, &mut k_th, _) = scores.select_nth_unstable_by(at, |a, b| b.total_cmp(a));
+    Some(k_th)
 }
 
 /// The `keep` best of `ids` by `score`, in [`hit_order`], each row asked of memory ahead of its
@@ -619,7 +658,7 @@ mod tests {
     #[test]
     fn the_planner_prefers_the_cheaper_scan_under_the_walk() {
         let n = 1_000_000;
-        let p = |count, ef, f, c, codes| plan(count, n, 10, ef, f, c, codes);
+        let p = |count, ef, f, c, codes: bool| plan(count, n, 10, ef, f, c, codes.then_some(800));
         let (f, c) = (DEFAULT_SCAN_FACTOR, DEFAULT_SIGN_ROW_COST);
         assert_eq!(p(1_000, 64, f, c, true), Strategy::Exact);
         assert_eq!(p(4_500, 64, f, c, true), Strategy::Exact);
@@ -632,7 +671,12 @@ mod tests {
         assert_eq!(p(100_000, 512, f, c, true), Strategy::SignScan);
         assert_eq!(p(500_000, 1024, f, c, true), Strategy::Graph);
         // k raises what the codes keep, and with it where they replace the exact scan.
-        assert_eq!(plan(10_000, n, 200, 200, f, c, true), Strategy::Exact);
+        assert_eq!(
+            plan(10_000, n, 200, 200, f, c, Some(16_000)),
+            Strategy::Exact
+        );
+        // So do codes that rank this index's vectors poorly (the scans start with more).
+        assert_eq!(plan(10_000, n, 10, 64, f, c, Some(3_200)), Strategy::Exact);
         // Forced: always walk; always scan exactly; always scan the codes.
         assert_eq!(p(10_000, 64, 0.0, c, true), Strategy::Graph);
         assert_eq!(p(900_000, 64, 1e12, 1e12, true), Strategy::Exact);

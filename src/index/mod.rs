@@ -65,7 +65,8 @@ use graph::Graph;
 use mapped::Mapped;
 use payload::{FieldSchema, PayloadIndexes, PayloadInfo, PayloadStore, PAYLOAD_FILE};
 use quantized::SmallVectors;
-use sign::SignCodes;
+pub use sign::SignCodesReport;
+use sign::{SignCodes, SignMargins};
 use store::{DocReader, DocStore, MappedDocs};
 use vocab::Vocabulary;
 
@@ -113,6 +114,8 @@ pub struct Index {
     /// Every vector's signs, in memory: what a filtered search scans when the filter admits
     /// too many documents to score each exactly (see `filtered`).
     sign: SignCodes,
+    /// What the scans of `sign` have said about how well the codes rank these vectors.
+    sign_margins: SignMargins,
     /// `vectors.f32` opened for reading the rows a smaller walk re-scores (see `search`).
     rescore_file: Option<std::fs::File>,
     graph: Graph,
@@ -260,6 +263,7 @@ impl Index {
             vectors,
             small,
             sign,
+            sign_margins: SignMargins::default(),
             rescore_file,
             graph,
             vocab,
@@ -489,6 +493,12 @@ impl Index {
     /// Heap bytes of the index (the vocabulary and the sign codes; everything else is mapped).
     pub fn heap_bytes(&self) -> usize {
         self.vocab.as_ref().map_or(0, |v| v.heap_bytes()) + self.sign.bytes()
+    }
+
+    /// The sign codes' size, how well they have ranked this index's vectors for the filtered
+    /// scans that used them, and how many more candidates those scans re-score because of it.
+    pub fn sign_codes(&self) -> SignCodesReport {
+        self.sign_margins.report(self.sign.bytes())
     }
 
     /// Bytes mapped from `vectors.f32`, `graph.bin` and the graph walk's smaller copy of the

@@ -1334,6 +1334,67 @@ fn admitted_seeds_start_walks_a_filter_sends_far_from_the_query() {
     assert!(recall >= 0.8, "recall {recall}");
 }
 
+/// `n` random `dim`-d unit vectors with `shift` times one shared unit direction added (then
+/// normalised again; as some encoders' vectors all lean one way), and `queries` such vectors.
+fn leaning_vectors(
+    n: usize,
+    dim: usize,
+    shift: f32,
+    queries: usize,
+    seed: u64,
+) -> (Vec<f32>, Vec<Vec<f32>>) {
+    let mut rng = Rng(seed);
+    let shared = rng.unit_vector(dim);
+    let lean = |rng: &mut Rng| {
+        let mut v: Vec<f32> = rng
+            .unit_vector(dim)
+            .iter()
+            .zip(&shared)
+            .map(|(x, s)| x + shift * s)
+            .collect();
+        let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+        v.iter_mut().for_each(|x| *x /= norm);
+        v
+    };
+    let vecs = (0..n).flat_map(|_| lean(&mut rng)).collect();
+    (vecs, (0..queries).map(|_| lean(&mut rng)).collect())
+}
+
+/// `n` `dim`-d unit vectors around 50 random centres (topics), and `queries` such vectors.
+fn clustered_vectors(n: usize, dim: usize, queries: usize, seed: u64) -> (Vec<f32>, Vec<Vec<f32>>) {
+    let mut rng = Rng(seed);
+    let centres: Vec<Vec<f32>> = (0..50).map(|_| rng.unit_vector(dim)).collect();
+    let near = |rng: &mut Rng| {
+        let c = &centres[(rng.next_u64() % 50) as usize];
+        let mut v: Vec<f32> = rng
+            .unit_vector(dim)
+            .iter()
+            .zip(c)
+            .map(|(x, c)| c + 0.6 * x)
+            .collect();
+        let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+        v.iter_mut().for_each(|x| *x /= norm);
+        v
+    };
+    let vecs = (0..n).flat_map(|_| near(&mut rng)).collect();
+    (vecs, (0..queries).map(|_| near(&mut rng)).collect())
+}
+
+/// A small-graph index of `vecs` (`dim`-d rows).
+fn index_of(vecs: &[f32], dim: usize, seed: u64) -> (tempfile::TempDir, Index) {
+    let (docs, _) = corpus(vecs.len() / dim, dim, seed);
+    let dir = tempfile::tempdir().unwrap();
+    let index = IndexBuilder::new(dir.path().join("idx"), fields(dim))
+        .params(HnswParams {
+            m: 8,
+            ef_construction: 32,
+            ..quick_params()
+        })
+        .build(docs, vecs.to_vec(), &mut |_| Ok(()))
+        .expect("build");
+    (dir, index)
+}
+
 /// Vectors that all share one large direction (as some encoders' do) leave the sign bits little
 /// to rank by: here the codes' best 800 hold about half of a query's exact top 10. The scan of
 /// the codes notices (its k-th re-score is not clear of what the fit of re-scores against the
@@ -1342,31 +1403,8 @@ fn admitted_seeds_start_walks_a_filter_sends_far_from_the_query() {
 #[test]
 fn the_scan_of_the_sign_codes_re_scores_more_where_the_codes_rank_poorly() {
     let (n, dim, k) = (10_000, 64, 10);
-    let mut rng = Rng(41);
-    let shared = rng.unit_vector(dim);
-    let lean = |rng: &mut Rng| {
-        let mut v: Vec<f32> = rng
-            .unit_vector(dim)
-            .iter()
-            .zip(&shared)
-            .map(|(x, s)| x + 2.4 * s)
-            .collect();
-        let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
-        v.iter_mut().for_each(|x| *x /= norm);
-        v
-    };
-    let vecs: Vec<f32> = (0..n).flat_map(|_| lean(&mut rng)).collect();
-    let queries: Vec<Vec<f32>> = (0..40).map(|_| lean(&mut rng)).collect();
-    let (docs, _) = corpus(n, dim, 41);
-    let dir = tempfile::tempdir().unwrap();
-    let index = IndexBuilder::new(dir.path().join("idx"), fields(dim))
-        .params(HnswParams {
-            m: 8,
-            ef_construction: 32,
-            ..quick_params()
-        })
-        .build(docs, vecs.clone(), &mut |_| Ok(()))
-        .expect("build");
+    let (vecs, queries) = leaning_vectors(n, dim, 2.4, 40, 41);
+    let (_dir, index) = index_of(&vecs, dim, 41);
     let bits: roaring::RoaringBitmap = (0..n as u32).filter(|i| i % 10 != 0).collect();
     let admitted = Admitted::from(bits.clone());
     let (mut found, mut in_first_800) = (0usize, 0usize);
@@ -1412,4 +1450,60 @@ fn the_scan_of_the_sign_codes_re_scores_more_where_the_codes_rank_poorly() {
         strategies.contains_key("sign_scan_then_exact"),
         "{strategies:?}"
     );
+}
+
+/// An index learns from its scans of the sign codes how well they rank its vectors: where its
+/// vectors share one large direction the median margin falls under 3.5 and its scans start by
+/// re-scoring more candidates; where they gather around topics, as real documents do, it stays
+/// above and they start as before. Nothing is judged before 32 scans.
+#[test]
+fn an_index_whose_codes_rank_poorly_starts_its_scans_with_more_candidates() {
+    let (n, dim, k) = (10_000, 64, 10);
+    let admitted = Admitted::from(
+        (0..n as u32)
+            .filter(|i| i % 10 != 0)
+            .collect::<roaring::RoaringBitmap>(),
+    );
+    for weak in [false, true] {
+        let (vecs, queries) = if weak {
+            leaning_vectors(n, dim, 2.4, 48, 43)
+        } else {
+            clustered_vectors(n, dim, 48, 43)
+        };
+        let (_dir, index) = index_of(&vecs, dim, 43);
+        let before = index.sign_codes();
+        assert_eq!(
+            (before.scans, before.median_margin, before.candidates_factor),
+            (0, None, 1)
+        );
+        assert_eq!(before.bytes, n * 8);
+        let mut strategies = std::collections::BTreeMap::new();
+        for (i, q) in queries.iter().enumerate() {
+            let got = index
+                .search_admitted_with(q, k, 64, &admitted, 0.0, 0.0)
+                .unwrap();
+            assert_eq!(got.hits.len(), k);
+            if i >= 32 {
+                *strategies.entry(got.strategy.as_str()).or_insert(0) += 1;
+            }
+            if i == 30 {
+                assert_eq!(
+                    index.sign_codes().median_margin,
+                    None,
+                    "judged before 32 scans"
+                );
+            }
+        }
+        let after = index.sign_codes();
+        eprintln!("weak {weak}: {after:?} {strategies:?}");
+        let median = after.median_margin.expect("judged after 32 scans");
+        if weak {
+            assert!(median < 3.5, "{after:?}");
+            assert!(after.candidates_factor >= 2, "{after:?}");
+        } else {
+            assert!(median >= 3.5, "{after:?}");
+            assert_eq!(after.candidates_factor, 1, "{after:?}");
+            assert_eq!(strategies.get("sign_scan"), Some(&16), "{strategies:?}");
+        }
+    }
 }

@@ -159,6 +159,7 @@ async fn index_info(State(admin): State<Arc<Admin>>) -> Result<Json<Value>, ApiE
         "heap_bytes": payload.heap_bytes(),
         "metadata": corpus.index.has_metadata(),
     });
+    view["sign_codes"] = serde_json::to_value(corpus.index.sign_codes()).unwrap_or_default();
     Ok(Json(view))
 }
 

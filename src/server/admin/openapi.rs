@@ -152,8 +152,9 @@ fn delete_document() {}
 #[allow(dead_code)]
 fn get_document() {}
 
-/// The served corpus: its version and documents, live documents, deletes, log bytes, and the
-/// compaction running or last run.
+/// The served corpus: its version and documents, live documents, deletes, log bytes, the
+/// compaction running or last run, the payload indexes, and what filtered searches have learnt
+/// of the index's sign codes (`sign_codes`).
 #[utoipa::path(get, path = "/admin/index", tag = "documents",
     responses((status = 200, body = Object), (status = 401, body = ErrorBody)))]
 #[allow(dead_code)]
