@@ -1174,6 +1174,12 @@ fn metrics_pass_promtool_and_have_the_expected_families() {
     assert!(batches >= 1.0, "batch size histogram");
     assert!(m("capot_encode_batch_size_sum", &[("encoder", "minilm")]).unwrap_or(0.0) >= 8.0);
     assert_eq!(m("capot_index_documents", &[]), Some(200.0));
+    // No filtered scan of the sign codes yet: nothing judged, no more candidates.
+    assert!(
+        m("capot_index_sign_code_margin", &[]).is_some_and(f64::is_nan),
+        "{text}"
+    );
+    assert_eq!(m("capot_index_sign_code_candidates_factor", &[]), Some(1.0));
     assert_eq!(
         m(
             "capot_encoder_info",

@@ -501,6 +501,12 @@ impl Index {
         self.sign_margins.report(self.sign.bytes())
     }
 
+    /// Takes over what `older`'s scans learnt of the sign codes (see [`Index::sign_codes`]):
+    /// for the version a compaction makes of the same encoder's vectors.
+    pub fn take_over_sign_codes(&self, older: &Index) {
+        self.sign_margins.take_over(&older.sign_margins);
+    }
+
     /// Bytes mapped from `vectors.f32`, `graph.bin` and the graph walk's smaller copy of the
     /// vectors if any (resident as far as searches touch them; shared with every process that
     /// maps the same files). `docs.bin` is read, not mapped.

@@ -304,6 +304,22 @@ impl SignMargins {
         }
     }
 
+    /// Takes over what `other` has learnt (the index a compaction replaces: the same encoder's
+    /// vectors, so the same codes' quality), instead of judging again from nothing.
+    pub(crate) fn take_over(&self, other: &SignMargins) {
+        for (mine, theirs) in self.recent.iter().zip(&other.recent) {
+            mine.store(theirs.load(Ordering::Relaxed), Ordering::Relaxed);
+        }
+        for (mine, theirs) in [
+            (&self.median, &other.median),
+            (&self.doublings, &other.doublings),
+        ] {
+            mine.store(theirs.load(Ordering::Relaxed), Ordering::Relaxed);
+        }
+        self.scans
+            .store(other.scans.load(Ordering::Relaxed), Ordering::Relaxed);
+    }
+
     /// How many times to double the candidates a scan's first round re-scores.
     pub(crate) fn doublings(&self) -> u32 {
         self.doublings.load(Ordering::Relaxed)
@@ -486,6 +502,15 @@ mod tests {
         for _ in 0..256 {
             margins.record(3.0);
         }
+        assert_eq!(margins.report(0).candidates_factor, 4);
+        // A successor takes it all over, and goes on from there.
+        let next = SignMargins::default();
+        next.take_over(&margins);
+        assert_eq!(next.report(0), margins.report(0));
+        for _ in 0..128 {
+            next.record(5.0);
+        }
+        assert_eq!(next.report(0).candidates_factor, 1);
         assert_eq!(margins.report(0).candidates_factor, 4);
         assert_eq!(doublings_for(3.5), 0);
         assert_eq!(doublings_for(3.3), 1);

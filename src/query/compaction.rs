@@ -354,6 +354,7 @@ fn switch(
         .successor(&c.index, c.current.covers)
         .map_err(|e| e.to_string())?;
     let version = c.current.version;
+    c.index.take_over_sign_codes(&old.index);
     let next = Corpus::new(
         Arc::new(c.index),
         Arc::new(live),

@@ -35,6 +35,10 @@ pub struct Metrics {
     pub admitted: IntGauge,
     /// Documents in the loaded index.
     pub index_documents: IntGauge,
+    /// The median margin of the loaded index's last scans of its sign codes (NaN before 32).
+    pub index_sign_code_margin: prometheus::Gauge,
+    /// How many times those scans multiply the candidates they re-score first (1, 2, 4, 8).
+    pub index_sign_code_candidates_factor: IntGauge,
     /// Constant 1 per loaded encoder, labelled with what identifies it.
     pub encoder_info: GaugeVec,
     /// Requests served per encoder.
@@ -129,6 +133,14 @@ impl Metrics {
         )?;
         let in_flight = IntGauge::new("requests_in_flight", "Requests being served now.")?;
         let index_documents = IntGauge::new("index_documents", "Documents in the loaded index.")?;
+        let index_sign_code_margin = prometheus::Gauge::new(
+            "index_sign_code_margin",
+            "Median margin of the index's last 256 scans of its sign codes, in standard deviations (NaN before 32 scans; below 3.5 the scans re-score more).",
+        )?;
+        let index_sign_code_candidates_factor = IntGauge::new(
+            "index_sign_code_candidates_factor",
+            "How many times the index's scans of its sign codes multiply the candidates they re-score first (1, 2, 4 or 8).",
+        )?;
         let encoder_info = GaugeVec::new(
             Opts::new("encoder_info", "Loaded query encoders (value 1)."),
             &["encoder", "version", "provider", "fingerprint"],
@@ -150,6 +162,8 @@ impl Metrics {
         )?;
         registry.register(Box::new(admitted.clone()))?;
         registry.register(Box::new(index_documents.clone()))?;
+        registry.register(Box::new(index_sign_code_margin.clone()))?;
+        registry.register(Box::new(index_sign_code_candidates_factor.clone()))?;
         registry.register(Box::new(encoder_info.clone()))?;
         let repairs = IntCounterVec::new(
             Opts::new(
@@ -310,6 +324,8 @@ impl Metrics {
             in_flight,
             admitted,
             index_documents,
+            index_sign_code_margin,
+            index_sign_code_candidates_factor,
             encoder_info,
             encoder_requests,
             repairs,
@@ -351,6 +367,14 @@ impl Metrics {
             tracing::error!("cannot render metrics: {e}");
         }
         String::from_utf8(buf).unwrap_or_default()
+    }
+
+    /// Sets the sign-code gauges from what the loaded index reports.
+    pub fn set_sign_codes(&self, r: &crate::index::SignCodesReport) {
+        self.index_sign_code_margin
+            .set(r.median_margin.map_or(f64::NAN, f64::from));
+        self.index_sign_code_candidates_factor
+            .set(i64::from(r.candidates_factor));
     }
 
     /// Sets the live-corpus gauges from its counts.

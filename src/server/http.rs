@@ -155,6 +155,7 @@ async fn metrics(State(state): State<Arc<AppState>>) -> Response {
     );
     if let Some(corpus) = state.corpus() {
         state.metrics.index_documents.set(corpus.index.len() as i64);
+        state.metrics.set_sign_codes(&corpus.index.sign_codes());
     }
     if let Some(store) = state.store.get() {
         let m = &state.metrics;
