@@ -232,7 +232,7 @@ impl Index {
             .map(|p| p.fields.clone())
             .unwrap_or_default();
         let payload_indexes = Arc::new(match &payload {
-            Some(p) if !fields.is_empty() => PayloadIndexes::build(&fields, p.iter()),
+            Some(p) if !fields.is_empty() => p.indexes(&fields),
             _ => PayloadIndexes::build(&fields, std::iter::empty::<(u32, serde_json::Value)>()),
         });
         // From what the walk reads, so the other copy is not made resident.
@@ -338,8 +338,11 @@ impl Index {
         schema: Option<FieldSchema>,
     ) -> Result<(), IndexError> {
         payload::check_key(key).map_err(IndexError::InvalidInput)?;
-        let built = schema.map(|s| {
-            payload::FieldIndex::build(key, s, self.payload.iter().flat_map(|p| p.iter()))
+        let built = schema.map(|s| match &self.payload {
+            Some(p) => p.field_index(key, s),
+            None => {
+                payload::FieldIndex::build(key, s, std::iter::empty::<(u32, serde_json::Value)>())
+            }
         });
         // The manifest on disk is read afresh: another process may not share this one's copy.
         let mut manifest = IndexManifest::read(&self.dir)?;

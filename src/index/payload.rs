@@ -331,6 +331,9 @@ enum Values {
     Numeric(Vec<(f64, u32)>, Vec<RoaringBitmap>),
 }
 
+/// The most threads [`PayloadStore::indexes`] parses metadata on.
+const BUILD_THREADS: usize = 8;
+
 /// Entries of a numeric index per bucket bitmap (see [`Values::Numeric`]).
 const NUMERIC_BUCKET: usize = 1024;
 
@@ -372,6 +375,28 @@ impl FieldIndex {
                 }
                 _ => self.mismatched += 1,
             }
+        }
+    }
+
+    /// Adds what `other` (of the same schema, built from other documents) holds, before
+    /// [`FieldIndex::seal`].
+    fn absorb(&mut self, other: FieldIndex) {
+        self.present |= other.present;
+        self.null |= other.null;
+        self.mismatched += other.mismatched;
+        match (&mut self.values, other.values) {
+            (Values::Keyword(mine), Values::Keyword(theirs)) => {
+                for (value, docs) in theirs {
+                    *mine.entry(value).or_default() |= docs;
+                }
+            }
+            (Values::Bool(mine), Values::Bool(theirs)) => {
+                for (m, t) in mine.iter_mut().zip(theirs) {
+                    *m |= t;
+                }
+            }
+            (Values::Numeric(mine, _), Values::Numeric(theirs, _)) => mine.extend(theirs),
+            _ => {}
         }
     }
 
@@ -504,7 +529,7 @@ impl FieldIndex {
 }
 
 /// One payload index as reported by the admin API and `capot index info`.
-#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
 pub struct FieldReport {
     pub key: String,
     #[serde(flatten)]
@@ -743,6 +768,66 @@ impl PayloadStore {
         (0..self.count).filter_map(|i| self.get(i).map(|v| (i as u32, v)))
     }
 
+    /// The indexes of `fields` over every document's metadata, the documents split between up
+    /// to [`BUILD_THREADS`] threads (as many as the machine has) and their parts merged:
+    /// parsing the JSON is what a build costs (at 1M documents with five fields, 3.6 s of a
+    /// 5.4 s load on one thread).
+    pub fn indexes(&self, fields: &BTreeMap<String, FieldSchema>) -> PayloadIndexes {
+        let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+        self.indexes_on(fields, threads.clamp(1, BUILD_THREADS))
+    }
+
+    /// The index of one field, `key`, as [`PayloadStore::indexes`] builds it.
+    pub fn field_index(&self, key: &str, schema: FieldSchema) -> FieldIndex {
+        let mut built = self.indexes(&BTreeMap::from([(key.to_string(), schema)]));
+        built
+            .fields
+            .remove(key)
+            .unwrap_or_else(|| FieldIndex::new(schema))
+    }
+
+    /// [`PayloadStore::indexes`] on `threads` threads.
+    fn indexes_on(&self, fields: &BTreeMap<String, FieldSchema>, threads: usize) -> PayloadIndexes {
+        let empty = || -> BTreeMap<String, FieldIndex> {
+            fields
+                .iter()
+                .map(|(k, s)| (k.clone(), FieldIndex::new(*s)))
+                .collect()
+        };
+        let part = |range: std::ops::Range<usize>| {
+            let mut built = empty();
+            for i in range {
+                if let Some(metadata) = self.get(i) {
+                    for (key, index) in &mut built {
+                        index.add(i as u32, &metadata, key);
+                    }
+                }
+            }
+            built
+        };
+        let chunk = self.count.div_ceil(threads.max(1)).max(1);
+        let parts: Vec<BTreeMap<String, FieldIndex>> = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..self.count)
+                .step_by(chunk)
+                .map(|start| s.spawn(move || part(start..(start + chunk).min(self.count))))
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+                .collect()
+        });
+        let mut built = empty();
+        for part in parts {
+            for (key, index) in part {
+                if let Some(mine) = built.get_mut(&key) {
+                    mine.absorb(index);
+                }
+            }
+        }
+        built.values_mut().for_each(FieldIndex::seal);
+        PayloadIndexes { fields: built }
+    }
+
     /// Bytes mapped.
     pub fn bytes(&self) -> usize {
         self.map.bytes()
@@ -837,6 +922,96 @@ mod tests {
         bytes.truncate(bytes.len() - 1);
         std::fs::write(&path, &bytes).unwrap();
         assert!(PayloadStore::open(&path, 3).is_err());
+    }
+
+    /// Built on several threads from `payload.bin`, the indexes hold exactly what one pass over
+    /// the same documents builds, whatever the number of threads (more than the documents too).
+    #[test]
+    fn indexes_built_on_several_threads_equal_one_pass() {
+        let docs: Vec<Value> = (0..3001u64)
+            .map(|i| match i % 11 {
+                0 => Value::Null,
+                1 => json!({"lang": null, "year": "x", "ok": "maybe"}),
+                2 => json!({"lang": ["en", format!("l{}", i % 7)], "year": [i % 40, 1990 + i % 3]}),
+                _ => {
+                    json!({"lang": format!("l{}", i % 13), "year": 1990 + i % 35, "ok": i % 3 == 0,
+                            "at": format!("2024-01-{:02}T00:00:00Z", 1 + i % 28)})
+                }
+            })
+            .collect();
+        let fields: BTreeMap<String, FieldSchema> = [
+            ("lang".to_string(), schema(FieldType::Keyword)),
+            ("year".to_string(), schema(FieldType::Integer)),
+            ("ok".to_string(), schema(FieldType::Bool)),
+            ("at".to_string(), schema(FieldType::Datetime)),
+        ]
+        .into_iter()
+        .collect();
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(PAYLOAD_FILE);
+        write_payload(&path, docs.len(), docs.iter().cloned().enumerate()).unwrap();
+        let store = PayloadStore::open(&path, docs.len()).unwrap();
+        let one_pass = PayloadIndexes::build(&fields, store.iter());
+        let ranges = [
+            (0.0, 2e9),
+            (5.0, 20.0),
+            (1990.0, 1991.0),
+            (1.7040672e9, 1.7045e9),
+        ];
+        for threads in [1, 2, 3, 8, 5000] {
+            let built = store.indexes_on(&fields, threads);
+            assert_eq!(built.report(), one_pass.report(), "{threads} threads");
+            for (key, want) in &one_pass.fields {
+                let got = built.field(key).unwrap();
+                assert_eq!(got.present(), want.present(), "{key}, {threads} threads");
+                assert_eq!(got.null(), want.null(), "{key}, {threads} threads");
+                for value in ["en", "l0", "l6", "l12", "x"] {
+                    assert_eq!(got.keyword(value), want.keyword(value), "{key}={value}");
+                }
+                for b in [false, true] {
+                    assert_eq!(got.boolean(b), want.boolean(b), "{key}={b}");
+                }
+                for (lo, hi) in ranges {
+                    let r = NumericRange {
+                        gte: Some(lo),
+                        lte: Some(hi),
+                        ..Default::default()
+                    };
+                    assert_eq!(got.range(&r), want.range(&r), "{key} in {lo}..={hi}");
+                }
+            }
+        }
+        // What the ranges and keywords above look at is there to compare.
+        let year = one_pass.field("year").unwrap();
+        assert!(
+            year.range(&NumericRange {
+                gte: Some(1990.0),
+                lte: Some(1991.0),
+                ..Default::default()
+            })
+            .len()
+                > 100
+        );
+        assert!(one_pass.field("lang").unwrap().keyword("en").len() > 100);
+        assert!(one_pass.field("ok").unwrap().boolean(true).len() > 100);
+        assert!(
+            one_pass
+                .field("at")
+                .unwrap()
+                .range(&NumericRange {
+                    gte: Some(ranges[3].0),
+                    lte: Some(ranges[3].1),
+                    ..Default::default()
+                })
+                .len()
+                > 100
+        );
+        // One field alone, as `PUT /admin/index/payload/{field}` builds it.
+        let lang = store.field_index("lang", schema(FieldType::Keyword));
+        assert_eq!(
+            lang.report("lang"),
+            one_pass.field("lang").unwrap().report("lang")
+        );
     }
 
     #[test]
