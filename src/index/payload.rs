@@ -839,6 +839,18 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    /// `lang` keyword, `year` integer, `ok` bool, `at` datetime.
+    fn four_fields() -> BTreeMap<String, FieldSchema> {
+        [
+            ("lang".to_string(), schema(FieldType::Keyword)),
+            ("year".to_string(), schema(FieldType::Integer)),
+            ("ok".to_string(), schema(FieldType::Bool)),
+            ("at".to_string(), schema(FieldType::Datetime)),
+        ]
+        .into_iter()
+        .collect()
+    }
+
     fn schema(kind: FieldType) -> FieldSchema {
         FieldSchema {
             kind,
@@ -867,14 +879,7 @@ mod tests {
             json!({"lang": null, "year": "x", "at": "not a date"}),
             json!({}),
         ];
-        let fields: BTreeMap<String, FieldSchema> = [
-            ("lang".to_string(), schema(FieldType::Keyword)),
-            ("year".to_string(), schema(FieldType::Integer)),
-            ("ok".to_string(), schema(FieldType::Bool)),
-            ("at".to_string(), schema(FieldType::Datetime)),
-        ]
-        .into_iter()
-        .collect();
+        let fields = four_fields();
         let p = PayloadIndexes::build(&fields, docs.iter().enumerate().map(|(i, d)| (i as u32, d)));
         let lang = p.field("lang").unwrap();
         assert_eq!(lang.keyword("en").iter().collect::<Vec<_>>(), vec![0, 1]);
@@ -939,14 +944,7 @@ mod tests {
                 }
             })
             .collect();
-        let fields: BTreeMap<String, FieldSchema> = [
-            ("lang".to_string(), schema(FieldType::Keyword)),
-            ("year".to_string(), schema(FieldType::Integer)),
-            ("ok".to_string(), schema(FieldType::Bool)),
-            ("at".to_string(), schema(FieldType::Datetime)),
-        ]
-        .into_iter()
-        .collect();
+        let fields = four_fields();
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join(PAYLOAD_FILE);
         write_payload(&path, docs.len(), docs.iter().cloned().enumerate()).unwrap();
