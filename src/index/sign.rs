@@ -241,10 +241,10 @@ const MARGIN_EVERY: usize = 16;
 /// each scan's margin (how many residual deviations its `k`-th re-score stood above what the
 /// line fitted to its re-scores predicts for the best candidate not re-scored, on the first
 /// round's candidates), the median of the last [`MARGIN_WINDOW`], and from it how many times to
-/// double the candidates the first round re-scores. A query's own margin tells the queries
-/// whose top 10 the codes missed poorly from those whose they did not, but the median tells
-/// an encoder whose vectors all lean one way (whose signs say little) from one whose do not
-/// well; shared by every thread searching the index, updated without locks (a race loses a
+/// double the candidates the first round re-scores. A query's own margin separates poorly the
+/// queries whose top 10 the codes missed from those whose they did not; the median separates
+/// well an encoder whose vectors all lean one way (whose signs say little) from one whose do
+/// not. Shared by every thread searching the index, updated without locks (a race loses a
 /// margin at worst).
 #[derive(Debug)]
 pub(crate) struct SignMargins {
