@@ -496,16 +496,19 @@ impl Index {
         loop {
             let considered = &candidates[..keep.min(candidates.len())];
             let rescores = self.rescore_codes(q, considered);
+            // The margin of the first `base` candidates, whatever this index starts with, so
+            // that what it records does not move with what it starts with; where it starts with
+            // `base`, also the margin this round stops on.
+            let mut base_margin = None;
             if std::mem::take(&mut first_round) {
-                // The margin of the first `base` candidates, whatever this index starts with,
-                // so that what it records does not move with what it starts with.
                 let (considered, rescores) = (
                     &considered[..base.min(considered.len())],
                     &rescores[..base.min(rescores.len())],
                 );
                 if let (Some(next), Some(k_th)) = (candidates.get(base), kth_largest(rescores, k)) {
-                    self.sign_margins
-                        .record(margin(considered, rescores, k_th, next.score));
+                    let m = margin(considered, rescores, k_th, next.score);
+                    self.sign_margins.record(m);
+                    base_margin = (keep == base).then_some(m);
                 }
             }
             let mut found: Vec<Scored> = considered
@@ -520,7 +523,8 @@ impl Index {
             found.sort_unstable_by(|a, b| b.cmp(a));
             let settled = match (candidates.get(keep), found.get(k.saturating_sub(1))) {
                 (Some(next), Some(k_th)) => {
-                    margin(considered, &rescores, k_th.0, next.score) > SIGN_STOP_SIGMAS
+                    base_margin.unwrap_or_else(|| margin(considered, &rescores, k_th.0, next.score))
+                        > SIGN_STOP_SIGMAS
                 }
                 _ => true,
             };
