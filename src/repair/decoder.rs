@@ -236,7 +236,12 @@ pub(crate) fn readings(
                 rs.extend(dropped_letter_beside(r, w, prev, next, extra, lookups));
             }
             if !corpus_only && w.whole_token && letters >= p.min_split_letters {
-                rs.extend(splits(r, &w.lower));
+                // A word beside an unknown one is as often part of a name (`groupone
+                // healthsource`).
+                let beside_unknown = [prev, next]
+                    .iter()
+                    .any(|q| q.is_some_and(|q| q.editable && !q.stats.known()));
+                rs.extend(splits(r, &w.lower, beside_unknown));
             }
         } else if w.content
             && letters >= p.min_letters
@@ -480,9 +485,24 @@ fn dropped_letter_beside(
         .collect()
 }
 
+/// Prefixes of four letters or more that English makes new words with, which the lists hold
+/// as words of their own: a string nobody writes that starts with one is more often such a word
+/// than two words run together.
+const WORD_FORMING_PREFIXES: &[&str] = &[
+    "anti", "auto", "counter", "cyber", "extra", "hyper", "hypo", "inter", "intra", "macro",
+    "mega", "micro", "mini", "multi", "over", "post", "semi", "super", "tele", "trans", "ultra",
+    "under",
+];
+
 /// Splits of an unknown word into two known ones, the likeliest first.
-fn splits(r: &Repairer, word: &str) -> Vec<Reading> {
+fn splits(r: &Repairer, word: &str, beside_unknown: bool) -> Vec<Reading> {
     let mut v: Vec<(f64, Reading)> = Vec::new();
+    // Nobody writes the string, and each piece is a written word long enough to be no fragment.
+    let unwritten = !beside_unknown && r.lm.has_usage() && r.lm.usage(word).is_none();
+    let written_part =
+        |s: &str| s.len() >= r.params.unwritten_compound_letters && r.lm.usage(s).is_some();
+    // English builds words the lists lack from these (`hypofunction`, `microfeed`).
+    let word_forming = |s: &str| WORD_FORMING_PREFIXES.contains(&s);
     for k in 1..word.len() {
         let (a, b) = word.split_at(k);
         // Pieces of one or two letters are words only when they are function words (`is`,
@@ -506,6 +526,11 @@ fn splits(r: &Repairer, word: &str) -> Vec<Reading> {
         // do two function words, which the language model finds likely anywhere (`befor` is
         // `before` with its `e` lost far more often than `be for`).
         let compound = match (is_stopword(a), is_stopword(b)) {
+            (false, false)
+                if unwritten && written_part(a) && written_part(b) && !word_forming(a) =>
+            {
+                r.params.compound_split_cost - r.params.unwritten_compound_bonus
+            }
             (false, false) => r.params.compound_split_cost,
             (true, true) => r.params.function_split_cost,
             _ => 0.0,

@@ -290,8 +290,19 @@ pub struct Params {
     /// Extra cost, in nats, of a split into two content words, which is as often a compound
     /// missing from the lists (`handwashing`, `hotspot`) as two words run together.
     pub compound_split_cost: f64,
+    /// Nats [`Params::compound_split_cost`] is lowered by where nobody writes the string (the
+    /// usage list lacks it), both content words are written and have
+    /// [`Params::unwritten_compound_letters`] letters or more, the first is no prefix English
+    /// builds words with (`hypo`, `micro`) and no unknown word stands beside it: such a string
+    /// is two words run together (`communitybank`), where a compound or a name the lists lack is
+    /// mostly built of a short piece (`groupone`, `treeno`) or stands among other names
+    /// (`groupone healthsource`).
+    pub unwritten_compound_bonus: f64,
+    /// The fewest letters of each content word of a split that
+    /// [`Params::unwritten_compound_bonus`] lowers the price of.
+    pub unwritten_compound_letters: usize,
     /// Extra cost, in nats, of a split into two function words, which the language model finds
-    /// likely anywhere (`befor` → `be for` rather than `before`): at 2 it takes back the split's
+    /// likely anywhere (`befor` → `be for` rather than `before`): at 2.5 it takes back the split's
     /// bonus ([`Params::split_cost`]), which makes up for the extra word of the product, a
     /// small factor when both are function words.
     pub function_split_cost: f64,
@@ -422,9 +433,11 @@ impl Default for Params {
             max_candidates: 8,
             real_word_cost: 8.0,
             real_word_at_start: true,
-            split_cost: -2.0,
+            split_cost: -2.5,
             compound_split_cost: 3.0,
-            function_split_cost: 2.0,
+            unwritten_compound_bonus: 3.0,
+            unwritten_compound_letters: 4,
+            function_split_cost: 2.5,
             function_word_cost: 10.0,
             unknown_function_word_cost: 6.0,
             function_word_start_cost: 8.0,

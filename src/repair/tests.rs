@@ -275,6 +275,53 @@ fn run_together_words_are_split_and_broken_words_joined() {
 }
 
 #[test]
+fn two_written_words_run_together_into_a_string_nobody_writes_are_split() {
+    let vocab = Arc::new(Vocabulary::build(DOCS.iter().map(|t| ("", *t))));
+    let words = [
+        ("what", 1_100_000_000),
+        ("is", 4_700_000_000),
+        ("electric", 48_000_000),
+        ("baseboard", 250_000),
+        ("heating", 17_000_000),
+        ("hypo", 3_000_000),
+        ("function", 60_000_000),
+        ("cost", 150_000_000),
+    ];
+    let usage = [
+        ("what", 2_398_833),
+        ("is", 11_748_976),
+        ("electric", 52_481),
+        ("baseboard", 145),
+        ("heating", 15_136),
+        ("hypo", 600),
+        ("function", 40_000),
+        ("cost", 173_780),
+    ];
+    let lexicon = Lexicon::from_counts(words, []).with_usage(usage);
+    let r = Repairer::new(vocab.clone(), Some(Arc::new(lexicon.clone())));
+    let out = r.repair("what is electricbaseboard heating");
+    assert_eq!(out.text, "what is electric baseboard heating");
+    assert_eq!(out.edits[0].kind, EditKind::Split);
+    // Without the bonus the string is kept: two content words may be a compound.
+    let plain = Repairer::with_params(
+        vocab.clone(),
+        Some(Arc::new(lexicon.clone())),
+        Params {
+            unwritten_compound_bonus: 0.0,
+            ..Params::default()
+        },
+    );
+    assert!(!plain.repair("what is electricbaseboard heating").changed());
+    // A word built on a prefix, and a string beside another unknown one (a name), are kept.
+    assert!(!r.repair("what is hypofunction").changed());
+    assert!(!r.repair("what is electricbaseboard zqxwv").changed());
+    // A string people write is a word of its own.
+    let written = lexicon.with_usage(usage.into_iter().chain([("electricbaseboard", 40)]));
+    let r = Repairer::new(vocab, Some(Arc::new(written)));
+    assert!(!r.repair("what is electricbaseboard heating").changed());
+}
+
+#[test]
 fn a_short_unknown_word_is_read_as_a_function_word_slip_or_left() {
     let r = english();
     assert_eq!(r.repair("wht is anemia").text, "what is anemia");
