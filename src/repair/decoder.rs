@@ -163,11 +163,19 @@ pub(crate) fn readings(
                 let rare_start_first_letter = r.first_letter_cost(&w.lower);
                 // A typo people write (the usage list holds the string; see the lift below).
                 let written_typo = typo && r.ln_usage(&w.lower).is_some();
+                // A string people write that the usage rule reads as no typo is a word of its
+                // own (a name, a brand, a term): two edits from a common word is no evidence
+                // against it.
+                let written_word = !typo
+                    && p.written_word_usage > 0
+                    && r.lm
+                        .usage(&w.lower)
+                        .is_some_and(|u| u >= p.written_word_usage);
                 let mut scored: Vec<(f64, Reading)> = found
                     .iter()
                     .filter_map(|&(id, d)| {
                         let meant = r.candidates.word(id);
-                        if another_form(r, &w.lower, meant) {
+                        if another_form(r, &w.lower, meant) || (written_word && d >= 2) {
                             return None;
                         }
                         let stats = r.candidate_stats[id as usize];

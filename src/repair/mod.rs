@@ -410,6 +410,11 @@ pub struct Params {
     pub vote_on_topic: f64,
     /// Nats a non-word's candidate with the index's vote gains.
     pub vote_bonus: f64,
+    /// An unknown word the usage list holds at least this often (per billion words), and does
+    /// not read as another word's typo, is never read as a word two edits away: people write it
+    /// for itself (`euless`, `defrag`, `scituate`), and two edits from a common word is no
+    /// evidence against it. 0 turns this off.
+    pub written_word_usage: u64,
     /// Nats a real-word candidate with the index's vote gains; with it, no neighbour needs to
     /// speak for the change.
     pub real_word_vote: f64,
@@ -471,6 +476,7 @@ impl Default for Params {
             vote_on_topic: 0.75,
             vote_bonus: 4.0,
             real_word_vote: 6.0,
+            written_word_usage: 40,
             vote_keep: 2.0,
         }
     }

@@ -444,6 +444,50 @@ fn a_misspelling_people_write_is_still_read_as_the_word_they_mean() {
 }
 
 #[test]
+fn a_string_people_write_is_no_typo_of_a_word_two_edits_away() {
+    let vocab = Arc::new(Vocabulary::build(DOCS.iter().map(|t| ("", *t))));
+    let words = [
+        ("is", 4_700_000_000),
+        ("it", 3_000_000_000),
+        ("okay", 30_000_000),
+        ("to", 12_000_000_000),
+        ("defeat", 300_000_000),
+        ("a", 9_000_000_000),
+        ("raid", 8_000_000),
+        ("definitely", 50_000_000),
+    ];
+    let pairs = [
+        ("to", "defeat", 1_500_000_000),
+        ("defeat", "a", 100_000_000),
+    ];
+    let usage = [
+        ("defrag", 60),
+        ("defeat", 19_055),
+        ("raid", 12_000),
+        ("definitely", 52_000),
+        ("definately", 900),
+    ];
+    let lexicon = Arc::new(Lexicon::from_counts(words, pairs).with_usage(usage));
+    let with = Repairer::new(vocab.clone(), Some(lexicon.clone()));
+    let without = Repairer::with_params(
+        vocab,
+        Some(lexicon),
+        Params {
+            written_word_usage: 0,
+            ..Params::default()
+        },
+    );
+    let query = "is it okay to defrag a raid";
+    assert_eq!(without.repair(query).text, "is it okay to defeat a raid");
+    assert!(!with.repair(query).changed());
+    // A written string the usage rule reads as a typo is still corrected.
+    assert_eq!(
+        with.repair("it is definately okay").text,
+        "it is definitely okay"
+    );
+}
+
+#[test]
 fn a_misspelling_of_a_rare_word_is_read_as_that_word_though_the_model_floors_it() {
     // `migraine` is a word of general English the corpus never writes: rare enough that the
     // language model gives it its floor, below the prior of an unknown word kept as typed.
