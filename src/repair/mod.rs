@@ -384,6 +384,11 @@ pub struct Params {
     /// The same margin for a three-letter word read as a function word by any slip but a
     /// dropped letter (`teh`, `adn`); high, since most short strings are acronyms (`hsa`).
     pub short_typo_usage_margin: f64,
+    /// An unknown word the usage list holds at least this often (per billion words), and does
+    /// not read as another word's typo, is never read as a word two edits away: people write it
+    /// for itself (`euless`, `defrag`, `scituate`), and two edits from a common word is no
+    /// evidence against it. 0 turns this off.
+    pub written_word_usage: u64,
     /// A typed word whose first two letters begin fewer than this many words of the lexicon
     /// begins as no English word does (`wxons`, `hsarks`, `fmavir`): its first letter is as likely
     /// a slip as any other, so an edit there pays no extra cost — but for a letter typed before
@@ -410,11 +415,6 @@ pub struct Params {
     pub vote_on_topic: f64,
     /// Nats a non-word's candidate with the index's vote gains.
     pub vote_bonus: f64,
-    /// An unknown word the usage list holds at least this often (per billion words), and does
-    /// not read as another word's typo, is never read as a word two edits away: people write it
-    /// for itself (`euless`, `defrag`, `scituate`), and two edits from a common word is no
-    /// evidence against it. 0 turns this off.
-    pub written_word_usage: u64,
     /// Nats a real-word candidate with the index's vote gains; with it, no neighbour needs to
     /// speak for the change.
     pub real_word_vote: f64,
@@ -467,6 +467,7 @@ impl Default for Params {
             short_word_typo_usage_margin: 6.0,
             variant_usage_margin: 4.0,
             short_typo_usage_margin: 8.5,
+            written_word_usage: 40,
             rare_start_words: 3,
             rare_start_typo: true,
             typo_pair_margin: 2.0,
@@ -476,7 +477,6 @@ impl Default for Params {
             vote_on_topic: 0.75,
             vote_bonus: 4.0,
             real_word_vote: 6.0,
-            written_word_usage: 40,
             vote_keep: 2.0,
         }
     }
