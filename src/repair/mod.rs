@@ -294,7 +294,7 @@ pub struct Params {
     /// usage list lacks it), both content words are written and have
     /// [`Params::unwritten_compound_letters`] letters or more, the first is no prefix English
     /// builds words with (`hypo`, `micro`) and no unknown word stands beside it: such a string
-    /// is two words run together (`communitybank`), where a compound or a name the lists lack is
+    /// is two words run together (`machinecycle`), where a compound or a name the lists lack is
     /// mostly built of a short piece (`groupone`, `treeno`) or stands among other names
     /// (`groupone healthsource`).
     pub unwritten_compound_bonus: f64,

@@ -299,6 +299,7 @@ fn two_written_words_run_together_into_a_string_nobody_writes_are_split() {
     ];
     let lexicon = Lexicon::from_counts(words, []).with_usage(usage);
     let r = Repairer::new(vocab.clone(), Some(Arc::new(lexicon.clone())));
+    // With these counts; the real lists leave this one as typed (docs/repair.md, Limits).
     let out = r.repair("what is electricbaseboard heating");
     assert_eq!(out.text, "what is electric baseboard heating");
     assert_eq!(out.edits[0].kind, EditKind::Split);
