@@ -520,9 +520,14 @@ fn splits(r: &Repairer, word: &str, beside_unknown: bool) -> Vec<Reading> {
             continue;
         }
         // A function word and a short content word is more often a name (`san to`, `in ola`)
-        // than two words run together.
+        // than two words run together, unless nobody writes the string and the short word is
+        // one people write often (an acronym: `of dna`, `the tv`).
+        let acronym = |y: &str| {
+            let least = r.params.acronym_piece_usage;
+            unwritten && least > 0 && r.lm.usage(y).is_some_and(|u| u >= least)
+        };
         let short_content = |x: &str, y: &str| is_stopword(x) && !is_stopword(y) && y.len() < 4;
-        if short_content(a, b) || short_content(b, a) {
+        if (short_content(a, b) && !acronym(b)) || (short_content(b, a) && !acronym(a)) {
             continue;
         }
         let (sa, sb) = (r.lm.stats(a), r.lm.stats(b));

@@ -389,6 +389,11 @@ pub struct Params {
     /// for itself (`euless`, `defrag`, `scituate`), and two edits from a common word is no
     /// evidence against it. 0 turns this off.
     pub written_word_usage: u64,
+    /// A function word run into a piece of two or three letters (`ofdna`, `thetv`) is split
+    /// where nobody writes the string and people write the piece at least this often per billion
+    /// words (`dna`, `tv`, `ibm`: an acronym); a rarer piece beside a function word is more
+    /// often part of a name (`santo`, `inola`). 0 turns this off: such splits are never read.
+    pub acronym_piece_usage: u64,
     /// A typed word whose first two letters begin fewer than this many words of the lexicon
     /// begins as no English word does (`wxons`, `hsarks`, `fmavir`): its first letter is as likely
     /// a slip as any other, so an edit there pays no extra cost — but for a letter typed before
@@ -468,6 +473,7 @@ impl Default for Params {
             variant_usage_margin: 4.0,
             short_typo_usage_margin: 8.5,
             written_word_usage: 40,
+            acronym_piece_usage: 1000,
             rare_start_words: 3,
             rare_start_typo: true,
             typo_pair_margin: 2.0,

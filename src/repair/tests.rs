@@ -323,6 +323,58 @@ fn two_written_words_run_together_into_a_string_nobody_writes_are_split() {
 }
 
 #[test]
+fn a_function_word_run_into_an_acronym_people_write_is_split() {
+    let docs = [
+        "The structure of DNA is a double helix.",
+        "DNA replication copies the genome before a cell divides.",
+        "Ola is a town; the sea at Ola.",
+        "Ola and the sea.",
+    ];
+    let vocab = Arc::new(Vocabulary::build(docs.iter().map(|t| ("", *t))));
+    let words = [
+        ("what", 1_100_000_000),
+        ("is", 4_700_000_000),
+        ("the", 23_000_000_000),
+        ("of", 13_000_000_000),
+        ("in", 10_000_000_000),
+        ("structure", 40_000_000),
+        ("town", 60_000_000),
+    ];
+    let usage = [
+        ("what", 2_398_833),
+        ("is", 11_748_976),
+        ("the", 53_703_180),
+        ("of", 26_915_348),
+        ("in", 19_000_000),
+        ("structure", 60_000),
+        ("town", 80_000),
+        ("dna", 30_903),
+        ("ola", 977),
+    ];
+    let lexicon = Lexicon::from_counts(words, []).with_usage(usage);
+    let r = Repairer::new(vocab.clone(), Some(Arc::new(lexicon.clone())));
+    let out = r.repair("what is the structure ofdna");
+    assert_eq!(out.text, "what is the structure of dna");
+    assert_eq!(out.edits[0].kind, EditKind::Split);
+    // A short piece people write less often beside a function word is a name's part.
+    assert!(!r.repair("what town is inola").changed());
+    // Turned off, the acronym stays inside the string.
+    let off = Repairer::with_params(
+        vocab.clone(),
+        Some(Arc::new(lexicon.clone())),
+        Params {
+            acronym_piece_usage: 0,
+            ..Params::default()
+        },
+    );
+    assert!(!off.repair("what is the structure ofdna").changed());
+    // A string people write is a word of its own.
+    let written = lexicon.with_usage(usage.into_iter().chain([("ofdna", 40)]));
+    let r = Repairer::new(vocab, Some(Arc::new(written)));
+    assert!(!r.repair("what is the structure ofdna").changed());
+}
+
+#[test]
 fn a_short_unknown_word_is_read_as_a_function_word_slip_or_left() {
     let r = english();
     assert_eq!(r.repair("wht is anemia").text, "what is anemia");
