@@ -502,7 +502,8 @@ const WORD_FORMING_PREFIXES: &[&str] = &[
     "under",
 ];
 
-/// Splits of an unknown word into two known ones, the likeliest first.
+/// Splits of an unknown word into two known ones (or a function word and an acronym people
+/// write), the likeliest first.
 fn splits(r: &Repairer, word: &str, beside_unknown: bool) -> Vec<Reading> {
     let mut v: Vec<(f64, Reading)> = Vec::new();
     // Nobody writes the string, and each piece is a written word long enough to be no fragment.
@@ -511,27 +512,34 @@ fn splits(r: &Repairer, word: &str, beside_unknown: bool) -> Vec<Reading> {
         |s: &str| s.len() >= r.params.unwritten_compound_letters && r.lm.usage(s).is_some();
     // English builds words the lists lack from these (`hypofunction`, `microfeed`).
     let word_forming = |s: &str| WORD_FORMING_PREFIXES.contains(&s);
+    // A function word and a short content word is more often a name (`san to`, `in ola`) than
+    // two words run together, unless nobody writes the string and the short word is one people
+    // write often (an acronym: `of dna`, `the tv`).
+    let acronym = |y: &str| {
+        let least = r.params.acronym_piece_usage;
+        unwritten && least > 0 && r.lm.usage(y).is_some_and(|u| u >= least)
+    };
+    let short_content = |x: &str, y: &str| is_stopword(x) && !is_stopword(y) && y.len() < 4;
     for k in 1..word.len() {
         let (a, b) = word.split_at(k);
-        // Pieces of one or two letters are words only when they are function words (`is`,
-        // `of`); single letters are left out (`human a`, `a plastic`).
-        let ok = |s: &str| s.len() >= 3 || (s.len() == 2 && is_stopword(s));
-        if !ok(a) || !ok(b) {
-            continue;
-        }
-        // A function word and a short content word is more often a name (`san to`, `in ola`)
-        // than two words run together, unless nobody writes the string and the short word is
-        // one people write often (an acronym: `of dna`, `the tv`).
-        let acronym = |y: &str| {
-            let least = r.params.acronym_piece_usage;
-            unwritten && least > 0 && r.lm.usage(y).is_some_and(|u| u >= least)
-        };
-        let short_content = |x: &str, y: &str| is_stopword(x) && !is_stopword(y) && y.len() < 4;
         if (short_content(a, b) && !acronym(b)) || (short_content(b, a) && !acronym(a)) {
             continue;
         }
+        // Pieces of one or two letters are words only when they are function words (`is`,
+        // `of`) or acronyms beside one (`the tv`); single letters are left out (`human a`,
+        // `a plastic`).
+        let ok = |x: &str, y: &str| {
+            x.len() >= 3 || (x.len() == 2 && (is_stopword(x) || (is_stopword(y) && acronym(x))))
+        };
+        if !ok(a, b) || !ok(b, a) {
+            continue;
+        }
         let (sa, sb) = (r.lm.stats(a), r.lm.stats(b));
-        if !r.usable(&sa) || !r.usable(&sb) {
+        // An acronym beside a function word is a piece where the usage list alone knows it
+        // (`the tv`: neither the lexicon nor every corpus holds `tv`).
+        let piece =
+            |s: &WordStats, x: &str, y: &str| r.usable(s) || (short_content(y, x) && acronym(x));
+        if !piece(&sa, a, b) || !piece(&sb, b, a) {
             continue;
         }
         let score = r.lm.ln_unigram(&sa) + r.lm.ln_bigram(a, &sa, b, &sb);

@@ -392,7 +392,8 @@ pub struct Params {
     /// A function word run into a piece of two or three letters (`ofdna`, `thetv`) is split
     /// where nobody writes the string and people write the piece at least this often per billion
     /// words (`dna`, `tv`, `ibm`: an acronym); a rarer piece beside a function word is more
-    /// often part of a name (`santo`, `inola`). 0 turns this off: such splits are never read.
+    /// often part of a name (`santo`, `inola`). Such a piece needs no other list or the corpus
+    /// to know it (`tv`, `ibm`). 0 turns this off: such splits are never read.
     pub acronym_piece_usage: u64,
     /// A typed word whose first two letters begin fewer than this many words of the lexicon
     /// begins as no English word does (`wxons`, `hsarks`, `fmavir`): its first letter is as likely

@@ -337,6 +337,7 @@ fn a_function_word_run_into_an_acronym_people_write_is_split() {
         ("the", 23_000_000_000),
         ("of", 13_000_000_000),
         ("in", 10_000_000_000),
+        ("on", 3_000_000_000),
         ("structure", 40_000_000),
         ("town", 60_000_000),
     ];
@@ -349,6 +350,8 @@ fn a_function_word_run_into_an_acronym_people_write_is_split() {
         ("structure", 60_000),
         ("town", 80_000),
         ("dna", 30_903),
+        ("tv", 158_489),
+        ("on", 6_000_000),
         ("ola", 977),
     ];
     let lexicon = Lexicon::from_counts(words, []).with_usage(usage);
@@ -356,6 +359,8 @@ fn a_function_word_run_into_an_acronym_people_write_is_split() {
     let out = r.repair("what is the structure ofdna");
     assert_eq!(out.text, "what is the structure of dna");
     assert_eq!(out.edits[0].kind, EditKind::Split);
+    // Neither the lexicon nor the corpus holds `tv`; the usage list does.
+    assert_eq!(r.repair("what is on thetv").text, "what is on the tv");
     // A short piece people write less often beside a function word is a name's part.
     assert!(!r.repair("what town is inola").changed());
     // Turned off, the acronym stays inside the string.
