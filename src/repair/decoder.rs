@@ -142,6 +142,7 @@ pub(crate) fn readings(
         } else {
             0.0
         };
+        let mut keep_pays_pairs = false;
         if !w.stats.known() || corpus_only {
             // Looked up from `min_letters` letters on.
             let LookedUp { found, typo } = looked_up[i].take().unwrap_or_default();
@@ -150,6 +151,7 @@ pub(crate) fn readings(
                 // typed it is never seen beside its neighbours either: it pays for each known one
                 // what a correction pays for an unseen pair.
                 corpus_only = false;
+                keep_pays_pairs = true;
                 rs[0].cost = typo_keep_cost(r, w, prev, next);
             }
             let extra = if corpus_only { p.corpus_word_cost } else { 0.0 };
@@ -231,6 +233,7 @@ pub(crate) fn readings(
                 // typo, as the usage rule reads longer ones: as typed it pays for each known
                 // neighbour what a correction pays for an unseen pair (`swelling whn riding`).
                 if typo {
+                    keep_pays_pairs = true;
                     rs[0].cost = typo_keep_cost(r, w, prev, next);
                 }
                 // Any slip of the hand, the first letter's too, where the neighbours want the
@@ -249,7 +252,20 @@ pub(crate) fn readings(
                 let beside_unknown = [prev, next]
                     .iter()
                     .any(|q| q.is_some_and(|q| q.editable && !q.stats.known()));
-                rs.extend(splits(r, &w.lower, beside_unknown));
+                let split = splits(r, &w.lower, beside_unknown);
+                // Nobody writes it, so as typed it is never seen beside its neighbours either,
+                // while its split pays for each unseen pair: kept, it pays for each known
+                // neighbour too, as a typo does — but not where it is a name's part (beside an
+                // unknown word) or what the query asks the meaning of.
+                if p.run_together_pays_pairs
+                    && !keep_pays_pairs
+                    && !beside_unknown
+                    && defined != Some(i)
+                    && run_together(r, &w.lower, &split)
+                {
+                    rs[0].cost += p.unseen_pair_cost * known_neighbours(prev, next) as f64;
+                }
+                rs.extend(split);
             }
         } else if w.content
             && letters >= p.min_letters
@@ -307,11 +323,16 @@ fn typo_keep_cost(
     next: Option<&QueryWord>,
 ) -> f64 {
     let p = &r.params;
-    let unseen = [prev, next]
+    let unseen = known_neighbours(prev, next);
+    letter_rate(p, w.lower.len()) + r.unlisted_cost(&w.lower) + p.unseen_pair_cost * unseen as f64
+}
+
+/// How many of a word's neighbours are known words (the pairs a word as typed is never seen in).
+fn known_neighbours(prev: Option<&QueryWord>, next: Option<&QueryWord>) -> usize {
+    [prev, next]
         .iter()
         .filter(|q| q.is_some_and(|q| q.stats.known()))
-        .count();
-    letter_rate(p, w.lower.len()) + r.unlisted_cost(&w.lower) + p.unseen_pair_cost * unseen as f64
+        .count()
 }
 
 /// The candidates of an unknown word of at least [`super::Params::min_letters`] letters.
@@ -569,6 +590,18 @@ fn splits(r: &Repairer, word: &str, beside_unknown: bool) -> Vec<Reading> {
     }
     v.sort_by(|a, b| a.0.total_cmp(&b.0));
     v.into_iter().take(3).map(|x| x.1).collect()
+}
+
+/// Whether an unknown word with these `splits` reads as words run together: nobody writes it,
+/// and its likeliest split does not begin with a piece English builds words from (`over packs`
+/// for `overpacks`).
+fn run_together(r: &Repairer, word: &str, splits: &[Reading]) -> bool {
+    let Some(first) = splits.first().and_then(|s| s.words.first()) else {
+        return false;
+    };
+    r.lm.has_usage()
+        && r.lm.usage(word).is_none()
+        && !WORD_FORMING_PREFIXES.contains(&first.0.as_str())
 }
 
 /// Whether an unknown `typed` word is another spelling or another form of `meant`, which is

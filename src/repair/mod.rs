@@ -395,6 +395,13 @@ pub struct Params {
     /// often part of a name (`santo`, `inola`). Such a piece needs no other list or the corpus
     /// to know it (`tv`, `ibm`). 0 turns this off: such splits are never read.
     pub acronym_piece_usage: u64,
+    /// Whether an unknown word nobody writes that splits into words (`electricbaseboard`), kept
+    /// as typed, pays [`Params::unseen_pair_cost`] for each known neighbour, as a typo does: as
+    /// typed it is never seen beside them, while its split pays for every unseen pair. Not
+    /// beside an unknown word (a name's part), not for the word the query asks the meaning of
+    /// (`who is legalshield`), not where the split begins with a piece English builds words
+    /// from (`over packs`).
+    pub run_together_pays_pairs: bool,
     /// A typed word whose first two letters begin fewer than this many words of the lexicon
     /// begins as no English word does (`wxons`, `hsarks`, `fmavir`): its first letter is as likely
     /// a slip as any other, so an edit there pays no extra cost — but for a letter typed before
@@ -475,6 +482,7 @@ impl Default for Params {
             short_typo_usage_margin: 8.5,
             written_word_usage: 40,
             acronym_piece_usage: 1000,
+            run_together_pays_pairs: true,
             rare_start_words: 3,
             rare_start_typo: true,
             typo_pair_margin: 2.0,

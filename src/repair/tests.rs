@@ -303,12 +303,14 @@ fn two_written_words_run_together_into_a_string_nobody_writes_are_split() {
     let out = r.repair("what is electricbaseboard heating");
     assert_eq!(out.text, "what is electric baseboard heating");
     assert_eq!(out.edits[0].kind, EditKind::Split);
-    // Without the bonus the string is kept: two content words may be a compound.
+    // Without the bonus (nor the neighbours' pairs to pay for) the string is kept: two content
+    // words may be a compound.
     let plain = Repairer::with_params(
         vocab.clone(),
         Some(Arc::new(lexicon.clone())),
         Params {
             unwritten_compound_bonus: 0.0,
+            run_together_pays_pairs: false,
             ..Params::default()
         },
     );
@@ -377,6 +379,54 @@ fn a_function_word_run_into_an_acronym_people_write_is_split() {
     let written = lexicon.with_usage(usage.into_iter().chain([("ofdna", 40)]));
     let r = Repairer::new(vocab, Some(Arc::new(written)));
     assert!(!r.repair("what is the structure ofdna").changed());
+}
+
+#[test]
+fn words_run_together_pay_for_their_neighbours_as_a_typo_does() {
+    let docs = ["A room is warm in the winter.", "The winter is cold."];
+    let vocab = Arc::new(Vocabulary::build(docs.iter().map(|t| ("", *t))));
+    let words = [
+        ("the", 23_000_000_000),
+        ("of", 13_000_000_000),
+        ("and", 13_000_000_000),
+        ("is", 4_700_000_000),
+        ("over", 1_000_000_000),
+        ("who", 600_000_000),
+        ("cheap", 60_000_000),
+        ("electric", 48_000_000),
+        ("heater", 6_000_000),
+        ("heaters", 2_000_000),
+        ("baseboard", 1_500_000),
+    ];
+    let usage = [
+        ("is", 11_748_976),
+        ("who", 2_000_000),
+        ("over", 1_000_000),
+        ("cheap", 60_000),
+        ("electric", 52_000),
+        ("heater", 6_000),
+        ("heaters", 2_000),
+        ("baseboard", 145),
+    ];
+    let lexicon = Arc::new(Lexicon::from_counts(words, []).with_usage(usage));
+    let r = Repairer::new(vocab.clone(), Some(lexicon.clone()));
+    let off = Repairer::with_params(
+        vocab,
+        Some(lexicon),
+        Params {
+            run_together_pays_pairs: false,
+            ..Params::default()
+        },
+    );
+    // Kept, the string pays for its two known neighbours as its split does for its pairs.
+    let out = r.repair("cheap electricbaseboard heater");
+    assert_eq!(out.text, "cheap electric baseboard heater");
+    assert_eq!(out.edits[0].kind, EditKind::Split);
+    assert!(!off.repair("cheap electricbaseboard heater").changed());
+    // What the query asks about is believed as typed (a brand: `who is legalshield`).
+    assert!(!r.repair("who is electricbaseboard").changed());
+    // A split that begins with a piece English builds words from is as likely one word.
+    assert!(!r.repair("cheap overheaters heater").changed());
 }
 
 #[test]
