@@ -528,7 +528,7 @@ const WORD_FORMING_PREFIXES: &[&str] = &[
 fn splits(r: &Repairer, word: &str, beside_unknown: bool) -> Vec<Reading> {
     let mut v: Vec<(f64, Reading)> = Vec::new();
     // Nobody writes the string, and each piece is a written word long enough to be no fragment.
-    let unwritten = !beside_unknown && r.lm.has_usage() && r.lm.usage(word).is_none();
+    let unwritten = !beside_unknown && r.lm.has_usage() && !r.written(word);
     let written_part =
         |s: &str| s.len() >= r.params.unwritten_compound_letters && r.lm.usage(s).is_some();
     // English builds words the lists lack from these (`hypofunction`, `microfeed`).
@@ -599,9 +599,7 @@ fn run_together(r: &Repairer, word: &str, splits: &[Reading]) -> bool {
     let Some(first) = splits.first().and_then(|s| s.words.first()) else {
         return false;
     };
-    r.lm.has_usage()
-        && r.lm.usage(word).is_none()
-        && !WORD_FORMING_PREFIXES.contains(&first.0.as_str())
+    r.lm.has_usage() && !r.written(word) && !WORD_FORMING_PREFIXES.contains(&first.0.as_str())
 }
 
 /// Whether an unknown `typed` word is another spelling or another form of `meant`, which is

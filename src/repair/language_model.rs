@@ -220,6 +220,16 @@ impl LanguageModel {
         }
     }
 
+    /// The share of general English's words that begin the pair `a b` (its count over the word
+    /// list's total; 0 when the pair list lacks it).
+    pub fn general_pair_share(&self, sa: &WordStats, sb: &WordStats) -> f64 {
+        if self.general_total > 0.0 {
+            self.general_pair_count(sa, sb) as f64 / self.general_total
+        } else {
+            0.0
+        }
+    }
+
     /// ln P(b | a) from the counts, as for a pair no source has seen (`b` alone, less the
     /// unseen-pair cost).
     pub fn ln_unseen_raw(&self, sb: &WordStats) -> f64 {

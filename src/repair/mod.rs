@@ -402,6 +402,11 @@ pub struct Params {
     /// (`who is legalshield`), not where the split begins with a piece English builds words
     /// from (`over packs`).
     pub run_together_pays_pairs: bool,
+    /// A string people write is read as two words run together, as if nobody wrote it, where
+    /// general English writes the two words apart e^this times more often than the usage list
+    /// says the string is written ([`Repairer::written_apart`]; `ofthe`, `networth`: 0 turns
+    /// this off).
+    pub written_apart_margin: f64,
     /// A typed word whose first two letters begin fewer than this many words of the lexicon
     /// begins as no English word does (`wxons`, `hsarks`, `fmavir`): its first letter is as likely
     /// a slip as any other, so an edit there pays no extra cost — but for a letter typed before
@@ -483,6 +488,7 @@ impl Default for Params {
             written_word_usage: 40,
             acronym_piece_usage: 1000,
             run_together_pays_pairs: true,
+            written_apart_margin: 7.5,
             rare_start_words: 3,
             rare_start_typo: true,
             typo_pair_margin: 2.0,
@@ -642,6 +648,36 @@ impl Repairer {
         s.general > 0 || s.corpus >= self.params.min_corpus_count
     }
 
+    /// Whether people write `word` (the usage list holds it), other than as two words run
+    /// together ([`Repairer::written_apart`]).
+    pub(crate) fn written(&self, word: &str) -> bool {
+        self.lm.usage(word).is_some() && !self.written_apart(word)
+    }
+
+    /// Whether a string people write (`ofthe`, `networth`, `howmuch`) is written as two words
+    /// e^[`Params::written_apart_margin`] times more often (the general pair list's share of
+    /// the pair against the usage list's of the string): its writings are those words run
+    /// together, a typo as the usage rule reads one. Strings no shorter than
+    /// [`Params::min_split_letters`], that no list or corpus knows as a word.
+    pub(crate) fn written_apart(&self, word: &str) -> bool {
+        let margin = self.params.written_apart_margin;
+        if margin <= 0.0 || word.len() < self.params.min_split_letters || !word.is_ascii() {
+            return false;
+        }
+        let Some(per_billion) = self.lm.usage(word) else {
+            return false;
+        };
+        if self.lm.stats(word).known() {
+            return false;
+        }
+        let least = per_billion as f64 * 1e-9 * margin.exp();
+        (1..word.len()).any(|k| {
+            let (a, b) = word.split_at(k);
+            let (sa, sb) = (self.lm.stats(a), self.lm.stats(b));
+            sa.general > 0 && sb.general > 0 && self.lm.general_pair_share(&sa, &sb) >= least
+        })
+    }
+
     /// What the usage list adds to the cost of keeping an unknown word as typed: more when
     /// nobody writes it, less the more it is written. 0 without a usage list.
     pub(crate) fn usage_cost(&self, word: &str) -> f64 {
@@ -650,6 +686,7 @@ impl Repairer {
         };
         match lex.usage(word) {
             None => self.unlisted_cost(word),
+            Some(_) if self.written_apart(word) => self.unlisted_cost(word),
             Some(per_billion) => {
                 -self.params.usage_weight * (ln_usage(per_billion) - self.params.ln_usage_reference)
             }

@@ -430,6 +430,56 @@ fn words_run_together_pay_for_their_neighbours_as_a_typo_does() {
 }
 
 #[test]
+fn a_string_written_far_less_than_its_two_words_apart_is_split() {
+    let docs = ["A room is warm in the winter.", "The winter is cold."];
+    let vocab = Arc::new(Vocabulary::build(docs.iter().map(|t| ("", *t))));
+    let words = [
+        ("the", 23_000_000_000),
+        ("of", 13_000_000_000),
+        ("and", 13_000_000_000),
+        ("price", 100_000_000),
+        ("house", 250_000_000),
+        ("over", 1_000_000_000),
+    ];
+    let pairs = [("of", "the", 4_000_000_000), ("and", "over", 48_000_000)];
+    let usage = [
+        ("the", 53_703_180),
+        ("of", 25_118_864),
+        ("price", 100_000),
+        ("house", 250_000),
+        ("ofthe", 40_000),
+        ("andover", 871),
+    ];
+    let lexicon = Arc::new(Lexicon::from_counts(words, pairs).with_usage(usage));
+    let r = Repairer::new(vocab.clone(), Some(lexicon.clone()));
+    let off = Repairer::with_params(
+        vocab.clone(),
+        Some(lexicon.clone()),
+        Params {
+            written_apart_margin: 0.0,
+            ..Params::default()
+        },
+    );
+    // General English writes `of the` e^7.5 times more than anyone writes `ofthe`: its writings
+    // are the two words run together.
+    let out = r.repair("price ofthe house");
+    assert_eq!(out.text, "price of the house");
+    assert_eq!(out.edits[0].kind, EditKind::Split);
+    assert!(!off.repair("price ofthe house").changed());
+    // A town people write, whose two words apart are written only e^7 times more, stays.
+    assert!(!r.repair("price andover").changed());
+    let lower = Repairer::with_params(
+        vocab,
+        Some(lexicon),
+        Params {
+            written_apart_margin: 6.0,
+            ..Params::default()
+        },
+    );
+    assert_eq!(lower.repair("price andover").text, "price and over");
+}
+
+#[test]
 fn a_short_unknown_word_is_read_as_a_function_word_slip_or_left() {
     let r = english();
     assert_eq!(r.repair("wht is anemia").text, "what is anemia");
