@@ -292,10 +292,12 @@ pub(crate) fn readings(
                         !q.stats.known() || (q.lower.len() <= 2 && !is_stopword(&q.lower))
                     };
                     let both_known = !fragment(w) && !fragment(nx);
+                    let pieces_written = written_pieces_bonus(r, &joined, w, nx);
                     rs.push(Reading {
                         span: 2,
                         words: vec![(joined, stats)],
-                        cost: JOIN as f64 + if both_known { p.join_known_cost } else { 0.0 },
+                        cost: JOIN as f64 + if both_known { p.join_known_cost } else { 0.0 }
+                            - pieces_written,
                         kind: Some(EditKind::Join),
                         distance: 1,
                     });
@@ -325,6 +327,27 @@ fn typo_keep_cost(
     let p = &r.params;
     let unseen = known_neighbours(prev, next);
     letter_rate(p, w.lower.len()) + r.unlisted_cost(&w.lower) + p.unseen_pair_cost * unseen as f64
+}
+
+/// What keeping the unknown pieces of a join as typed earns for their being written, where
+/// each is written e^[`super::Params::fragment_usage_margin`] times less than the word they
+/// join into (`sala ry`, `num ber`, `cli nic`: the usage list holds such strings, as
+/// abbreviations, names or pieces of words): such writings are no evidence for the pieces
+/// against the word.
+fn written_pieces_bonus(r: &Repairer, joined: &str, a: &QueryWord, b: &QueryWord) -> f64 {
+    let margin = r.params.fragment_usage_margin;
+    let Some(whole) = r.lm.usage(joined).filter(|_| margin > 0.0) else {
+        return 0.0;
+    };
+    [a, b]
+        .iter()
+        .filter(|q| !q.stats.known())
+        .filter_map(|q| {
+            let piece = r.lm.usage(&q.lower)?;
+            (piece as f64 * margin.exp() <= whole as f64)
+                .then(|| (-r.usage_cost(&q.lower)).max(0.0))
+        })
+        .sum()
 }
 
 /// How many of a word's neighbours are known words (the pairs a word as typed is never seen in).

@@ -407,6 +407,10 @@ pub struct Params {
     /// says the string is written ([`Repairer::written_apart`]; `ofthe`, `networth`: 0 turns
     /// this off).
     pub written_apart_margin: f64,
+    /// Two unknown strings people write that join into a word written e^this times more than
+    /// each lose, against the join, what their being written earned them
+    /// (`sala ry` → `salary`); 0 turns this off.
+    pub fragment_usage_margin: f64,
     /// A typed word whose first two letters begin fewer than this many words of the lexicon
     /// begins as no English word does (`wxons`, `hsarks`, `fmavir`): its first letter is as likely
     /// a slip as any other, so an edit there pays no extra cost — but for a letter typed before
@@ -489,6 +493,7 @@ impl Default for Params {
             acronym_piece_usage: 1000,
             run_together_pays_pairs: true,
             written_apart_margin: 7.5,
+            fragment_usage_margin: 1.0,
             rare_start_words: 3,
             rare_start_typo: true,
             typo_pair_margin: 2.0,

@@ -480,6 +480,51 @@ fn a_string_written_far_less_than_its_two_words_apart_is_split() {
 }
 
 #[test]
+fn fragments_people_write_are_joined_into_the_word_they_come_from() {
+    let docs = ["A room is warm in the winter.", "The winter is cold."];
+    let vocab = Arc::new(Vocabulary::build(docs.iter().map(|t| ("", *t))));
+    let words = [
+        ("the", 23_000_000_000),
+        ("of", 13_000_000_000),
+        ("and", 13_000_000_000),
+        ("engineering", 86_000_000),
+        ("clinic", 30_000_000),
+    ];
+    let usage = |clinic: u64| {
+        let lists = [
+            ("the", 53_703_180),
+            ("engineering", 63_096),
+            ("clinic", clinic),
+            ("cli", 692),
+            ("nic", 2_512),
+        ];
+        Arc::new(Lexicon::from_counts(words, []).with_usage(lists))
+    };
+    let with = |lexicon: Arc<Lexicon>, margin: f64| {
+        Repairer::with_params(
+            vocab.clone(),
+            Some(lexicon),
+            Params {
+                fragment_usage_margin: margin,
+                ..Params::default()
+            },
+        )
+    };
+    let defaults = Params::default().fragment_usage_margin;
+    // `cli` is written e^1.5 times less than `clinic`: its writings are no evidence against it.
+    let out = with(usage(3_000), defaults).repair("engineering cli nic");
+    assert_eq!(out.text, "engineering clinic");
+    assert_eq!(out.edits[0].kind, EditKind::Join);
+    assert!(!with(usage(3_000), 0.0)
+        .repair("engineering cli nic")
+        .changed());
+    // Pieces written about as often as the word they would join into are words of their own.
+    assert!(!with(usage(1_000), defaults)
+        .repair("engineering cli nic")
+        .changed());
+}
+
+#[test]
 fn a_short_unknown_word_is_read_as_a_function_word_slip_or_left() {
     let r = english();
     assert_eq!(r.repair("wht is anemia").text, "what is anemia");
