@@ -404,7 +404,7 @@ pub struct Params {
     pub run_together_pays_pairs: bool,
     /// A string people write is read as two words run together, as if nobody wrote it, where
     /// general English writes the two words apart e^this times more often than the usage list
-    /// says the string is written ([`Repairer::written_apart`]; `ofthe`, `networth`: 0 turns
+    /// says the string is written ([`Repairer::written_apart`]; `ofthe`, `whois`: 0 turns
     /// this off).
     pub written_apart_margin: f64,
     /// Two unknown strings people write that join into a word written e^this times more than
@@ -659,7 +659,7 @@ impl Repairer {
         self.lm.usage(word).is_some() && !self.written_apart(word)
     }
 
-    /// Whether a string people write (`ofthe`, `networth`, `howmuch`) is written as two words
+    /// Whether a string people write (`ofthe`, `whois`, `howmuch`) is written as two words
     /// e^[`Params::written_apart_margin`] times more often (the general pair list's share of
     /// the pair against the usage list's of the string): its writings are those words run
     /// together, a typo as the usage rule reads one. Strings no shorter than
