@@ -432,9 +432,10 @@ fn written_as_typo_of(r: &Repairer, typed: &str, meant: &str) -> bool {
         return false;
     };
     // Names and brands are mostly a word with a letter put before or after it (`usaid`,
-    // `vcenter`, `humana`); people's misspellings of long words keep its ends.
+    // `vcenter`, `humana`); people's misspellings of long words keep its ends, or roll its last
+    // two keys (`todya`, `shoudl`), which puts no letter out of the word.
     let (t, m) = (typed.as_bytes(), meant.as_bytes());
-    if t.first() != m.first() || t.last() != m.last() {
+    if t.first() != m.first() || (t.last() != m.last() && !last_two_swapped(t, m)) {
         return false;
     }
     if another_form(r, typed, meant) {
@@ -443,6 +444,16 @@ fn written_as_typo_of(r: &Repairer, typed: &str, meant: &str) -> bool {
     let ln_typed = r.ln_usage(typed).unwrap_or(-(1e9f64).ln());
     let channel = f64::from(error_model::cost(typed.as_bytes(), meant.as_bytes()));
     ln_meant - channel - ln_typed > margin
+}
+
+/// Whether `typed` is `meant` with its last two letters swapped (`todya` for `today`).
+fn last_two_swapped(typed: &[u8], meant: &[u8]) -> bool {
+    let n = typed.len();
+    n >= 3
+        && n == meant.len()
+        && typed[..n - 2] == meant[..n - 2]
+        && typed[n - 2] == meant[n - 1]
+        && typed[n - 1] == meant[n - 2]
 }
 
 /// A short unknown word read as a function word with a letter dropped (`whn`, `wer`, `wil`), or

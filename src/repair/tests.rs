@@ -691,6 +691,47 @@ fn a_string_people_write_is_no_typo_of_a_word_two_edits_away() {
 }
 
 #[test]
+fn the_last_two_keys_rolled_are_a_typo_though_the_last_letter_changed() {
+    // Words of four to six letters whose last letter differs from a common word's are mostly
+    // names and brands (`vcenter`), but a swap of the last two letters puts no letter out of
+    // the word: as often a typo as any inside the word.
+    let vocab = Arc::new(Vocabulary::build(DOCS.iter().map(|t| ("", *t))));
+    let words = [
+        ("why", 300_000_000),
+        ("do", 2_000_000_000),
+        ("we", 1_500_000_000),
+        ("push", 20_000_000),
+        ("others", 90_000_000),
+        ("away", 2_000_000),
+        ("teams", 30_000_000),
+        ("nba", 5_000_000),
+        ("today", 200_000_000),
+    ];
+    let usage = [
+        ("why", 600_000),
+        ("push", 40_000),
+        ("others", 200_000),
+        ("away", 300_000),
+        ("teams", 50_000),
+        ("today", 400_000),
+        ("todya", 4_000),
+    ];
+    let pairs = [
+        ("why", "do", 20_000_000),
+        ("do", "we", 60_000_000),
+        ("we", "push", 1_000_000),
+    ];
+    let lexicon = Lexicon::from_counts(words, pairs).with_usage(usage);
+    let r = Repairer::new(vocab, Some(Arc::new(lexicon)));
+    assert_eq!(
+        r.repair("why do we push others awya").text,
+        "why do we push others away"
+    );
+    // Written for itself, a hundredth as often as the word: the usage margin keeps it.
+    assert!(!r.repair("nba teams todya").changed());
+}
+
+#[test]
 fn a_misspelling_of_a_rare_word_is_read_as_that_word_though_the_model_floors_it() {
     // `migraine` is a word of general English the corpus never writes: rare enough that the
     // language model gives it its floor, below the prior of an unknown word kept as typed.
