@@ -432,10 +432,12 @@ fn written_as_typo_of(r: &Repairer, typed: &str, meant: &str) -> bool {
         return false;
     };
     // Names and brands are mostly a word with a letter put before or after it (`usaid`,
-    // `vcenter`, `humana`); people's misspellings of long words keep its ends, or roll its last
-    // two keys (`todya`, `shoudl`), which puts no letter out of the word.
+    // `vcenter`, `humana`); people's misspellings of long words keep its ends, or roll two keys
+    // at one end (`todya`, `shoudl`, `ahve`), which puts no letter out of the word.
     let (t, m) = (typed.as_bytes(), meant.as_bytes());
-    if t.first() != m.first() || (t.last() != m.last() && !last_two_swapped(t, m)) {
+    let first_kept = t.first() == m.first() || ends_swapped(t, m, 0);
+    let last_kept = t.last() == m.last() || ends_swapped(t, m, t.len().saturating_sub(2));
+    if !first_kept || !last_kept {
         return false;
     }
     if another_form(r, typed, meant) {
@@ -446,14 +448,17 @@ fn written_as_typo_of(r: &Repairer, typed: &str, meant: &str) -> bool {
     ln_meant - channel - ln_typed > margin
 }
 
-/// Whether `typed` is `meant` with its last two letters swapped (`todya` for `today`).
-fn last_two_swapped(typed: &[u8], meant: &[u8]) -> bool {
+/// Whether `typed` is `meant` with the two letters from `at` swapped and every other letter in
+/// place (`todya` for `today` at 3, `ahve` for `have` at 0).
+fn ends_swapped(typed: &[u8], meant: &[u8], at: usize) -> bool {
     let n = typed.len();
     n >= 3
         && n == meant.len()
-        && typed[..n - 2] == meant[..n - 2]
-        && typed[n - 2] == meant[n - 1]
-        && typed[n - 1] == meant[n - 2]
+        && at + 1 < n
+        && typed[at] == meant[at + 1]
+        && typed[at + 1] == meant[at]
+        && typed[..at] == meant[..at]
+        && typed[at + 2..] == meant[at + 2..]
 }
 
 /// A short unknown word read as a function word with a letter dropped (`whn`, `wer`, `wil`), or

@@ -691,10 +691,10 @@ fn a_string_people_write_is_no_typo_of_a_word_two_edits_away() {
 }
 
 #[test]
-fn the_last_two_keys_rolled_are_a_typo_though_the_last_letter_changed() {
-    // Words of four to six letters whose last letter differs from a common word's are mostly
-    // names and brands (`vcenter`), but a swap of the last two letters puts no letter out of
-    // the word: as often a typo as any inside the word.
+fn two_keys_rolled_at_either_end_are_a_typo_though_an_end_letter_changed() {
+    // Words of four to six letters whose first or last letter differs from a common word's are
+    // mostly names and brands (`vcenter`, `usaid`), but a swap of the last or first two letters
+    // puts no letter out of the word: as often a typo as a swap inside it.
     let vocab = Arc::new(Vocabulary::build(DOCS.iter().map(|t| ("", *t))));
     let words = [
         ("why", 300_000_000),
@@ -706,6 +706,7 @@ fn the_last_two_keys_rolled_are_a_typo_though_the_last_letter_changed() {
         ("teams", 30_000_000),
         ("nba", 5_000_000),
         ("today", 200_000_000),
+        ("have", 12_000_000),
     ];
     let usage = [
         ("why", 600_000),
@@ -715,6 +716,7 @@ fn the_last_two_keys_rolled_are_a_typo_though_the_last_letter_changed() {
         ("teams", 50_000),
         ("today", 400_000),
         ("todya", 4_000),
+        ("have", 3_000_000),
     ];
     let pairs = [
         ("why", "do", 20_000_000),
@@ -726,6 +728,11 @@ fn the_last_two_keys_rolled_are_a_typo_though_the_last_letter_changed() {
     assert_eq!(
         r.repair("why do we push others awya").text,
         "why do we push others away"
+    );
+    // So does a swap of the first two.
+    assert_eq!(
+        r.repair("why do we push others ahve").text,
+        "why do we push others have"
     );
     // Written for itself, a hundredth as often as the word: the usage margin keeps it.
     assert!(!r.repair("nba teams todya").changed());
