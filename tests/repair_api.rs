@@ -261,6 +261,76 @@ fn repair_cli_lets_the_index_vote_with_an_encoder() {
 }
 
 #[test]
+fn repair_eval_measures_how_much_meaning_repair_brings_back() {
+    let index = common::default_index().to_str().unwrap().to_string();
+    let minilm = common::minilm_bundle().to_str().unwrap().to_string();
+    let dir = tempfile::tempdir().unwrap();
+    let list = dir.path().join("list.txt");
+    std::fs::write(&list, "deficiency: deficeincy\n").unwrap();
+    let queries = dir.path().join("queries.tsv");
+    std::fs::write(
+        &queries,
+        "q1\tsymptoms of vitamin d deficiency\nq2\tvitamin d deficiency in adults\n",
+    )
+    .unwrap();
+    let out = dir.path().join("report.json");
+    let args = |extra: &[&str]| {
+        let mut a: Vec<String> = [
+            "repair",
+            "eval",
+            "--index",
+            &index,
+            "--queries",
+            queries.to_str().unwrap(),
+            "--misspellings",
+            list.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        a.extend(extra.iter().map(|s| s.to_string()));
+        a
+    };
+    let run = |extra: &[&str]| {
+        let a = args(extra);
+        run_capot(&a.iter().map(String::as_str).collect::<Vec<_>>(), b"")
+    };
+
+    let o = run(&["--meaning", &minilm]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let table = String::from_utf8_lossy(&o.stdout);
+    assert!(table.contains("meaning (cosine to clean)"), "{table}");
+    let v: Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
+    let report = &v["injected"][0]["report"];
+    assert_eq!(report["restored"], 2, "{report}");
+    let m = &report["meaning"];
+    assert_eq!(m["queries"], 2, "{m}");
+    let (typed, repaired) = (
+        m["typed"].as_f64().unwrap(),
+        m["repaired"].as_f64().unwrap(),
+    );
+    // Both restored: the repaired query is the clean one; the typo moved the typed one away.
+    assert!((repaired - 1.0).abs() < 1e-4, "{m}");
+    assert!(typed > 0.3 && typed < 0.99, "{m}");
+
+    // Without it, neither the column nor the field.
+    let o = run(&[]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(!String::from_utf8_lossy(&o.stdout).contains("meaning"));
+    let v: Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
+    assert!(v["injected"][0]["report"].get("meaning").is_none(), "{v}");
+
+    // A directory that holds no encoder: one line naming it, exit 1.
+    let o = run(&["--meaning", dir.path().to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(err.contains("--meaning"), "{err}");
+}
+
+#[test]
 fn bench_repair_measures_several_settings_on_one_vocabulary() {
     let dir = tempfile::tempdir().unwrap();
     let corpus = Path::new(env!("CARGO_MANIFEST_DIR")).join("data/default-corpus");

@@ -166,6 +166,11 @@ pub struct RepairEvalArgs {
     /// Write the whole report, with misses and every clean query changed, to this JSON file.
     #[arg(long, value_name = "FILE")]
     pub out: Option<PathBuf>,
+    /// Also measure meaning with this encoder bundle (the base encoder, as TREC DL-typo does):
+    /// per set of errors, the mean cosine between each clean query's encoding and the typed
+    /// one's, and the repaired one's. Runs on `--device`; need not fit the index.
+    #[arg(long, value_name = "DIR")]
+    pub meaning: Option<PathBuf>,
     #[command(flatten)]
     pub lexicon: LexiconArgs,
     #[command(flatten)]
@@ -270,6 +275,14 @@ fn run_eval(args: RepairEvalArgs, global: &GlobalArgs) -> anyhow::Result<()> {
     let repairer = load_repairer(&args.index, &args.lexicon, params)?;
     let voter = Voter::new(&args.vote, &args.index, repairer.params(), global)?;
     let retrieve = |text: &str| voter.as_ref().and_then(|v| v.retrieve(text));
+    let meaning = args
+        .meaning
+        .as_ref()
+        .map(|bundle| {
+            Encoder::load(bundle, &args.vote.device.runtime(global)?)
+                .with_context(|| format!("--meaning: cannot load encoder {}", bundle.display()))
+        })
+        .transpose()?;
     let queries = super::read_queries_arg(Some(&args.queries))?;
     let queries: Vec<(String, String)> = queries
         .queries()
@@ -308,12 +321,29 @@ fn run_eval(args: RepairEvalArgs, global: &GlobalArgs) -> anyhow::Result<()> {
     }
     bar.set_message("clean queries");
     let clean = eval::clean(&repairer, &queries, &retrieve);
+    if let Some(encoder) = &meaning {
+        bar.set_message("meaning");
+        let embed = |texts: &[&str]| encoder.encode(texts).map_err(anyhow::Error::from);
+        for (_, r) in &mut injected {
+            r.meaning = Some(eval::meaning(&r.all, &embed)?);
+        }
+    }
     bar.finish_and_clear();
-    println!("| errors | queries | restored | other words changed |");
-    println!("|---|---|---|---|");
+    let measured = meaning.is_some();
+    let (head, rule) = if measured {
+        (" meaning (cosine to clean): typed → repaired |", "---|")
+    } else {
+        ("", "")
+    };
+    println!("| errors | queries | restored | other words changed |{head}");
+    println!("|---|---|---|---|{rule}");
     for (name, r) in &injected {
+        let cosine = r
+            .meaning
+            .map(|m| format!(" {:.3} → {:.3} |", m.typed, m.repaired))
+            .unwrap_or_default();
         println!(
-            "| {name} | {} | {:.1}% ({}) | {:.2}% ({} of {}) |",
+            "| {name} | {} | {:.1}% ({}) | {:.2}% ({} of {}) |{cosine}",
             r.queries,
             100.0 * r.restored_rate,
             r.restored,
@@ -323,10 +353,11 @@ fn run_eval(args: RepairEvalArgs, global: &GlobalArgs) -> anyhow::Result<()> {
         );
     }
     println!(
-        "| none (clean) | {} | — | {:.2}% of queries changed ({}) |",
+        "| none (clean) | {} | — | {:.2}% of queries changed ({}) |{}",
         clean.queries,
         100.0 * clean.changed_rate,
-        clean.changed
+        clean.changed,
+        if measured { " — |" } else { "" }
     );
     if let Some(out) = &args.out {
         let report = json!({

@@ -4,6 +4,7 @@
 use serde::Serialize;
 
 use super::{Repairer, RetrievedWords};
+use crate::eval::metrics::cosine;
 
 /// What a query as typed retrieves, for the index's vote (`None`: no vote).
 pub type Retrieve<'a> = dyn Fn(&str) -> Option<RetrievedWords> + 'a;
@@ -52,6 +53,69 @@ pub struct InjectionReport {
     pub misses: Vec<(String, String, String)>,
     /// Up to 200 queries where another word changed: (clean, noisy, repaired).
     pub collateral: Vec<(String, String, String)>,
+    /// How near the typed and the repaired queries' encodings come to the clean ones', when
+    /// measured ([`meaning`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub meaning: Option<Meaning>,
+    /// Every query that took an error: (clean, noisy, repaired), for [`meaning`].
+    #[serde(skip)]
+    pub all: Vec<(String, String, String)>,
+}
+
+/// How much of a query's meaning an error takes and repair brings back: the mean cosine between
+/// the clean query's encoding and the typed (noisy) one's, and the repaired one's (TREC DL-typo's
+/// measure of how far a typo moves a query; 1 where the text is the clean text).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct Meaning {
+    /// Queries measured.
+    pub queries: usize,
+    /// Mean cosine of the typed query to the clean one.
+    pub typed: f64,
+    /// Mean cosine of the repaired query to the clean one.
+    pub repaired: f64,
+}
+
+/// Encodings of texts, one vector each (an encoder's `encode`).
+pub type Embed<'a, E> = dyn Fn(&[&str]) -> Result<Vec<Vec<f32>>, E> + 'a;
+
+/// Texts encoded at once by [`meaning`].
+const MEANING_BATCH: usize = 64;
+
+/// The [`Meaning`] of (clean, typed, repaired) triples under `embed`, each distinct text encoded
+/// once.
+pub fn meaning<E: From<crate::eval::EvalError>>(
+    triples: &[(String, String, String)],
+    embed: &Embed<'_, E>,
+) -> Result<Meaning, E> {
+    let mut at: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
+    let mut texts: Vec<&str> = Vec::new();
+    for (c, t, r) in triples {
+        for x in [c, t, r] {
+            at.entry(x.as_str()).or_insert_with(|| {
+                texts.push(x.as_str());
+                texts.len() - 1
+            });
+        }
+    }
+    let mut vectors = Vec::with_capacity(texts.len());
+    for batch in texts.chunks(MEANING_BATCH) {
+        vectors.extend(embed(batch)?);
+    }
+    let vector = |x: &str| at.get(x).and_then(|&i| vectors.get(i));
+    let mut m = Meaning::default();
+    for (c, t, r) in triples {
+        let (Some(c), Some(t), Some(r)) = (vector(c), vector(t), vector(r)) else {
+            continue;
+        };
+        m.typed += cosine(c, t)?;
+        m.repaired += cosine(c, r)?;
+        m.queries += 1;
+    }
+    if m.queries > 0 {
+        m.typed /= m.queries as f64;
+        m.repaired /= m.queries as f64;
+    }
+    Ok(m)
 }
 
 /// What repair did to clean queries.
@@ -129,6 +193,7 @@ pub fn injected(
             .text;
         let (cw, rw) = (words(clean), words(&repaired));
         let triple = || (clean.clone(), inj.text.clone(), repaired.clone());
+        r.all.push(triple());
         match injection {
             Injection::Boundary => {
                 if cw == rw {
@@ -211,5 +276,53 @@ mod tests {
         );
         assert_eq!(kept(&a, &words("acid symptoms")), [true, false, true]);
         assert_eq!(words_before_token("what's the co-pay", 2), 3);
+    }
+
+    /// Letter counts: texts with the same letters point the same way.
+    fn letters(texts: &[&str]) -> Result<Vec<Vec<f32>>, crate::eval::EvalError> {
+        Ok(texts
+            .iter()
+            .map(|t| {
+                let mut v = vec![0f32; 26];
+                for b in t.bytes().filter(u8::is_ascii_lowercase) {
+                    v[usize::from(b - b'a')] += 1.0;
+                }
+                v
+            })
+            .collect())
+    }
+
+    #[test]
+    fn meaning_is_the_mean_cosine_to_the_clean_query_each_text_encoded_once() {
+        let t = |c: &str, n: &str, r: &str| (c.to_string(), n.to_string(), r.to_string());
+        // Restored: 1 repaired; `ab` for `aa` is cos 1/√2 typed; a swap keeps every letter.
+        let triples = [
+            t("aa", "ab", "aa"),
+            t("aa", "ab", "ab"),
+            t("ba", "ab", "ab"),
+        ];
+        let seen = std::cell::RefCell::new(Vec::new());
+        let embed = |texts: &[&str]| {
+            seen.borrow_mut()
+                .extend(texts.iter().map(|x| x.to_string()));
+            letters(texts)
+        };
+        let m = meaning(&triples, &embed).unwrap();
+        let half = std::f64::consts::FRAC_1_SQRT_2;
+        assert_eq!(m.queries, 3);
+        assert!((m.typed - (2.0 * half + 1.0) / 3.0).abs() < 1e-9, "{m:?}");
+        assert!(
+            (m.repaired - (1.0 + half + 1.0) / 3.0).abs() < 1e-9,
+            "{m:?}"
+        );
+        let mut once = seen.borrow().clone();
+        once.sort();
+        assert_eq!(once, ["aa", "ab", "ba"]);
+        // An encoder that fails fails the measure.
+        let failing = |_: &[&str]| -> Result<Vec<Vec<f32>>, crate::eval::EvalError> {
+            Err(crate::eval::EvalError::Retrieval("down".into()))
+        };
+        assert!(meaning(&triples, &failing).is_err());
+        assert_eq!(meaning(&[], &failing).unwrap(), Meaning::default());
     }
 }
