@@ -701,7 +701,14 @@ pub(crate) fn spelling_variant(a: &str, b: &str) -> bool {
         let (pre, post) = (&long[..i], &long[i + 1..]);
         format!("{pre}{post}") == short
             && match long.as_bytes()[i] {
-                b'u' => pre.ends_with('o') && post.starts_with('r'),
+                // ... in an unstressed -our (`colour`, `favourite`, `neighbourhood`), not
+                // inside a stem (`sorce` is a typo of `source`) or in a one-syllable word.
+                b'u' => {
+                    pre.ends_with('o')
+                        && post.starts_with('r')
+                        && pre[..pre.len() - 1].contains(['a', 'e', 'i', 'o', 'u', 'y'])
+                        && after_our(&post[1..])
+                }
                 // ... before an ending (`travelled`, `labelling`), not at the end (`untill`).
                 b'l' => pre.ends_with('l') && post.starts_with(['e', 'i']),
                 // haemorrhage/hemorrhage, oestrogen/estrogen: inside a word; a final `-ae` is a
@@ -712,6 +719,18 @@ pub(crate) fn spelling_variant(a: &str, b: &str) -> bool {
                 _ => false,
             }
     })
+}
+
+/// Whether `rest` can follow the `-our` of a British spelling: nothing, a plural, a vowel-led
+/// ending (`-ed`, `-ite`, `-able`) or one of the consonant-led suffixes `-ful`, `-less`,
+/// `-hood`, `-ly`.
+fn after_our(rest: &str) -> bool {
+    rest.is_empty()
+        || rest == "s"
+        || rest.starts_with(['a', 'e', 'i', 'o', 'u', 'y'])
+        || ["ful", "less", "hood", "ly"]
+            .iter()
+            .any(|s| rest.starts_with(s))
 }
 
 /// Whether one word is the other with an inflection added (`plant`/`plants`, `tax`/`taxed`):
@@ -1203,6 +1222,10 @@ mod tests {
             ("traveled", "travelled"),
             ("hemorrhage", "haemorrhage"),
             ("glycerin", "glycerine"),
+            ("favorite", "favourite"),
+            ("neighborhood", "neighbourhood"),
+            ("colorful", "colourful"),
+            ("behaviors", "behaviours"),
         ] {
             assert!(spelling_variant(a, b), "{a}/{b}");
             assert!(spelling_variant(b, a), "{b}/{a}");
@@ -1215,6 +1238,9 @@ mod tests {
             ("activ", "active"),
             ("untill", "until"),
             ("definae", "define"),
+            ("sorce", "source"),
+            ("corse", "course"),
+            ("flor", "flour"),
         ] {
             assert!(!spelling_variant(typed, meant), "{typed}/{meant}");
         }
