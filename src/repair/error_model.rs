@@ -31,7 +31,10 @@ pub const DEL_VOWEL: f32 = 1.8;
 pub const DEL_SILENT_E: f32 = 1.1;
 /// A silent `h` dropped (`wich`, `rythm`).
 pub const DEL_H: f32 = 2.0;
-/// Any other letter dropped (`goverment`).
+/// A consonant dropped between two consonants, where a cluster blurs it in speech (`lengh`,
+/// `goverment`, `artic`).
+pub const DEL_CLUSTER: f32 = 2.0;
+/// Any other letter dropped.
 pub const DEL_OTHER: f32 = 2.6;
 /// A letter doubled (`untill`).
 pub const INS_DOUBLE: f32 = 1.1;
@@ -169,6 +172,8 @@ fn deletion(meant: &[u8], i: usize) -> f32 {
         DEL_VOWEL
     } else if c == b'h' {
         DEL_H
+    } else if i > 0 && meant.get(i + 1).is_some_and(|&n| !is_vowel(n)) && !is_vowel(meant[i - 1]) {
+        DEL_CLUSTER
     } else {
         DEL_OTHER
     }
@@ -437,6 +442,10 @@ mod tests {
         assert_eq!(c("befor", "before"), DEL_SILENT_E);
         assert!(c("befor", "before") < c("definitly", "definitely"));
         assert!(c("fre", "free") > DEL_SILENT_E);
+        // A consonant a cluster blurs is dropped more often than one beside a vowel.
+        assert_eq!(c("lengh", "length"), DEL_CLUSTER);
+        assert_eq!(c("goverment", "government"), DEL_CLUSTER);
+        assert_eq!(c("govenment", "government"), DEL_OTHER);
         // The first letter is rarely wrong.
         assert!(c("bat", "cat") > c("cab", "cat"));
         // Keyboard neighbours are likelier than far keys.
