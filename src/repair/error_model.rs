@@ -38,9 +38,13 @@ pub const DEL_CLUSTER: f32 = 2.0;
 pub const DEL_OTHER: f32 = 2.6;
 /// A letter doubled (`untill`).
 pub const INS_DOUBLE: f32 = 1.1;
-/// A vowel doubled (`meen` for `men`): rarer than a doubled consonant, as it changes how the
-/// word sounds.
+/// A vowel typed once more where it is already doubled (`speeed`, `goood`): the key held or
+/// struck twice, dearer than a doubled consonant as vowels are less often doubled.
 pub const INS_DOUBLE_VOWEL: f32 = 2.0;
+/// A single vowel doubled into a pair that spells another sound (`meen` for `men`, `hoop` for
+/// `hop`): people write the sound they mean, so this is rarer than a stutter of the key, and
+/// rarer than the same sound spelt another way (`meen` for `mean` costs 1.0).
+pub const INS_VOWEL_PAIR: f32 = 3.0;
 /// A letter added that is a key next to its neighbour (`heqrt`).
 pub const INS_NEIGHBOUR: f32 = 2.2;
 /// A vowel added (`arguement`).
@@ -81,6 +85,8 @@ const RULES: &[(&[u8], &[u8], f32)] = &[
     // The same vowel sound spelt the other way (`meen` for `mean`, `beleave`).
     (b"ea", b"ee", 1.0),
     (b"ee", b"ea", 1.2),
+    // The vowel of `there`, `where`, `sphere` spelt as in `bear`, `hear`.
+    (b"ere", b"ear", 1.2),
 ];
 
 fn is_vowel(c: u8) -> bool {
@@ -185,10 +191,13 @@ fn insertion(typed: &[u8], j: usize) -> f32 {
     let prev = j.checked_sub(1).map(|p| typed[p]);
     let next = typed.get(j + 1).copied();
     if prev == Some(c) || next == Some(c) {
-        if is_vowel(c) {
-            INS_DOUBLE_VOWEL
-        } else {
-            INS_DOUBLE
+        let tripled = (j >= 2 && typed[j - 2] == c && prev == Some(c))
+            || typed.get(j + 2) == Some(&c) && next == Some(c)
+            || prev == Some(c) && next == Some(c);
+        match (is_vowel(c), tripled) {
+            (false, _) => INS_DOUBLE,
+            (true, true) => INS_DOUBLE_VOWEL,
+            (true, false) => INS_VOWEL_PAIR,
         }
     } else if prev.is_some_and(|p| adjacent(p, c)) || next.is_some_and(|n| adjacent(n, c)) {
         INS_NEIGHBOUR
@@ -305,6 +314,23 @@ pub fn cost_with_first_letter(typed: &[u8], meant: &[u8], first_letter: f32) -> 
         }
     }
     d[n % ROWS][m]
+}
+
+/// Calls `f` with each string `typed` reads as when one sound-alike spelling in it is read the
+/// rules' way (`fone` → `phone`, `thear` → `there`): the words a short word may be meant as,
+/// two or more letters away, which no search of one edit finds.
+pub fn respellings(typed: &[u8], mut f: impl FnMut(&[u8])) {
+    let mut buf = Vec::with_capacity(typed.len() + 4);
+    for &(rm, rt, _) in RULES.iter().filter(|r| !r.1.is_empty()) {
+        for at in (0..=typed.len().saturating_sub(rt.len())).filter(|&i| typed[i..].starts_with(rt))
+        {
+            buf.clear();
+            buf.extend_from_slice(&typed[..at]);
+            buf.extend_from_slice(rm);
+            buf.extend_from_slice(&typed[at + rt.len()..]);
+            f(&buf);
+        }
+    }
 }
 
 fn contains(hay: &[u8], needle: &[u8]) -> bool {
@@ -437,6 +463,11 @@ mod tests {
         // sound; a doubled consonant does not.
         assert!(c("meen", "mean") < c("meen", "men"));
         assert!(c("untill", "until") < c("meen", "men"));
+        assert_eq!(c("meen", "men"), INS_VOWEL_PAIR);
+        // A vowel struck once more where it is doubled already is a stutter of the key.
+        assert_eq!(c("speeed", "speed"), INS_DOUBLE_VOWEL);
+        assert_eq!(c("goood", "good"), INS_DOUBLE_VOWEL);
+        assert!(c("speeed", "speed") < c("meen", "men"));
         assert!(c("chose", "choose") > c("ocured", "occured"));
         // A silent final `e` dropped is as cheap as a doubled consonant; a sounded vowel is not.
         assert_eq!(c("befor", "before"), DEL_SILENT_E);
@@ -455,6 +486,26 @@ mod tests {
         );
         assert!(c("heaet", "heart") < c("heamt", "heart"));
         assert!(c("", "a").is_infinite());
+    }
+
+    #[test]
+    fn a_sound_spelt_another_way_is_read_the_rules_way() {
+        let all = |typed: &str| {
+            let mut v = Vec::new();
+            respellings(typed.as_bytes(), |s| {
+                v.push(String::from_utf8_lossy(s).into_owned())
+            });
+            v
+        };
+        assert!(all("thear").contains(&"there".to_string()));
+        assert!(all("fone").contains(&"phone".to_string()));
+        assert!(all("kwik").contains(&"quik".to_string()));
+        // Each occurrence on its own.
+        assert!(all("feefee").contains(&"feafee".to_string()));
+        assert!(all("feefee").contains(&"feefea".to_string()));
+        assert!(all("bmp").is_empty());
+        // And the rule prices it as one sound, not two letters.
+        assert!(c("thear", "there") < DEL_OTHER + INS_VOWEL);
     }
 
     #[test]

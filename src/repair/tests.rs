@@ -936,6 +936,18 @@ fn the_real_model_fixes_what_people_type_and_leaves_clean_and_foreign_queries_al
             ),
             ("who is robert gra", "who is robert gray"),
             ("what does quarrel meen", "what does quarrel mean"),
+            // A vowel doubled into another sound is rarer than the sound spelt another way,
+            // though `men in` is a common pair; a vowel struck a third time is a stutter.
+            (
+                "what does sanguine meen in french",
+                "what does sanguine mean in french",
+            ),
+            ("average typing speeed", "average typing speed"),
+            // A sound spelt as in another word, two letters from the meant one.
+            (
+                "is thear a cure for shingles",
+                "is there a cure for shingles",
+            ),
             ("is testosterone controled", "is testosterone controlled"),
             ("how mony calories per gram", "how many calories per gram"),
             ("cheap hotells in las vegas", "cheap hotels in las vegas"),
