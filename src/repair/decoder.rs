@@ -373,13 +373,15 @@ fn candidates_of(r: &Repairer, typed: &str, lookups: &mut Lookups) -> Vec<(u32, 
 /// to try them all.
 fn short_word_candidates(r: &Repairer, typed: &str, lookups: &mut Lookups) -> Vec<(u32, u8)> {
     let mut found = lookups.get(r, typed, 1).to_vec();
-    // A sound spelt another way (`thear` for `there`) may be two letters from the word.
+    // A sound spelt another way (`thear` for `there`, `nite` for `night`) may be two letters
+    // from the word, but it is one error, as one edit is: a string people write for itself is
+    // kept from words two edits away, not from its own sound spelt the usual way.
     error_model::respellings(typed.as_bytes(), |s| {
         let id = std::str::from_utf8(s)
             .ok()
             .and_then(|s| r.candidates.find(s));
         if let Some(id) = id.filter(|id| !found.iter().any(|f| f.0 == *id)) {
-            found.push((id, 2));
+            found.push((id, 1));
         }
     });
     if !r.params.two_doubled_letters {

@@ -87,6 +87,8 @@ const RULES: &[(&[u8], &[u8], f32)] = &[
     (b"ee", b"ea", 1.2),
     // The vowel of `there`, `where`, `sphere` spelt as in `bear`, `hear`.
     (b"ere", b"ear", 1.2),
+    // `-ight` written as it sounds (`nite`, `lite`).
+    (b"ight", b"ite", 1.6),
 ];
 
 fn is_vowel(c: u8) -> bool {
@@ -498,6 +500,7 @@ mod tests {
             v
         };
         assert!(all("thear").contains(&"there".to_string()));
+        assert!(all("nite").contains(&"night".to_string()));
         assert!(all("fone").contains(&"phone".to_string()));
         assert!(all("kwik").contains(&"quik".to_string()));
         // Each occurrence on its own.

@@ -943,7 +943,9 @@ fn the_real_model_fixes_what_people_type_and_leaves_clean_and_foreign_queries_al
                 "what does sanguine mean in french",
             ),
             ("average typing speeed", "average typing speed"),
-            // A sound spelt as in another word, two letters from the meant one.
+            // A sound spelt as in another word, two letters from the meant one; a spelling
+            // people write for itself too.
+            ("best time to fish at nite", "best time to fish at night"),
             (
                 "is thear a cure for shingles",
                 "is there a cure for shingles",
