@@ -444,10 +444,13 @@ fn written_as_typo_of(r: &Repairer, typed: &str, meant: &str) -> bool {
     };
     // Names and brands are mostly a word with a letter put before or after it (`usaid`,
     // `vcenter`, `humana`); people's misspellings of long words keep its ends, or roll two keys
-    // at one end (`todya`, `shoudl`, `ahve`), which puts no letter out of the word.
+    // at one end (`todya`, `shoudl`, `ahve`), which puts no letter out of the word, or add a
+    // silent `e` (`stomache`).
     let (t, m) = (typed.as_bytes(), meant.as_bytes());
     let first_kept = t.first() == m.first() || ends_swapped(t, m, 0);
-    let last_kept = t.last() == m.last() || ends_swapped(t, m, t.len().saturating_sub(2));
+    let last_kept = t.last() == m.last()
+        || ends_swapped(t, m, t.len().saturating_sub(2))
+        || silent_e_added(t, m);
     if !first_kept || !last_kept {
         return false;
     }
@@ -457,6 +460,15 @@ fn written_as_typo_of(r: &Repairer, typed: &str, meant: &str) -> bool {
     let ln_typed = r.ln_usage(typed).unwrap_or(-(1e9f64).ln());
     let channel = f64::from(error_model::cost(typed.as_bytes(), meant.as_bytes()));
     ln_meant - channel - ln_typed > margin
+}
+
+/// Whether `typed` is `meant` with an `e` put after its last consonant (`stomache`,
+/// `develope`): English ends so many words in a silent `e` that people add one where none is.
+fn silent_e_added(t: &[u8], m: &[u8]) -> bool {
+    t.len() == m.len() + 1
+        && t.starts_with(m)
+        && t.last() == Some(&b'e')
+        && m.last().is_some_and(|c| !b"aeiouy".contains(c))
 }
 
 /// Whether `typed` is `meant` with the two letters from `at` swapped and every other letter in
