@@ -173,6 +173,13 @@ pub(crate) fn readings(
                     && r.lm
                         .usage(&w.lower)
                         .is_some_and(|u| u >= p.written_word_usage);
+                // A long string nobody writes (see the lift below); whether it is words run
+                // together is asked once, of the first candidate that needs it.
+                let unwritten_long = p.unwritten_typo_letters > 0
+                    && letters >= p.unwritten_typo_letters
+                    && r.has_usage()
+                    && r.ln_usage(&w.lower).is_none();
+                let run_together_words = std::cell::OnceCell::new();
                 let mut scored: Vec<(f64, Reading)> = found
                     .iter()
                     .filter_map(|&(id, d)| {
@@ -193,15 +200,26 @@ pub(crate) fn readings(
                         // A string people write, but far less than a word one edit away, is
                         // that word's typo, and the word is no less likely than the string: as
                         // rare a word as `migraine` sits at the model's floor, below an unknown
-                        // word's prior, where its typo `migrane` would win. (A string nobody
-                        // writes is as often a name: `sarkeys`, `ponstel`; two edits away, a
-                        // term: `primase` is no `promise`.)
-                        let floor_gap =
-                            if written_typo && d == 1 && written_as_typo_of(r, &w.lower, meant) {
-                                (p.ln_unknown_word - r.lm.ln_unigram(&stats)).max(0.0)
-                            } else {
-                                0.0
-                            };
+                        // word's prior, where its typo `migrane` would win. So is a long string
+                        // nobody writes that keeps the word's ends (`petrifyed`); a shorter one
+                        // is as often a name (`sarkeys`, `ponstel`, `canopius`), and a prefix or
+                        // a word before a listed word is a word the lists lack or two run
+                        // together (`anhydrate`, `latitudeis`). Two edits away, a term:
+                        // `primase` is no `promise`.
+                        let unwritten_typo_of = || {
+                            unwritten_long
+                                && keeps_ends(w.lower.as_bytes(), meant.as_bytes())
+                                && !*run_together_words
+                                    .get_or_init(|| listed_words_run_together(r, &w.lower))
+                        };
+                        let floor_gap = if d == 1
+                            && ((written_typo && written_as_typo_of(r, &w.lower, meant))
+                                || unwritten_typo_of())
+                        {
+                            (p.ln_unknown_word - r.lm.ln_unigram(&stats)).max(0.0)
+                        } else {
+                            0.0
+                        };
                         let cost = cost + extra
                             - floor_gap
                             - r.context_bonus(meant, stats.corpus, letters, words)
@@ -442,16 +460,7 @@ fn written_as_typo_of(r: &Repairer, typed: &str, meant: &str) -> bool {
     let Some(ln_meant) = r.ln_usage(meant) else {
         return false;
     };
-    // Names and brands are mostly a word with a letter put before or after it (`usaid`,
-    // `vcenter`, `humana`); people's misspellings of long words keep its ends, or roll two keys
-    // at one end (`todya`, `shoudl`, `ahve`), which puts no letter out of the word, or add a
-    // silent `e` (`stomache`).
-    let (t, m) = (typed.as_bytes(), meant.as_bytes());
-    let first_kept = t.first() == m.first() || ends_swapped(t, m, 0);
-    let last_kept = t.last() == m.last()
-        || ends_swapped(t, m, t.len().saturating_sub(2))
-        || silent_e_added(t, m);
-    if !first_kept || !last_kept {
+    if !keeps_ends(typed.as_bytes(), meant.as_bytes()) {
         return false;
     }
     if another_form(r, typed, meant) {
@@ -460,6 +469,18 @@ fn written_as_typo_of(r: &Repairer, typed: &str, meant: &str) -> bool {
     let ln_typed = r.ln_usage(typed).unwrap_or(-(1e9f64).ln());
     let channel = f64::from(error_model::cost(typed.as_bytes(), meant.as_bytes()));
     ln_meant - channel - ln_typed > margin
+}
+
+/// Whether `typed` keeps `meant`'s first and last letters, as people's misspellings of long
+/// words do, where names and brands put a letter before or after a word (`usaid`, `vcenter`,
+/// `humana`): two keys rolled at one end (`todya`, `ahve`) or a silent `e` added (`stomache`)
+/// count as kept.
+fn keeps_ends(t: &[u8], m: &[u8]) -> bool {
+    let first_kept = t.first() == m.first() || ends_swapped(t, m, 0);
+    let last_kept = t.last() == m.last()
+        || ends_swapped(t, m, t.len().saturating_sub(2))
+        || silent_e_added(t, m);
+    first_kept && last_kept
 }
 
 /// Whether `typed` is `meant` with an `e` put after its last consonant (`stomache`,
@@ -584,6 +605,29 @@ const WORD_FORMING_PREFIXES: &[&str] = &[
     "mega", "micro", "mini", "multi", "over", "post", "semi", "super", "tele", "trans", "ultra",
     "under",
 ];
+
+/// Prefixes English makes words with that are too short to split at
+/// ([`WORD_FORMING_PREFIXES`]).
+const SHORT_PREFIXES: &[&str] = &[
+    "a", "an", "bi", "co", "de", "dis", "en", "il", "im", "in", "ir", "mis", "non", "pre", "pro",
+    "re", "sub", "tri", "un",
+];
+
+/// Whether `word` is a word of the general lists, or a prefix English makes words with, put
+/// before another (`latitudeis`, `grantstand`; `anhydrate`): words run together or a word the
+/// lists lack, not a typo of one word.
+fn listed_words_run_together(r: &Repairer, word: &str) -> bool {
+    let listed = |s: &str| r.lm.stats(s).general > 0 && (s.len() >= 3 || is_stopword(s));
+    let prefixed = WORD_FORMING_PREFIXES
+        .iter()
+        .chain(SHORT_PREFIXES)
+        .filter_map(|p| word.strip_prefix(p))
+        .any(|rest| rest.len() >= 4 && r.lm.stats(rest).general > 0);
+    prefixed
+        || (2..word.len().saturating_sub(1))
+            .filter(|&k| word.is_char_boundary(k))
+            .any(|k| listed(&word[..k]) && listed(&word[k..]))
+}
 
 /// Splits of an unknown word into two known ones (or a function word and an acronym people
 /// write), the likeliest first.

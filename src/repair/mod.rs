@@ -389,6 +389,12 @@ pub struct Params {
     /// for itself (`euless`, `defrag`, `scituate`), and two edits from a common word is no
     /// evidence against it. 0 turns this off.
     pub written_word_usage: u64,
+    /// With a usage list: an unknown word of at least this many letters that the list does not
+    /// hold (nobody writes it) and that keeps the first and last letters of a word one edit away
+    /// is that word's typo, as a written typo is: the word is believed no less than an unknown
+    /// word, however rare (`petrifyed` for `petrified`, which sits at the model's floor). Not
+    /// where the string is a prefix before a listed word (`anhydrate`). 0 turns this off.
+    pub unwritten_typo_letters: usize,
     /// A function word run into a piece of two or three letters (`ofdna`, `thetv`) is split
     /// where nobody writes the string and people write the piece at least this often per billion
     /// words (`dna`, `tv`, `ibm`: an acronym); a rarer piece beside a function word is more
@@ -490,6 +496,7 @@ impl Default for Params {
             variant_usage_margin: 4.0,
             short_typo_usage_margin: 8.5,
             written_word_usage: 40,
+            unwritten_typo_letters: 9,
             acronym_piece_usage: 1000,
             run_together_pays_pairs: true,
             written_apart_margin: 7.5,

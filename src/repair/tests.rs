@@ -975,6 +975,12 @@ fn the_real_model_fixes_what_people_type_and_leaves_clean_and_foreign_queries_al
                 "what is fmavir prescribed for",
                 "what is famvir prescribed for",
             ),
+            // ... but a letter before a whole word is how names are made, and names are written.
+            ("how to configure vcenter", "how to configure vcenter"),
+            (
+                "xfinity customer service number",
+                "xfinity customer service number",
+            ),
             // A silent `e` added to a word that ends in a consonant: written, but far less than
             // the word, it is the word's typo (`stomache` is written 39 times a billion words).
             (
@@ -984,11 +990,19 @@ fn the_real_model_fixes_what_people_type_and_leaves_clean_and_foreign_queries_al
             // ... while a name spelt so stays, written often beside the name without it.
             ("arthur c clarke books", "arthur c clarke books"),
             ("greene county court records", "greene county court records"),
-            // ... but a letter before a whole word is how names are made, and names are written.
-            ("how to configure vcenter", "how to configure vcenter"),
+            // A long string nobody writes, one edit from a word as rare as `petrified` (at the
+            // model's floor, below an unknown word), is that word's typo ...
+            ("is petrifyed wood valuable", "is petrified wood valuable"),
+            // ... but a prefix before a listed word is a word the lists lack, and two listed
+            // words run together are no typo of one (not `latitudes`, `coppertone`).
             (
-                "xfinity customer service number",
-                "xfinity customer service number",
+                "what is an anhydrate in chemistry",
+                "what is an anhydrate in chemistry",
+            ),
+            ("what latitudeis rome italy", "what latitudeis rome italy"),
+            (
+                "is copperone of the metals in blood",
+                "is copperone of the metals in blood",
             ),
         ] {
             assert_eq!(r.repair(typed).text, meant, "{typed}");
