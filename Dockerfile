@@ -75,7 +75,7 @@ COPY --from=builder /out/encoders/ /encoders/
 COPY --from=builder /out/indexes/ /indexes/
 COPY --from=builder /out/lexicon/ /opt/capot/lexicon/
 ENV ORT_DYLIB_PATH=/opt/capot/lib/libonnxruntime.so \
-    CAPOT_LEXICON=/opt/capot/lexicon/frequency_dictionary_en_82_765.txt,/opt/capot/lexicon/frequency_bigramdictionary_en_243_342.txt,/opt/capot/lexicon/wordfreq_large_en.txt \
+    CAPOT_LEXICON=/opt/capot/lexicon/frequency_dictionary_en_82_765.txt,/opt/capot/lexicon/frequency_bigramdictionary_en_243_342.txt,/opt/capot/lexicon/wordfreq_large_en.txt,/opt/capot/lexicon/cmudict_homophones.txt \
     CAPOT_LOG=info \
     CAPOT_LOG_FORMAT=json
 USER 10001:10001
@@ -112,7 +112,7 @@ COPY --from=builder /out/encoders/ /encoders/
 COPY --from=builder /out/indexes/ /indexes/
 COPY --from=builder /out/lexicon/ /opt/capot/lexicon/
 ENV ORT_DYLIB_PATH=/opt/capot/lib/libonnxruntime.so \
-    CAPOT_LEXICON=/opt/capot/lexicon/frequency_dictionary_en_82_765.txt,/opt/capot/lexicon/frequency_bigramdictionary_en_243_342.txt,/opt/capot/lexicon/wordfreq_large_en.txt \
+    CAPOT_LEXICON=/opt/capot/lexicon/frequency_dictionary_en_82_765.txt,/opt/capot/lexicon/frequency_bigramdictionary_en_243_342.txt,/opt/capot/lexicon/wordfreq_large_en.txt,/opt/capot/lexicon/cmudict_homophones.txt \
     CAPOT_LOG=info \
     CAPOT_LOG_FORMAT=json
 USER 10001:10001

@@ -291,6 +291,11 @@ pub(crate) fn readings(
             && (prev.is_some() || next.is_some())
         {
             rs.extend(real_words(r, words, i, &vote, lookups));
+            let sounds: Vec<Reading> = homophones_in_context(r, words, i, &vote)
+                .into_iter()
+                .filter(|h| !rs.iter().any(|x| x.words == h.words))
+                .collect();
+            rs.extend(sounds);
         }
         if w.stats.known() && FUNCTION_SLIP_LETTERS.contains(&letters) {
             rs.extend(function_word_in_context(r, words, i));
@@ -1017,6 +1022,74 @@ fn real_words(
             f64::from(error_model::cost(w.lower.as_bytes(), meant.as_bytes())) + p.real_word_cost;
         v.push(real_word_reading(meant, stats, prior, gain, floored, d));
     }
+    v.sort_by(|a, b| a.0.total_cmp(&b.0));
+    v.into_iter().take(p.max_candidates).map(|x| x.1).collect()
+}
+
+/// Real-word readings of a known content word as a word that sounds the same (`who rote` →
+/// `who wrote`, `back pane` → `back pain`): people write a word they know by its sound, so a
+/// homophone costs [`super::Params::homophone_cost`] where the error model would price the
+/// letters (`pane` → `pain` is two edits). The neighbours decide, as for other real-word
+/// readings, but function words count (`who wrote` is written 81M times, `who rote` never):
+/// the pair lists know them best. No function word is read (`you` for `hugh`), nor a word
+/// inside a token or before `'s` (`lowe's`: a name).
+fn homophones_in_context(
+    r: &Repairer,
+    words: &[QueryWord],
+    at: usize,
+    vote: &Vote<'_>,
+) -> Vec<Reading> {
+    let p = &r.params;
+    let w = &words[at];
+    let Some(sound_cost) = p.homophone_cost else {
+        return Vec::new();
+    };
+    let sounds = r.homophones(&w.lower);
+    let next = words.get(at + 1);
+    if sounds.is_empty()
+        || !w.whole_token
+        || next.is_some_and(|q| !q.spaced_from_previous)
+        || vote.uses(&w.lower)
+    {
+        return Vec::new();
+    }
+    let neighbour = |q: &&QueryWord| q.stats.known() && q.editable;
+    let prev = at
+        .checked_sub(1)
+        .map(|j| &words[j])
+        .filter(|q| w.spaced_from_previous && neighbour(q));
+    let next = next.filter(|q| q.spaced_from_previous && neighbour(q));
+    if prev.is_none() && next.is_none() {
+        return Vec::new();
+    }
+    let own_before = p.real_word_at_start && at == 0;
+    let (with_typed, with_typed_floored) =
+        with_neighbours(r, prev, next, own_before, &w.lower, &w.stats);
+    let mut v: Vec<(f64, Reading)> = sounds
+        .iter()
+        .filter(|meant| !is_stopword(meant))
+        .filter_map(|meant| {
+            let stats = r.lm.stats(meant);
+            if stats.general == 0 {
+                return None;
+            }
+            let (with_meant, with_meant_floored) =
+                with_neighbours(r, prev, next, own_before, meant, &stats);
+            let gain = with_meant - with_typed
+                + vote.for_change(at, &w.lower, meant, stats.corpus, p.real_word_vote);
+            (gain > p.real_word_cost).then(|| {
+                let floored = with_meant_floored - with_typed_floored;
+                real_word_reading(
+                    meant,
+                    stats,
+                    sound_cost + p.real_word_cost,
+                    gain,
+                    floored,
+                    1,
+                )
+            })
+        })
+        .collect();
     v.sort_by(|a, b| a.0.total_cmp(&b.0));
     v.into_iter().take(p.max_candidates).map(|x| x.1).collect()
 }

@@ -13,6 +13,10 @@ pub const DEFAULT_BIGRAMS: &str = "lexicon/frequency_bigramdictionary_en_243_342
 /// (data CC BY-SA 4.0), which `scripts/setup` converts to `word count` lines under
 /// [`USAGE_HEADER`].
 pub const DEFAULT_USAGE: &str = "lexicon/wordfreq_large_en.txt";
+/// File name of the default homophone list under the assets directory: the CMU Pronouncing
+/// Dictionary (BSD-style licence), which `scripts/setup` groups into lines of words that sound
+/// the same under [`HOMOPHONES_HEADER`].
+pub const DEFAULT_HOMOPHONES: &str = "lexicon/cmudict_homophones.txt";
 /// Count given to a word of a plain list (no counts): about that of a rare English word.
 const PLAIN_LIST_COUNT: u64 = 100_000;
 
@@ -45,6 +49,8 @@ pub struct Lexicon {
     /// Words of two letters or more that begin with each pair of letters `a`–`z` (26 × 26),
     /// empty until such a word is added.
     starts: Vec<u32>,
+    /// Word → the other words that sound the same: a homophone list.
+    homophones: HashMap<Box<str>, Vec<Box<str>>, foldhash::fast::FixedState>,
 }
 
 /// The slot of a word's first two letters in [`Lexicon::starts`], when both are `a`–`z`.
@@ -61,12 +67,17 @@ fn start_index(word: &[u8]) -> Option<usize> {
 /// [`Lexicon::usage`]).
 pub const USAGE_HEADER: &str = "#usage";
 
+/// First line of a homophone list: then one line per sound, the words that are spelt for it
+/// (`rote wrote`, `pain pane`; see [`Lexicon::homophones`]).
+pub const HOMOPHONES_HEADER: &str = "#homophones";
+
 impl Lexicon {
     /// Reads word lists and pair lists, one entry per line, told apart by their fields:
     /// `word` (a plain list such as Debian's `/usr/share/dict/words`), `word count` (a frequency
     /// list such as SymSpell's) or `word word count` (a pair list such as SymSpell's bigrams);
     /// a file whose first line is [`USAGE_HEADER`] is a usage list of `word count` lines (see
-    /// [`Lexicon::usage`]).
+    /// [`Lexicon::usage`]), one whose first line is [`HOMOPHONES_HEADER`] a homophone list (see
+    /// [`Lexicon::homophones`]).
     /// Words are lower-cased; lines that are not valid UTF-8 are skipped. A pair whose words are
     /// in no word list is kept out.
     pub fn load(paths: &[PathBuf]) -> Result<Self, LexiconError> {
@@ -78,13 +89,26 @@ impl Lexicon {
                 path: path.clone(),
                 source,
             })?;
-            let before = (lex.words.len(), pairs.len(), usage.len());
+            let before = (
+                lex.words.len(),
+                pairs.len(),
+                usage.len(),
+                lex.homophones.len(),
+            );
             if let Some(rest) = bytes.strip_prefix(USAGE_HEADER.as_bytes()) {
                 read_usage(rest, &mut usage);
+            } else if let Some(rest) = bytes.strip_prefix(HOMOPHONES_HEADER.as_bytes()) {
+                lex.read_homophones(rest);
             } else {
                 lex.extend_from(&bytes, &mut pairs);
             }
-            if (lex.words.len(), pairs.len(), usage.len()) == before {
+            let after = (
+                lex.words.len(),
+                pairs.len(),
+                usage.len(),
+                lex.homophones.len(),
+            );
+            if after == before {
                 return Err(LexiconError::Empty(path.clone()));
             }
             lex.sources.push(path.clone());
@@ -177,6 +201,44 @@ impl Lexicon {
         self
     }
 
+    /// The same lexicon with homophones held in memory: groups of words that sound the same.
+    pub fn with_homophones<'a>(mut self, groups: impl IntoIterator<Item = &'a [&'a str]>) -> Self {
+        for group in groups {
+            self.add_homophones(group.iter().map(|w| w.to_ascii_lowercase()).collect());
+        }
+        self
+    }
+
+    /// The lines of a homophone list: the words of each line sound the same (ASCII letters
+    /// only, lower-cased).
+    fn read_homophones(&mut self, bytes: &[u8]) {
+        for line in bytes.split(|&b| b == b'\n') {
+            let Ok(line) = std::str::from_utf8(line) else {
+                continue;
+            };
+            self.add_homophones(
+                line.split_whitespace()
+                    .filter(|w| w.bytes().all(|b| b.is_ascii_alphabetic()))
+                    .map(str::to_ascii_lowercase)
+                    .collect(),
+            );
+        }
+    }
+
+    fn add_homophones(&mut self, group: Vec<String>) {
+        for a in &group {
+            for b in &group {
+                if a == b {
+                    continue;
+                }
+                let others = self.homophones.entry(a.as_str().into()).or_default();
+                if !others.iter().any(|o| **o == **b) {
+                    others.push(b.as_str().into());
+                }
+            }
+        }
+    }
+
     fn set_usage(&mut self, mut usage: Vec<(String, u64)>) {
         usage.sort_unstable();
         // The first of a repeated string counts (the lists hold each once).
@@ -229,6 +291,12 @@ impl Lexicon {
         self.usage.is_some()
     }
 
+    /// The other words that sound as `word` (lower case) does, when a homophone list is loaded
+    /// (`wrote` for `rote`): what people write for a word they know by its sound.
+    pub fn homophones(&self, word: &str) -> &[Box<str>] {
+        self.homophones.get(word).map_or(&[], |v| v.as_slice())
+    }
+
     /// Sum of the word counts.
     pub fn total(&self) -> u64 {
         self.total
@@ -266,7 +334,16 @@ impl Lexicon {
             .usage
             .as_ref()
             .map_or(0, |m| m.as_fst().as_bytes().len());
-        strings + self.words.len() * (16 + 8 + 16 + 8) + self.bigrams.len() * 24 + usage
+        let homophones: usize = self
+            .homophones
+            .iter()
+            .map(|(k, v)| k.len() + 16 + 24 + v.iter().map(|w| w.len() + 16).sum::<usize>())
+            .sum();
+        strings
+            + self.words.len() * (16 + 8 + 16 + 8)
+            + self.bigrams.len() * 24
+            + usage
+            + homophones
     }
 }
 
@@ -289,16 +366,14 @@ fn pair_key(a: u32, b: u32) -> u64 {
 }
 
 /// The default lists under `assets` (the `CAPOT_ASSETS` directory, `assets` by default): the
-/// word list and, when they are there, the pair list and the usage list.
+/// word list and, when they are there, the pair list, the usage list and the homophone list.
 pub fn default_paths(assets: &Path) -> Vec<PathBuf> {
     let mut paths = vec![assets.join(DEFAULT_LEXICON)];
-    let bigrams = assets.join(DEFAULT_BIGRAMS);
-    if bigrams.is_file() {
-        paths.push(bigrams);
-    }
-    let usage = assets.join(DEFAULT_USAGE);
-    if usage.is_file() {
-        paths.push(usage);
+    for optional in [DEFAULT_BIGRAMS, DEFAULT_USAGE, DEFAULT_HOMOPHONES] {
+        let path = assets.join(optional);
+        if path.is_file() {
+            paths.push(path);
+        }
     }
     paths
 }
@@ -363,6 +438,26 @@ mod tests {
             "a usage list adds no words to the language"
         );
         assert_eq!(lex.len(), 2);
+        // A homophone list: told by its header, each line a sound; no words of the language.
+        let h = dir.path().join("h.txt");
+        std::fs::write(
+            &h,
+            "#homophones\nrote Wrote roat\npain pane\nlo low lowe\nx1 y2\n",
+        )
+        .unwrap();
+        let lex = Lexicon::load(&[a.clone(), h]).unwrap();
+        let sounds = |w: &str| -> Vec<&str> { lex.homophones(w).iter().map(|s| &**s).collect() };
+        assert_eq!(sounds("rote"), ["wrote", "roat"]);
+        assert_eq!(sounds("wrote"), ["rote", "roat"]);
+        assert_eq!(sounds("pane"), ["pain"]);
+        assert!(sounds("the").is_empty() && sounds("x1").is_empty());
+        assert!(!lex.contains("wrote"), "a homophone list adds no words");
+        let empty_sounds = dir.path().join("eh.txt");
+        std::fs::write(&empty_sounds, "#homophones\nalone\n").unwrap();
+        assert!(matches!(
+            Lexicon::load(&[a.clone(), empty_sounds]),
+            Err(LexiconError::Empty(_))
+        ));
         let empty_usage = dir.path().join("eu.txt");
         std::fs::write(&empty_usage, "#usage\n\n").unwrap();
         assert!(matches!(

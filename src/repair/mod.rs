@@ -284,6 +284,11 @@ pub struct Params {
     /// Weigh a real-word candidate at the start of a query with its own probability against the
     /// typed word's, as the word before it would be weighed elsewhere.
     pub real_word_at_start: bool,
+    /// With a homophone list: cost, in nats, of reading a known word as another that sounds the
+    /// same (`rote` for `wrote`, `pane` for `pain`), in place of the error model's, on top of
+    /// [`Params::real_word_cost`]; the words beside it count as context, function words too
+    /// (`who wrote`). `null` turns homophones off.
+    pub homophone_cost: Option<f64>,
     /// Cost, in nats, of a space left out (`thecauses`); below zero it is a bonus, which makes up
     /// for the extra word a split adds to the language model's product.
     pub split_cost: f64,
@@ -466,6 +471,7 @@ impl Default for Params {
             max_candidates: 8,
             real_word_cost: 8.0,
             real_word_at_start: true,
+            homophone_cost: Some(2.0),
             split_cost: -2.5,
             compound_split_cost: 3.0,
             unwritten_compound_bonus: 3.0,
@@ -736,6 +742,11 @@ impl Repairer {
     /// Whether a usage list is loaded.
     pub(crate) fn has_usage(&self) -> bool {
         self.lexicon.as_ref().is_some_and(|l| l.has_usage())
+    }
+
+    /// The other words that sound as `word` does, when a homophone list is loaded.
+    pub(crate) fn homophones(&self, word: &str) -> &[Box<str>] {
+        self.lexicon.as_ref().map_or(&[], |l| l.homophones(word))
     }
 
     /// The cost of keeping a word that nobody writes (see [`Params::unlisted_cost`]).

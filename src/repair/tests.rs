@@ -165,6 +165,56 @@ fn real_word_errors_are_corrected_only_with_context() {
 }
 
 #[test]
+fn a_word_that_sounds_as_the_one_its_neighbours_want_is_read_as_it() {
+    let words = [
+        ("who", 1_000_000_000),
+        ("wrote", 100_000_000),
+        ("rote", 1_000_000),
+        ("the", 20_000_000_000),
+        ("song", 100_000_000),
+        ("at", 10_000_000_000),
+        ("low", 100_000_000),
+        ("lowe", 10_000),
+        ("plywood", 1_000_000),
+        ("did", 1_000_000_000),
+        ("you", 5_000_000_000),
+        ("hugh", 1_000_000),
+        ("glass", 10_000_000),
+    ];
+    let pairs = [
+        ("who", "wrote", 80_000_000),
+        ("wrote", "the", 100_000_000),
+        ("at", "low", 50_000_000),
+        ("did", "you", 1_000_000_000),
+    ];
+    let lexicon = Lexicon::from_counts(words, pairs).with_homophones([
+        &["rote", "wrote"][..],
+        &["low", "lowe"][..],
+        &["hugh", "you"][..],
+    ]);
+    let vocab = Arc::new(Vocabulary::build(DOCS[..4].iter().map(|t| ("", *t))));
+    let r = Repairer::new(vocab.clone(), Some(Arc::new(lexicon.clone())));
+    // `rote` is one edit from `wrote`, but only the function word beside it asks for `wrote`.
+    let out = r.repair("who rote the song");
+    assert_eq!(out.text, "who wrote the song");
+    assert_eq!(out.edits[0].kind, EditKind::RealWord);
+    assert_eq!(r.repair("plywood at lowe").text, "plywood at low");
+    // A word before `'s` is a name's; a function word is never read for a word.
+    assert!(!r.repair("plywood at lowe's").changed());
+    assert!(!r.repair("did hugh glass").changed());
+    let off = Repairer::with_params(
+        vocab,
+        Some(Arc::new(lexicon)),
+        Params {
+            homophone_cost: None,
+            ..Params::default()
+        },
+    );
+    assert!(!off.repair("who rote the song").changed());
+    assert!(!off.repair("plywood at lowe").changed());
+}
+
+#[test]
 fn a_word_one_slip_from_the_function_word_its_neighbours_want_is_read_as_it() {
     let words: &[(&str, u64)] = &[
         ("how", 570_000_000),
@@ -1000,6 +1050,18 @@ fn the_real_model_fixes_what_people_type_and_leaves_clean_and_foreign_queries_al
                 "what is an anhydrate in chemistry",
             ),
             ("what latitudeis rome italy", "what latitudeis rome italy"),
+            // A word written for another that sounds the same, where the words beside it, a
+            // function word too, ask for the other (`who wrote` is a common pair) ...
+            (
+                "who rote the theme song for friends",
+                "who wrote the theme song for friends",
+            ),
+            ("back pane when sitting", "back pain when sitting"),
+            // ... but never a function word for a name (`you` sounds as `hugh`).
+            (
+                "when did hugh grant get married",
+                "when did hugh grant get married",
+            ),
             (
                 "is copperone of the metals in blood",
                 "is copperone of the metals in blood",
