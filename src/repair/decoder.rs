@@ -1141,6 +1141,12 @@ fn real_word_reading(
     )
 }
 
+/// By how much (in nats) the pair of a function word's homophone with the next word must be
+/// written more often than the same pair as typed for the homophone to be read in its place:
+/// `there is` 520 times `their is`, `there own` 170 times `their own`, while `in their` is
+/// written only 11 times as often as `in there`, which is English too.
+const HOMOPHONE_PAIR_MARGIN: f64 = 4.0;
+
 /// The shortest and the longest typed word read as a slip of a function word in context: two
 /// letters are mostly acronyms (`tv`, `va`, `oz` are no `to`, `a`, `of`), and so are three
 /// that make a two-letter function word with one left out (`seo`, `tpo`, `ion` are no `so`,
@@ -1161,6 +1167,10 @@ const FUNCTION_SLIP_LETTERS: std::ops::RangeInclusive<usize> = 3..=6;
 /// [`super::Params::corpus_word_cost`] for a word only the corpus knows); for a three-letter
 /// word no list holds (`what is rhe best`), which the caller passes too,
 /// [`super::Params::unknown_function_word_cost`].
+///
+/// A function word is also read for a function word that sounds the same (`their is a mouse`
+/// → `there is`, `how too cook rice` → `how to`) at [`super::Params::homophone_cost`], where the
+/// next word's pair says so (see [`HOMOPHONE_PAIR_MARGIN`]).
 fn function_word_in_context(r: &Repairer, words: &[QueryWord], at: usize) -> Vec<Reading> {
     let p = &r.params;
     let w = &words[at];
@@ -1185,8 +1195,22 @@ fn function_word_in_context(r: &Repairer, words: &[QueryWord], at: usize) -> Vec
         ]
     };
     let typed_pairs = pair_counts(&w.stats);
+    // Function words that sound as the typed one does and start with the same letter
+    // (`their` and `there`, `too` and `to`; not `are` and `or`, which only share a weak form),
+    // before a word that says which one it is: a word at the query's end has no such word
+    // (`get out of there`, `i want to go too`).
+    let sounds: Vec<&str> = match p.homophone_cost {
+        Some(_) if next.is_some() && w.whole_token && is_stopword(&w.lower) => r
+            .homophones(&w.lower)
+            .iter()
+            .map(|m| &**m)
+            .filter(|m| is_stopword(m) && m.as_bytes().first() == typed.first())
+            .collect(),
+        _ => Vec::new(),
+    };
     // Written beside every neighbour as it stands (`what is the`): no slip, and no look-ups.
-    if typed_pairs.iter().flatten().all(|&c| c > 0) {
+    let written_beside_all = typed_pairs.iter().flatten().all(|&c| c > 0);
+    if written_beside_all && sounds.is_empty() {
         return Vec::new();
     }
     let (with_typed, with_typed_floored) = context_score(&w.lower, &w.stats);
@@ -1205,25 +1229,62 @@ fn function_word_in_context(r: &Repairer, words: &[QueryWord], at: usize) -> Vec
         };
         place + corpus_only
     };
-    let mut v: Vec<(f64, Reading)> = STOPWORDS
+    let slips = STOPWORDS
         .iter()
+        .filter(|_| !written_beside_all)
         .filter(|m| m.len() >= 3 && m.len().abs_diff(typed.len()) <= 1)
         .filter(|m| error_model::slip_of_the_hand(typed, m.as_bytes()))
         .filter(|m| !inflection(&w.lower, m))
-        .filter_map(|&meant| {
+        .map(|&m| (m, None));
+    let homophones = sounds.iter().map(|&m| (m, p.homophone_cost));
+    let mut v: Vec<(f64, Reading)> = slips
+        .chain(homophones)
+        .filter_map(|(meant, sound_cost)| {
             let stats = r.lm.stats(meant);
             let meant_pairs = pair_counts(&stats);
-            let written_as_typed = typed_pairs.iter().zip(&meant_pairs).any(|pair| match pair {
-                (Some(t), Some(m)) => *t > 0 && *t as f64 * p.typo_pair_margin.exp() >= *m as f64,
-                _ => false,
-            });
-            let written_as_meant = meant_pairs.iter().flatten().any(|&c| c > 0);
-            if written_as_typed || !written_as_meant {
-                return None;
-            }
+            let sides = || {
+                typed_pairs
+                    .iter()
+                    .zip(&meant_pairs)
+                    .filter_map(|pair| match pair {
+                        (Some(t), Some(m)) => Some((*t as f64, *m as f64)),
+                        _ => None,
+                    })
+            };
+            let (channel, prior_cost) = match sound_cost {
+                // A slip: no pair written with the typed word nearly as often as with the
+                // function word, and one written with the function word.
+                None => {
+                    let margin = p.typo_pair_margin.exp();
+                    if sides().any(|(t, m)| t > 0.0 && t * margin >= m)
+                        || !sides().any(|(_, m)| m > 0.0)
+                    {
+                        return None;
+                    }
+                    let channel = f64::from(error_model::cost(typed, meant.as_bytes()));
+                    (channel, prior_cost)
+                }
+                // A homophone: people write it for the word they mean, so the typed word's
+                // pairs are written too (`their is`: 13.6M times in the pair list). The pair
+                // with the next word must be written far more with the homophone
+                // ([`HOMOPHONE_PAIR_MARGIN`]: `there is`, 7,076M), no pair more with the typed
+                // word (`what is their name` stays: `their name` is written, `there name` not),
+                // and the pairs' gain must pay for the sound alone: the pair test is the
+                // evidence a slip's prior stands for.
+                Some(sound_cost) => {
+                    let margin = HOMOPHONE_PAIR_MARGIN.exp();
+                    let after = match (typed_pairs[1], meant_pairs[1]) {
+                        (Some(t), Some(m)) => m > 0 && m as f64 > t as f64 * margin,
+                        _ => false,
+                    };
+                    if sides().any(|(t, m)| t > 0.0 && t >= m) || !after {
+                        return None;
+                    }
+                    (sound_cost, 0.0)
+                }
+            };
             let (with_meant, with_meant_floored) = context_score(meant, &stats);
             let gain = with_meant - with_typed;
-            let channel = f64::from(error_model::cost(typed, meant.as_bytes()));
             if gain <= prior_cost + channel {
                 return None;
             }

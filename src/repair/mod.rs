@@ -287,7 +287,9 @@ pub struct Params {
     /// With a homophone list: cost, in nats, of reading a known word as another that sounds the
     /// same (`rote` for `wrote`, `pane` for `pain`), in place of the error model's, on top of
     /// [`Params::real_word_cost`]; the words beside it count as context, function words too
-    /// (`who wrote`). `null` turns homophones off.
+    /// (`who wrote`). A function word read for one that sounds the same (`their is` →
+    /// `there is`) pays this alone, where its pair with the next word is written far more.
+    /// `null` turns homophones off.
     pub homophone_cost: Option<f64>,
     /// Cost, in nats, of a space left out (`thecauses`); below zero it is a bonus, which makes up
     /// for the extra word a split adds to the language model's product.

@@ -165,6 +165,59 @@ fn real_word_errors_are_corrected_only_with_context() {
 }
 
 #[test]
+fn a_function_word_that_sounds_as_the_one_the_next_word_wants_is_read_as_it() {
+    let words = [
+        ("their", 780_000_000),
+        ("there", 700_000_000),
+        ("is", 4_700_000_000),
+        ("a", 9_000_000_000),
+        ("what", 800_000_000),
+        ("name", 460_000_000),
+        ("get", 1_000_000_000),
+        ("out", 1_000_000_000),
+        ("of", 10_000_000_000),
+        ("will", 1_000_000_000),
+        ("be", 3_000_000_000),
+    ];
+    let pairs = [
+        ("there", "is", 7_000_000_000),
+        ("their", "is", 13_000_000),
+        ("is", "there", 520_000_000),
+        ("is", "their", 180_000_000),
+        ("their", "name", 100_000_000),
+        ("get", "out", 200_000_000),
+        ("out", "of", 2_000_000_000),
+        ("of", "their", 7_000_000_000),
+        ("of", "there", 53_000_000),
+        ("there", "will", 100_000_000),
+        ("their", "will", 3_300_000),
+        ("will", "be", 2_000_000_000),
+    ];
+    let lexicon = Lexicon::from_counts(words, pairs).with_homophones([&["their", "there"][..]]);
+    let vocab = Arc::new(Vocabulary::build(DOCS[..4].iter().map(|t| ("", *t))));
+    let r = Repairer::new(vocab.clone(), Some(Arc::new(lexicon.clone())));
+    let out = r.repair("their is a name");
+    assert_eq!(out.text, "there is a name");
+    assert_eq!(out.edits[0].kind, EditKind::RealWord);
+    // A pair written with the typed word and not the other keeps it, before the word (`is
+    // there name tag`) or after it; the query's last word has no next word to say which one it
+    // is; a pair written only 30 times as often is no proof.
+    assert!(!r.repair("is there name").changed());
+    assert!(!r.repair("what is their name").changed());
+    assert!(!r.repair("get out of there").changed());
+    assert!(!r.repair("their will be").changed());
+    let off = Repairer::with_params(
+        vocab,
+        Some(Arc::new(lexicon)),
+        Params {
+            homophone_cost: None,
+            ..Params::default()
+        },
+    );
+    assert!(!off.repair("their is a name").changed());
+}
+
+#[test]
 fn a_word_that_sounds_as_the_one_its_neighbours_want_is_read_as_it() {
     let words = [
         ("who", 1_000_000_000),
@@ -1065,6 +1118,24 @@ fn the_real_model_fixes_what_people_type_and_leaves_clean_and_foreign_queries_al
             (
                 "is copperone of the metals in blood",
                 "is copperone of the metals in blood",
+            ),
+            // A function word for one that sounds the same, where the next word asks for it ...
+            (
+                "their is a mouse in my kitchen",
+                "there is a mouse in my kitchen",
+            ),
+            (
+                "is their a cure for diabetes",
+                "is there a cure for diabetes",
+            ),
+            ("how too cook rice", "how to cook rice"),
+            // ... but not where a pair is written as typed, or nothing follows.
+            ("what is their name", "what is their name"),
+            ("get out of there", "get out of there"),
+            ("i want to go too", "i want to go too"),
+            (
+                "what level is blood pressure too low",
+                "what level is blood pressure too low",
             ),
         ] {
             assert_eq!(r.repair(typed).text, meant, "{typed}");
