@@ -1141,11 +1141,42 @@ fn real_word_reading(
     )
 }
 
-/// By how much (in nats) the pair of a function word's homophone with the next word must be
-/// written more often than the same pair as typed for the homophone to be read in its place:
+/// By how much (in nats) a pair with a function word the typed one is confused with (a
+/// homophone: the pair with the next word) must be written more often than the same pair as
+/// typed for that word to be read in its place:
 /// `there is` 520 times `their is`, `there own` 170 times `their own`, while `in their` is
 /// written only 11 times as often as `in there`, which is English too.
 const HOMOPHONE_PAIR_MARGIN: f64 = 4.0;
+
+/// How a function word may be read for the typed one ([`function_word_in_context`]).
+#[derive(Clone, Copy)]
+enum Confusion {
+    /// One slip of the hand away.
+    Slip,
+    /// Sounds the same.
+    Sound,
+    /// One letter more or less after the first, both of four letters or more.
+    OneLetter,
+}
+
+/// The function words of four letters or more that are one letter apart after the first
+/// ([`Confusion::OneLetter`]), found once.
+fn one_letter_apart() -> &'static [(&'static str, &'static str)] {
+    static PAIRS: std::sync::OnceLock<Vec<(&str, &str)>> = std::sync::OnceLock::new();
+    PAIRS.get_or_init(|| {
+        let long = || STOPWORDS.iter().copied().filter(|w| w.len() >= 4);
+        long()
+            .flat_map(|a| long().map(move |b| (a, b)))
+            .filter(|(a, b)| one_letter_more(a.as_bytes(), b.as_bytes()))
+            .collect()
+    })
+}
+
+/// Whether `longer` is `shorter` with one letter added after the first.
+fn one_letter_more(shorter: &[u8], longer: &[u8]) -> bool {
+    longer.len() == shorter.len() + 1
+        && (1..longer.len()).any(|i| longer[..i] == shorter[..i] && longer[i + 1..] == shorter[i..])
+}
 
 /// The shortest and the longest typed word read as a slip of a function word in context: two
 /// letters are mostly acronyms (`tv`, `va`, `oz` are no `to`, `a`, `of`), and so are three
@@ -1170,7 +1201,9 @@ const FUNCTION_SLIP_LETTERS: std::ops::RangeInclusive<usize> = 3..=6;
 ///
 /// A function word is also read for a function word that sounds the same (`their is a mouse`
 /// → `there is`, `how too cook rice` → `how to`) at [`super::Params::homophone_cost`], where the
-/// next word's pair says so (see [`HOMOPHONE_PAIR_MARGIN`]).
+/// next word's pair says so, and for one a letter apart (`who where the` → `who were`) at the
+/// letter's cost, where either neighbour's does (see [`HOMOPHONE_PAIR_MARGIN`] and
+/// [`Confusion`]).
 fn function_word_in_context(r: &Repairer, words: &[QueryWord], at: usize) -> Vec<Reading> {
     let p = &r.params;
     let w = &words[at];
@@ -1195,22 +1228,36 @@ fn function_word_in_context(r: &Repairer, words: &[QueryWord], at: usize) -> Vec
         ]
     };
     let typed_pairs = pair_counts(&w.stats);
-    // Function words that sound as the typed one does and start with the same letter
-    // (`their` and `there`, `too` and `to`; not `are` and `or`, which only share a weak form),
-    // before a word that says which one it is: a word at the query's end has no such word
-    // (`get out of there`, `i want to go too`).
-    let sounds: Vec<&str> = match p.homophone_cost {
-        Some(_) if next.is_some() && w.whole_token && is_stopword(&w.lower) => r
-            .homophones(&w.lower)
+    // Function words a writer who knows both mixes up, written for each other so often that
+    // the typed word's pairs are written too (`their is`: 13.6M times in the pair list): those
+    // that sound the same and start with the same letter (`their` and `there`, `too` and `to`;
+    // not `are` and `or`, which only share a weak form), and those of four letters or more one
+    // letter apart after the first (`where` and `were`). Only with homophones on.
+    let confusable = p.homophone_cost.is_some() && w.whole_token && is_stopword(&w.lower);
+    let sounds: Vec<&str> = if confusable && next.is_some() {
+        r.homophones(&w.lower)
             .iter()
             .map(|m| &**m)
             .filter(|m| is_stopword(m) && m.as_bytes().first() == typed.first())
-            .collect(),
-        _ => Vec::new(),
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let one_letter: Vec<&str> = if confusable && typed.len() >= 4 {
+        one_letter_apart()
+            .iter()
+            .filter_map(|&(a, b)| match w.lower.as_str() {
+                t if t == a => Some(b),
+                t if t == b => Some(a),
+                _ => None,
+            })
+            .collect()
+    } else {
+        Vec::new()
     };
     // Written beside every neighbour as it stands (`what is the`): no slip, and no look-ups.
     let written_beside_all = typed_pairs.iter().flatten().all(|&c| c > 0);
-    if written_beside_all && sounds.is_empty() {
+    if written_beside_all && sounds.is_empty() && one_letter.is_empty() {
         return Vec::new();
     }
     let (with_typed, with_typed_floored) = context_score(&w.lower, &w.stats);
@@ -1235,13 +1282,17 @@ fn function_word_in_context(r: &Repairer, words: &[QueryWord], at: usize) -> Vec
         .filter(|m| m.len() >= 3 && m.len().abs_diff(typed.len()) <= 1)
         .filter(|m| error_model::slip_of_the_hand(typed, m.as_bytes()))
         .filter(|m| !inflection(&w.lower, m))
-        .map(|&m| (m, None));
-    let homophones = sounds.iter().map(|&m| (m, p.homophone_cost));
+        .map(|&m| (m, Confusion::Slip));
+    let homophones = sounds.iter().map(|&m| (m, Confusion::Sound));
+    let letters = one_letter.iter().map(|&m| (m, Confusion::OneLetter));
+    let pair_margin = HOMOPHONE_PAIR_MARGIN.exp();
     let mut v: Vec<(f64, Reading)> = slips
         .chain(homophones)
-        .filter_map(|(meant, sound_cost)| {
+        .chain(letters)
+        .filter_map(|(meant, confusion)| {
             let stats = r.lm.stats(meant);
             let meant_pairs = pair_counts(&stats);
+            // (typed, meant) pair counts on each side with a neighbour.
             let sides = || {
                 typed_pairs
                     .iter()
@@ -1251,36 +1302,45 @@ fn function_word_in_context(r: &Repairer, words: &[QueryWord], at: usize) -> Vec
                         _ => None,
                     })
             };
-            let (channel, prior_cost) = match sound_cost {
+            let favours = |(t, m): (f64, f64)| m > 0.0 && m > t * pair_margin;
+            let letters = || f64::from(error_model::cost(typed, meant.as_bytes()));
+            // What the reading costs before the neighbours' gain: the channel, and the prior
+            // that stands for the evidence the pairs do not give.
+            let (channel, prior_cost) = match confusion {
                 // A slip: no pair written with the typed word nearly as often as with the
                 // function word, and one written with the function word.
-                None => {
+                Confusion::Slip => {
                     let margin = p.typo_pair_margin.exp();
                     if sides().any(|(t, m)| t > 0.0 && t * margin >= m)
                         || !sides().any(|(_, m)| m > 0.0)
                     {
                         return None;
                     }
-                    let channel = f64::from(error_model::cost(typed, meant.as_bytes()));
-                    (channel, prior_cost)
+                    (letters(), prior_cost)
                 }
-                // A homophone: people write it for the word they mean, so the typed word's
-                // pairs are written too (`their is`: 13.6M times in the pair list). The pair
-                // with the next word must be written far more with the homophone
-                // ([`HOMOPHONE_PAIR_MARGIN`]: `there is`, 7,076M), no pair more with the typed
-                // word (`what is their name` stays: `their name` is written, `there name` not),
-                // and the pairs' gain must pay for the sound alone: the pair test is the
-                // evidence a slip's prior stands for.
-                Some(sound_cost) => {
-                    let margin = HOMOPHONE_PAIR_MARGIN.exp();
+                // A homophone decided by the next word (`there is`, 7,076M, 520 times `their
+                // is`; [`HOMOPHONE_PAIR_MARGIN`]), with no pair written more as typed (`what is
+                // their name` stays: `their name` is written, `there name` not): the pair test
+                // is the evidence a slip's prior stands for, so the gain pays the sound alone.
+                Confusion::Sound => {
                     let after = match (typed_pairs[1], meant_pairs[1]) {
-                        (Some(t), Some(m)) => m > 0 && m as f64 > t as f64 * margin,
+                        (Some(t), Some(m)) => favours((t as f64, m as f64)),
                         _ => false,
                     };
-                    if sides().any(|(t, m)| t > 0.0 && t >= m) || !after {
+                    if !after || sides().any(|(t, m)| t > 0.0 && t >= m) {
                         return None;
                     }
-                    (sound_cost, 0.0)
+                    (p.homophone_cost.unwrap_or(0.0), 0.0)
+                }
+                // One letter apart, decided by either neighbour (`who were` is written, `who
+                // where` not), unless the other is written with the typed word far more
+                // (`where the` is 3.4 times `were the`: not far more): the letter's cost alone.
+                Confusion::OneLetter => {
+                    let against = p.typo_pair_margin.exp();
+                    if !sides().any(favours) || sides().any(|(t, m)| t > 0.0 && t >= m * against) {
+                        return None;
+                    }
+                    (letters(), 0.0)
                 }
             };
             let (with_meant, with_meant_floored) = context_score(meant, &stats);

@@ -218,6 +218,48 @@ fn a_function_word_that_sounds_as_the_one_the_next_word_wants_is_read_as_it() {
 }
 
 #[test]
+fn a_function_word_a_letter_from_the_one_a_neighbour_wants_is_read_as_it() {
+    let words = [
+        ("who", 1_000_000_000),
+        ("were", 570_000_000),
+        ("where", 360_000_000),
+        ("the", 20_000_000_000),
+        ("is", 4_700_000_000),
+        ("song", 100_000_000),
+        ("knows", 100_000_000),
+    ];
+    let pairs = [
+        ("who", "were", 5_000_000_000),
+        ("where", "the", 2_800_000_000),
+        ("were", "the", 830_000_000),
+        ("where", "is", 1_300_000_000),
+        ("knows", "where", 50_000_000),
+        ("were", "song", 1_300_000),
+        ("where", "song", 10_000_000),
+    ];
+    let lexicon = Lexicon::from_counts(words, pairs);
+    let vocab = Arc::new(Vocabulary::build(DOCS[..4].iter().map(|t| ("", *t))));
+    let r = Repairer::new(vocab.clone(), Some(Arc::new(lexicon.clone())));
+    // `where the` is written 3.4 times `were the`: not enough to keep `where` after `who`.
+    let out = r.repair("who where the song");
+    assert_eq!(out.text, "who were the song");
+    assert_eq!(out.edits[0].kind, EditKind::RealWord);
+    assert_eq!(r.repair("were is the song").text, "where is the song");
+    // A neighbour written with the typed word far more keeps it.
+    assert!(!r.repair("knows where the song").changed());
+    assert!(!r.repair("who where song").changed());
+    let off = Repairer::with_params(
+        vocab,
+        Some(Arc::new(lexicon)),
+        Params {
+            homophone_cost: None,
+            ..Params::default()
+        },
+    );
+    assert!(!off.repair("who where the song").changed());
+}
+
+#[test]
 fn a_word_that_sounds_as_the_one_its_neighbours_want_is_read_as_it() {
     let words = [
         ("who", 1_000_000_000),
@@ -1129,6 +1171,14 @@ fn the_real_model_fixes_what_people_type_and_leaves_clean_and_foreign_queries_al
                 "is there a cure for diabetes",
             ),
             ("how too cook rice", "how to cook rice"),
+            // ... or a letter from it (`who were` is written, `who where` not) ...
+            ("who where the beatles", "who were the beatles"),
+            (
+                "were is the nearest hospital",
+                "where is the nearest hospital",
+            ),
+            ("where were you born", "where were you born"),
+            ("where the wild things are", "where the wild things are"),
             // ... but not where a pair is written as typed, or nothing follows.
             ("what is their name", "what is their name"),
             ("get out of there", "get out of there"),
