@@ -164,6 +164,23 @@ fn real_word_errors_are_corrected_only_with_context() {
     assert!(!r.repair("vaginal yeast infection").changed());
 }
 
+/// Repairers over a small vocabulary and `lexicon`, with homophones read and with
+/// `homophone_cost: null`.
+fn with_and_without_homophones(lexicon: Lexicon) -> (Repairer, Repairer) {
+    let vocab = Arc::new(Vocabulary::build(DOCS[..4].iter().map(|t| ("", *t))));
+    let lexicon = Arc::new(lexicon);
+    let on = Repairer::new(vocab.clone(), Some(lexicon.clone()));
+    let off = Repairer::with_params(
+        vocab,
+        Some(lexicon),
+        Params {
+            homophone_cost: None,
+            ..Params::default()
+        },
+    );
+    (on, off)
+}
+
 #[test]
 fn a_function_word_that_sounds_as_the_one_the_next_word_wants_is_read_as_it() {
     let words = [
@@ -194,8 +211,7 @@ fn a_function_word_that_sounds_as_the_one_the_next_word_wants_is_read_as_it() {
         ("will", "be", 2_000_000_000),
     ];
     let lexicon = Lexicon::from_counts(words, pairs).with_homophones([&["their", "there"][..]]);
-    let vocab = Arc::new(Vocabulary::build(DOCS[..4].iter().map(|t| ("", *t))));
-    let r = Repairer::new(vocab.clone(), Some(Arc::new(lexicon.clone())));
+    let (r, off) = with_and_without_homophones(lexicon);
     let out = r.repair("their is a name");
     assert_eq!(out.text, "there is a name");
     assert_eq!(out.edits[0].kind, EditKind::RealWord);
@@ -206,14 +222,6 @@ fn a_function_word_that_sounds_as_the_one_the_next_word_wants_is_read_as_it() {
     assert!(!r.repair("what is their name").changed());
     assert!(!r.repair("get out of there").changed());
     assert!(!r.repair("their will be").changed());
-    let off = Repairer::with_params(
-        vocab,
-        Some(Arc::new(lexicon)),
-        Params {
-            homophone_cost: None,
-            ..Params::default()
-        },
-    );
     assert!(!off.repair("their is a name").changed());
 }
 
@@ -238,8 +246,7 @@ fn a_function_word_a_letter_from_the_one_a_neighbour_wants_is_read_as_it() {
         ("where", "song", 10_000_000),
     ];
     let lexicon = Lexicon::from_counts(words, pairs);
-    let vocab = Arc::new(Vocabulary::build(DOCS[..4].iter().map(|t| ("", *t))));
-    let r = Repairer::new(vocab.clone(), Some(Arc::new(lexicon.clone())));
+    let (r, off) = with_and_without_homophones(lexicon);
     // `where the` is written 3.4 times `were the`: not enough to keep `where` after `who`.
     let out = r.repair("who where the song");
     assert_eq!(out.text, "who were the song");
@@ -248,14 +255,6 @@ fn a_function_word_a_letter_from_the_one_a_neighbour_wants_is_read_as_it() {
     // A neighbour written with the typed word far more keeps it.
     assert!(!r.repair("knows where the song").changed());
     assert!(!r.repair("who where song").changed());
-    let off = Repairer::with_params(
-        vocab,
-        Some(Arc::new(lexicon)),
-        Params {
-            homophone_cost: None,
-            ..Params::default()
-        },
-    );
     assert!(!off.repair("who where the song").changed());
 }
 
@@ -287,8 +286,7 @@ fn a_word_that_sounds_as_the_one_its_neighbours_want_is_read_as_it() {
         &["low", "lowe"][..],
         &["hugh", "you"][..],
     ]);
-    let vocab = Arc::new(Vocabulary::build(DOCS[..4].iter().map(|t| ("", *t))));
-    let r = Repairer::new(vocab.clone(), Some(Arc::new(lexicon.clone())));
+    let (r, off) = with_and_without_homophones(lexicon);
     // `rote` is one edit from `wrote`, but only the function word beside it asks for `wrote`.
     let out = r.repair("who rote the song");
     assert_eq!(out.text, "who wrote the song");
@@ -297,14 +295,6 @@ fn a_word_that_sounds_as_the_one_its_neighbours_want_is_read_as_it() {
     // A word before `'s` is a name's; a function word is never read for a word.
     assert!(!r.repair("plywood at lowe's").changed());
     assert!(!r.repair("did hugh glass").changed());
-    let off = Repairer::with_params(
-        vocab,
-        Some(Arc::new(lexicon)),
-        Params {
-            homophone_cost: None,
-            ..Params::default()
-        },
-    );
     assert!(!off.repair("who rote the song").changed());
     assert!(!off.repair("plywood at lowe").changed());
 }
