@@ -297,7 +297,14 @@ pub(crate) fn readings(
                 .collect();
             rs.extend(sounds);
         }
-        if w.stats.known() && FUNCTION_SLIP_LETTERS.contains(&letters) {
+        // A known word of slip length may be a function word mistyped; a function word of
+        // any length, with homophones on, one misheard.
+        if w.stats.known()
+            && (FUNCTION_SLIP_LETTERS.contains(&letters)
+                || (p.homophone_cost.is_some()
+                    && is_stopword(&w.lower)
+                    && !r.homophones(&w.lower).is_empty()))
+        {
             rs.extend(function_word_in_context(r, words, i));
         }
         // A join with the next word.
@@ -1157,6 +1164,9 @@ enum Confusion {
     Sound,
     /// One letter more or less after the first, both of four letters or more.
     OneLetter,
+    /// A content word that sounds the same (`how to no if` → `know`, `for wheel drive` →
+    /// `four`), of a typed function word of two letters or more.
+    ContentSound,
 }
 
 /// The function words of four letters or more that are one letter apart after the first
@@ -1203,7 +1213,10 @@ const FUNCTION_SLIP_LETTERS: std::ops::RangeInclusive<usize> = 3..=6;
 /// → `there is`, `how too cook rice` → `how to`) at [`super::Params::homophone_cost`], where the
 /// next word's pair says so, and for one a letter apart (`who where the` → `who were`) at the
 /// letter's cost, where either neighbour's does (see [`HOMOPHONE_PAIR_MARGIN`] and
-/// [`Confusion`]).
+/// [`Confusion`]); and, whatever its length, for a content word that sounds the same (`how to
+/// no if` → `know`, `for wheel drive` → `four`, `can you here me` → `hear`) at
+/// [`super::Params::homophone_cost`], where either neighbour's pair says so and neither says
+/// the opposite. Slips are read for words of [`FUNCTION_SLIP_LETTERS`] only.
 fn function_word_in_context(r: &Repairer, words: &[QueryWord], at: usize) -> Vec<Reading> {
     let p = &r.params;
     let w = &words[at];
@@ -1232,10 +1245,16 @@ fn function_word_in_context(r: &Repairer, words: &[QueryWord], at: usize) -> Vec
     // the typed word's pairs are written too (`their is`: 13.6M times in the pair list): those
     // that sound the same and start with the same letter (`their` and `there`, `too` and `to`;
     // not `are` and `or`, which only share a weak form), and those of four letters or more one
-    // letter apart after the first (`where` and `were`). Only with homophones on.
+    // letter apart after the first (`where` and `were`); and content words that sound as
+    // they do (`no` and `know`, `for` and `four`). Only with homophones on.
     let confusable = p.homophone_cost.is_some() && w.whole_token && is_stopword(&w.lower);
-    let sounds: Vec<&str> = if confusable && next.is_some() {
+    let heard: &[Box<str>] = if confusable {
         r.homophones(&w.lower)
+    } else {
+        &[]
+    };
+    let sounds: Vec<&str> = if next.is_some() {
+        heard
             .iter()
             .map(|m| &**m)
             .filter(|m| is_stopword(m) && m.as_bytes().first() == typed.first())
@@ -1255,12 +1274,24 @@ fn function_word_in_context(r: &Repairer, words: &[QueryWord], at: usize) -> Vec
     } else {
         Vec::new()
     };
+    // A single letter (`t`, `s`) is an initial or a unit more often than a word misheard.
+    let content_sounds: Vec<&str> = if typed.len() >= 2 {
+        heard
+            .iter()
+            .map(|m| &**m)
+            .filter(|m| !is_stopword(m))
+            .collect()
+    } else {
+        Vec::new()
+    };
     // Written beside every neighbour as it stands (`what is the`): no slip, and no look-ups.
     let written_beside_all = typed_pairs.iter().flatten().all(|&c| c > 0);
-    if written_beside_all && sounds.is_empty() && one_letter.is_empty() {
+    if written_beside_all && sounds.is_empty() && one_letter.is_empty() && content_sounds.is_empty()
+    {
         return Vec::new();
     }
-    let (with_typed, with_typed_floored) = context_score(&w.lower, &w.stats);
+    // Scored once a reading passes its pair tests: most do not.
+    let typed_score = std::cell::OnceCell::new();
     let prior_cost = if !w.stats.known() {
         p.unknown_function_word_cost
     } else {
@@ -1278,19 +1309,25 @@ fn function_word_in_context(r: &Repairer, words: &[QueryWord], at: usize) -> Vec
     };
     let slips = STOPWORDS
         .iter()
-        .filter(|_| !written_beside_all)
+        .filter(|_| !written_beside_all && FUNCTION_SLIP_LETTERS.contains(&typed.len()))
         .filter(|m| m.len() >= 3 && m.len().abs_diff(typed.len()) <= 1)
         .filter(|m| error_model::slip_of_the_hand(typed, m.as_bytes()))
         .filter(|m| !inflection(&w.lower, m))
         .map(|&m| (m, Confusion::Slip));
     let homophones = sounds.iter().map(|&m| (m, Confusion::Sound));
     let letters = one_letter.iter().map(|&m| (m, Confusion::OneLetter));
+    let content = content_sounds.iter().map(|&m| (m, Confusion::ContentSound));
     let pair_margin = HOMOPHONE_PAIR_MARGIN.exp();
     let mut v: Vec<(f64, Reading)> = slips
         .chain(homophones)
         .chain(letters)
+        .chain(content)
         .filter_map(|(meant, confusion)| {
             let stats = r.lm.stats(meant);
+            if matches!(confusion, Confusion::ContentSound) && stats.general == 0 {
+                // A name the CMU list spells as the word sounds (`noh`, `noe` for `no`).
+                return None;
+            }
             let meant_pairs = pair_counts(&stats);
             // (typed, meant) pair counts on each side with a neighbour.
             let sides = || {
@@ -1332,18 +1369,25 @@ fn function_word_in_context(r: &Repairer, words: &[QueryWord], at: usize) -> Vec
                     }
                     (p.homophone_cost.unwrap_or(0.0), 0.0)
                 }
-                // One letter apart, decided by either neighbour (`who were` is written, `who
-                // where` not), unless the other is written with the typed word far more
-                // (`where the` is 3.4 times `were the`: not far more): the letter's cost alone.
-                Confusion::OneLetter => {
+                // One letter apart, or a content word that sounds the same, decided by either
+                // neighbour (`who were` is written, `who where` not; `know if`, never `no if`),
+                // unless the other is written with the typed word far more (`where the` is 3.4
+                // times `were the`: not far more; `no longer` keeps `i no longer`): the
+                // letter's cost alone, or the sound's.
+                Confusion::OneLetter | Confusion::ContentSound => {
                     let against = p.typo_pair_margin.exp();
                     if !sides().any(favours) || sides().any(|(t, m)| t > 0.0 && t >= m * against) {
                         return None;
                     }
-                    (letters(), 0.0)
+                    match confusion {
+                        Confusion::OneLetter => (letters(), 0.0),
+                        _ => (p.homophone_cost.unwrap_or(0.0), 0.0),
+                    }
                 }
             };
             let (with_meant, with_meant_floored) = context_score(meant, &stats);
+            let (with_typed, with_typed_floored) =
+                *typed_score.get_or_init(|| context_score(&w.lower, &w.stats));
             let gain = with_meant - with_typed;
             if gain <= prior_cost + channel {
                 return None;

@@ -259,6 +259,52 @@ fn a_function_word_a_letter_from_the_one_a_neighbour_wants_is_read_as_it() {
 }
 
 #[test]
+fn a_function_word_that_sounds_as_the_content_word_a_neighbour_wants_is_read_as_it() {
+    let words = [
+        ("how", 570_000_000),
+        ("to", 12_000_000_000),
+        ("no", 1_400_000_000),
+        ("know", 300_000_000),
+        ("if", 2_000_000_000),
+        ("longer", 200_000_000),
+        ("i", 3_000_000_000),
+        ("t", 40_000_000),
+        ("tea", 27_000_000),
+        ("shirt", 50_000_000),
+        ("you", 5_000_000_000),
+        ("more", 1_000_000_000),
+    ];
+    let pairs = [
+        ("how", "to", 5_500_000_000),
+        ("you", "know", 4_000_000_000),
+        ("no", "more", 800_000_000),
+        ("know", "more", 100_000_000),
+        ("to", "know", 2_500_000_000),
+        ("to", "no", 170_000_000),
+        ("know", "if", 650_000_000),
+        ("i", "know", 216_000_000),
+        ("i", "no", 8_400_000),
+        ("no", "longer", 1_660_000_000),
+        ("tea", "shirt", 10_000_000),
+    ];
+    let lexicon = Lexicon::from_counts(words, pairs)
+        .with_homophones([&["know", "no"][..], &["t", "tea"][..]]);
+    let (r, off) = with_and_without_homophones(lexicon);
+    // `know if` is written, `no if` never; `to know` 15 times `to no`.
+    let out = r.repair("how to no if");
+    assert_eq!(out.text, "how to know if");
+    assert_eq!(out.edits[0].kind, EditKind::RealWord);
+    // `no longer` is written, `know longer` never: the typed word stays, whatever `i know` says.
+    assert!(!r.repair("i no longer").changed());
+    // Nor where the other neighbour is written with it far more (`no more` 8 times `know
+    // more`), however loudly the first speaks for the content word (`you know`, never `you no`).
+    assert!(!r.repair("you no more").changed());
+    // A single letter is an initial or a unit, not a word misheard.
+    assert!(!r.repair("t shirt").changed());
+    assert!(!off.repair("how to no if").changed());
+}
+
+#[test]
 fn a_word_that_sounds_as_the_one_its_neighbours_want_is_read_as_it() {
     let words = [
         ("who", 1_000_000_000),
@@ -1169,6 +1215,25 @@ fn the_real_model_fixes_what_people_type_and_leaves_clean_and_foreign_queries_al
             ),
             ("where were you born", "where were you born"),
             ("where the wild things are", "where the wild things are"),
+            // ... or a content word that sounds as it does, where a neighbour asks for it ...
+            (
+                "how to no if you have diabetes",
+                "how to know if you have diabetes",
+            ),
+            ("for wheel drive cars", "four wheel drive cars"),
+            ("can you here me", "can you hear me"),
+            (
+                "what is the do date for taxes",
+                "what is the due date for taxes",
+            ),
+            ("i no longer love you", "i no longer love you"),
+            ("books by stephen king", "books by stephen king"),
+            ("do it yourself", "do it yourself"),
+            ("here we go", "here we go"),
+            (
+                "what does a t with a dot over it mean on a prescription",
+                "what does a t with a dot over it mean on a prescription",
+            ),
             // ... but not where a pair is written as typed, or nothing follows.
             ("what is their name", "what is their name"),
             ("get out of there", "get out of there"),
