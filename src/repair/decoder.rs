@@ -1148,12 +1148,13 @@ fn real_word_reading(
     )
 }
 
-/// By how much (in nats) a pair with a function word the typed one is confused with (a
-/// homophone: the pair with the next word) must be written more often than the same pair as
-/// typed for that word to be read in its place:
-/// `there is` 520 times `their is`, `there own` 170 times `their own`, while `in their` is
-/// written only 11 times as often as `in there`, which is English too.
-const HOMOPHONE_PAIR_MARGIN: f64 = 4.0;
+/// By how much (in nats) a neighbour's pair with the word a typed function word is confused
+/// with must be written more often than the same pair as typed for that word to be read in its
+/// place (the next word's pair for a function word that sounds the same, either neighbour's for
+/// one a letter apart or a content word that sounds the same; [`Confusion`]): `there is` 520
+/// times `their is`, `there own` 170 times `their own`, while `in their` is written only 11
+/// times as often as `in there`, which is English too.
+const CONFUSED_PAIR_MARGIN: f64 = 4.0;
 
 /// How a function word may be read for the typed one ([`function_word_in_context`]).
 #[derive(Clone, Copy)]
@@ -1212,7 +1213,7 @@ const FUNCTION_SLIP_LETTERS: std::ops::RangeInclusive<usize> = 3..=6;
 /// A function word is also read for a function word that sounds the same (`their is a mouse`
 /// → `there is`, `how too cook rice` → `how to`) at [`super::Params::homophone_cost`], where the
 /// next word's pair says so, and for one a letter apart (`who where the` → `who were`) at the
-/// letter's cost, where either neighbour's does (see [`HOMOPHONE_PAIR_MARGIN`] and
+/// letter's cost, where either neighbour's does (see [`CONFUSED_PAIR_MARGIN`] and
 /// [`Confusion`]); and, whatever its length, for a content word that sounds the same (`how to
 /// no if` → `know`, `for wheel drive` → `four`, `can you here me` → `hear`) at
 /// [`super::Params::homophone_cost`], where either neighbour's pair says so and neither says
@@ -1317,7 +1318,7 @@ fn function_word_in_context(r: &Repairer, words: &[QueryWord], at: usize) -> Vec
     let homophones = sounds.iter().map(|&m| (m, Confusion::Sound));
     let letters = one_letter.iter().map(|&m| (m, Confusion::OneLetter));
     let content = content_sounds.iter().map(|&m| (m, Confusion::ContentSound));
-    let pair_margin = HOMOPHONE_PAIR_MARGIN.exp();
+    let pair_margin = CONFUSED_PAIR_MARGIN.exp();
     let mut v: Vec<(f64, Reading)> = slips
         .chain(homophones)
         .chain(letters)
@@ -1356,7 +1357,7 @@ fn function_word_in_context(r: &Repairer, words: &[QueryWord], at: usize) -> Vec
                     (letters(), prior_cost)
                 }
                 // A homophone decided by the next word (`there is`, 7,076M, 520 times `their
-                // is`; [`HOMOPHONE_PAIR_MARGIN`]), with no pair written more as typed (`what is
+                // is`; [`CONFUSED_PAIR_MARGIN`]), with no pair written more as typed (`what is
                 // their name` stays: `their name` is written, `there name` not): the pair test
                 // is the evidence a slip's prior stands for, so the gain pays the sound alone.
                 Confusion::Sound => {
