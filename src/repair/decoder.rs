@@ -146,6 +146,12 @@ pub(crate) fn readings(
         if !w.stats.known() || corpus_only {
             // Looked up from `min_letters` letters on.
             let LookedUp { found, typo } = looked_up[i].take().unwrap_or_default();
+            // The usage list reads the string people write as some candidates' typo: those it
+            // names are what the writer meant, not the others.
+            let usage_names = typo
+                && p.unnamed_reading_cost != 0.0
+                && r.ln_usage(&w.lower).is_some()
+                && typo_of_a_written_word(r, &w.lower, &found);
             if typo {
                 // Neither its being written nor the corpus's use of it speaks for it, and as
                 // typed it is never seen beside its neighbours either: it pays for each known one
@@ -212,15 +218,18 @@ pub(crate) fn readings(
                                 && !*run_together_words
                                     .get_or_init(|| listed_words_run_together(r, &w.lower))
                         };
-                        let floor_gap = if d == 1
-                            && ((written_typo && written_as_typo_of(r, &w.lower, meant))
-                                || unwritten_typo_of())
-                        {
+                        let named = written_typo && written_as_typo_of(r, &w.lower, meant);
+                        let floor_gap = if d == 1 && (named || unwritten_typo_of()) {
                             (p.ln_unknown_word - r.lm.ln_unigram(&stats)).max(0.0)
                         } else {
                             0.0
                         };
-                        let cost = cost + extra
+                        let unnamed = if usage_names && !named_by_usage(r, &w.lower, meant) {
+                            p.unnamed_reading_cost
+                        } else {
+                            0.0
+                        };
+                        let cost = cost + extra + unnamed
                             - floor_gap
                             - r.context_bonus(meant, stats.corpus, letters, words)
                             - vote.for_change(i, &w.lower, meant, stats.corpus, p.vote_bonus);
@@ -270,7 +279,12 @@ pub(crate) fn readings(
                 let beside_unknown = [prev, next]
                     .iter()
                     .any(|q| q.is_some_and(|q| q.editable && !q.stats.known()));
-                let split = splits(r, &w.lower, beside_unknown);
+                let mut split = splits(r, &w.lower, beside_unknown);
+                if usage_names {
+                    for s in &mut split {
+                        s.cost += p.unnamed_reading_cost;
+                    }
+                }
                 // Nobody writes it, so as typed it is never seen beside its neighbours either,
                 // while its split pays for each unseen pair: kept, it pays for each known
                 // neighbour too, as a typo does — but not where it is a name's part (beside an
@@ -461,6 +475,30 @@ fn typo_of_a_written_word(r: &Repairer, typed: &str, found: &[(u32, u8)]) -> boo
 /// Whether the usage list reads the writings of `typed` as `meant`'s typos (see
 /// [`typo_of_a_written_word`]).
 fn written_as_typo_of(r: &Repairer, typed: &str, meant: &str) -> bool {
+    keeps_ends(typed.as_bytes(), meant.as_bytes())
+        && !another_form(r, typed, meant)
+        && written_far_more(r, typed, meant)
+}
+
+/// Whether the usage list reads the writings of `typed` as `meant`'s typos, as
+/// [`written_as_typo_of`] does, or would were it not for an end letter slipped to a key next
+/// to the right one (`doed` for `does`, beside `deed`, which keeps the ends): the words a
+/// correction of a written typo may go to at no extra cost
+/// ([`super::Params::unnamed_reading_cost`]).
+fn named_by_usage(r: &Repairer, typed: &str, meant: &str) -> bool {
+    if keeps_ends(typed.as_bytes(), meant.as_bytes()) {
+        written_as_typo_of(r, typed, meant)
+    } else {
+        typed.len() == meant.len()
+            && error_model::slip_of_the_hand(typed.as_bytes(), meant.as_bytes())
+            && !another_form(r, typed, meant)
+            && written_far_more(r, typed, meant)
+    }
+}
+
+/// Whether the usage list holds `meant` written more often than `typed` by the usage rule's
+/// margin after the edit's cost (see [`typo_of_a_written_word`]).
+fn written_far_more(r: &Repairer, typed: &str, meant: &str) -> bool {
     let margin = if typed.len() >= r.params.long_word {
         r.params.typo_usage_margin
     } else {
@@ -472,12 +510,6 @@ fn written_as_typo_of(r: &Repairer, typed: &str, meant: &str) -> bool {
     let Some(ln_meant) = r.ln_usage(meant) else {
         return false;
     };
-    if !keeps_ends(typed.as_bytes(), meant.as_bytes()) {
-        return false;
-    }
-    if another_form(r, typed, meant) {
-        return false;
-    }
     let ln_typed = r.ln_usage(typed).unwrap_or(-(1e9f64).ln());
     let channel = f64::from(error_model::cost(typed.as_bytes(), meant.as_bytes()));
     ln_meant - channel - ln_typed > margin

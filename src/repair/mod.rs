@@ -384,6 +384,12 @@ pub struct Params {
     /// The same margin for words shorter than [`Params::long_word`], which are more often names
     /// and brands beside a common word (`humana`, `perris`): higher.
     pub short_word_typo_usage_margin: f64,
+    /// With a usage list: what a correction of a written string costs more when the usage rule
+    /// reads the string as the typo of other words (`meen`, 105 per billion, is `mean`'s: 338,844
+    /// with the same ends; not `men`'s, `teen`'s or `seen`'s, which the words beside it may
+    /// prefer), a split of it included. A word an end letter's slip to a key beside it away
+    /// counts as named where its writings pass the margin (`doed` is `does`'s, as `deed`'s).
+    pub unnamed_reading_cost: f64,
     /// With a usage list: an unknown word that is a spelling variant or an inflection of a
     /// candidate (`colour`/`color`, `symptom`/`symptoms`) is still that candidate's typo when the
     /// candidate is written this many nats more often (`controled`, `develope`).
@@ -501,6 +507,7 @@ impl Default for Params {
             ln_usage_reference: -17.0,
             typo_usage_margin: 2.0,
             short_word_typo_usage_margin: 6.0,
+            unnamed_reading_cost: 4.0,
             variant_usage_margin: 4.0,
             short_typo_usage_margin: 8.5,
             written_word_usage: 40,

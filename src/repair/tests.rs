@@ -997,6 +997,52 @@ fn a_short_or_inflected_misspelling_people_write_is_read_as_the_word_they_mean()
 }
 
 #[test]
+fn a_written_typo_is_read_as_the_word_the_usage_list_names_whatever_the_pairs_prefer() {
+    let vocab = Arc::new(Vocabulary::build(DOCS.iter().map(|t| ("", *t))));
+    let words = [
+        ("where", 600_000_000),
+        ("can", 1_200_000_000),
+        ("i", 3_000_000_000),
+        ("find", 200_000_000),
+        ("the", 20_000_000_000),
+        ("mean", 80_000_000),
+        ("men", 170_000_000),
+        ("on", 4_000_000_000),
+        ("excel", 10_000_000),
+    ];
+    let pairs = [
+        ("where", "can", 85_000_000),
+        ("can", "i", 600_000_000),
+        ("i", "find", 100_000_000),
+        ("find", "the", 300_000_000),
+        ("the", "men", 363_000_000),
+        ("the", "mean", 242_000_000),
+        ("men", "on", 37_000_000),
+    ];
+    let usage = [("mean", 338_844), ("men", 323_594), ("meen", 105)];
+    let lexicon = Arc::new(Lexicon::from_counts(words, pairs).with_usage(usage));
+    let r = Repairer::new(vocab.clone(), Some(lexicon.clone()));
+    // `meen` is written 3,000 times less than `mean`, with the same ends and a vowel spelt the
+    // other way: the usage rule names `mean`. `men` is written as often, but a doubled letter
+    // dropped costs what leaves it short of the margin, so the pairs' liking for `the men on`
+    // does not decide.
+    let q = "where can i find the meen on excel";
+    assert_eq!(r.repair(q).text, "where can i find the mean on excel");
+    let unnamed_free = Repairer::with_params(
+        vocab,
+        Some(lexicon),
+        Params {
+            unnamed_reading_cost: 0.0,
+            ..Params::default()
+        },
+    );
+    assert_eq!(
+        unnamed_free.repair(q).text,
+        "where can i find the men on excel"
+    );
+}
+
+#[test]
 fn an_explanation_shows_the_readings_weighed_and_the_one_taken() {
     let r = english();
     let e = r.explain("recieve email");
@@ -1242,6 +1288,18 @@ fn the_real_model_fixes_what_people_type_and_leaves_clean_and_foreign_queries_al
                 "what level is blood pressure too low",
                 "what level is blood pressure too low",
             ),
+            // A written typo is the word the usage list names (or one an end key's slip from
+            // it), whatever the pairs prefer (`the men`, `job teen`, `deed`).
+            (
+                "how to find the meen on a calculator",
+                "how to find the mean on a calculator",
+            ),
+            ("what does a good job meen", "what does a good job mean"),
+            (
+                "how many moons doed jupiter have",
+                "how many moons does jupiter have",
+            ),
+            ("what cars doed toyota make", "what cars does toyota make"),
         ] {
             assert_eq!(r.repair(typed).text, meant, "{typed}");
         }
