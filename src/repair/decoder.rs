@@ -518,12 +518,13 @@ fn written_far_more(r: &Repairer, typed: &str, meant: &str) -> bool {
 /// Whether `typed` keeps `meant`'s first and last letters, as people's misspellings of long
 /// words do, where names and brands put a letter before or after a word (`usaid`, `vcenter`,
 /// `humana`): two keys rolled at one end (`todya`, `ahve`) or a silent `e` added (`stomache`)
-/// count as kept.
+/// or lost (`befor`) count as kept.
 fn keeps_ends(t: &[u8], m: &[u8]) -> bool {
     let first_kept = t.first() == m.first() || ends_swapped(t, m, 0);
     let last_kept = t.last() == m.last()
         || ends_swapped(t, m, t.len().saturating_sub(2))
-        || silent_e_added(t, m);
+        || silent_e_added(t, m)
+        || silent_e_added(m, t);
     first_kept && last_kept
 }
 

@@ -1300,6 +1300,8 @@ fn the_real_model_fixes_what_people_type_and_leaves_clean_and_foreign_queries_al
                 "how many moons does jupiter have",
             ),
             ("what cars doed toyota make", "what cars does toyota make"),
+            // ... or one its final `e` lost, rather than two function words (`be for`).
+            ("what to eat befor a run", "what to eat before a run"),
         ] {
             assert_eq!(r.repair(typed).text, meant, "{typed}");
         }
