@@ -52,12 +52,14 @@ impl Lookups {
     }
 }
 
-/// An editable word looked up as unknown (or known only to the corpus): its candidates, and
-/// whether the usage list reads it as one of their typos.
+/// An editable word looked up as unknown (or known only to the corpus): its candidates,
+/// whether it reads as a typo at all, and whether the usage list reads it as one of their typos
+/// ([`typo_of_a_written_word`]), which names the candidates it may go to.
 #[derive(Default)]
 struct LookedUp {
     found: Vec<(u32, u8)>,
     typo: bool,
+    written_typo: bool,
 }
 
 /// The readings of every position: `readings[i]` start at word `i`.
@@ -92,10 +94,15 @@ pub(crate) fn readings(
                             vote.for_change(i, &w.lower, meant, stats.corpus, 1.0) > 0.0
                         })
                     };
-                    let typo = typo_of_a_written_word(r, &w.lower, &found)
+                    let written_typo = typo_of_a_written_word(r, &w.lower, &found);
+                    let typo = written_typo
                         || (!found.is_empty() && r.unwritten_rare_start(&w.lower))
                         || voted();
-                    LookedUp { found, typo }
+                    LookedUp {
+                        found,
+                        typo,
+                        written_typo,
+                    }
                 })
         })
         .collect();
@@ -145,13 +152,15 @@ pub(crate) fn readings(
         let mut keep_pays_pairs = false;
         if !w.stats.known() || corpus_only {
             // Looked up from `min_letters` letters on.
-            let LookedUp { found, typo } = looked_up[i].take().unwrap_or_default();
+            let LookedUp {
+                found,
+                typo,
+                written_typo,
+            } = looked_up[i].take().unwrap_or_default();
             // The usage list reads the string people write as some candidates' typo: those it
             // names are what the writer meant, not the others.
-            let usage_names = typo
-                && p.unnamed_reading_cost != 0.0
-                && r.ln_usage(&w.lower).is_some()
-                && typo_of_a_written_word(r, &w.lower, &found);
+            let usage_names =
+                written_typo && p.unnamed_reading_cost != 0.0 && r.ln_usage(&w.lower).is_some();
             if typo {
                 // Neither its being written nor the corpus's use of it speaks for it, and as
                 // typed it is never seen beside its neighbours either: it pays for each known one
