@@ -429,14 +429,18 @@ fn short_word_candidates(r: &Repairer, typed: &str, lookups: &mut Lookups) -> Ve
     // A sound spelt another way (`thear` for `there`, `nite` for `night`) may be two letters
     // from the word, but it is one error, as one edit is: a string people write for itself is
     // kept from words two edits away, not from its own sound spelt the usual way.
-    error_model::respellings(typed.as_bytes(), |s| {
+    // So is a letter struck two keys away, or two pairs of keys out of step (`mkea` for
+    // `make`, `ahev` for `have`): two edits, one slip of the hand.
+    let mut add = |s: &[u8]| {
         let id = std::str::from_utf8(s)
             .ok()
             .and_then(|s| r.candidates.find(s));
         if let Some(id) = id.filter(|id| !found.iter().any(|f| f.0 == *id)) {
             found.push((id, 1));
         }
-    });
+    };
+    error_model::respellings(typed.as_bytes(), &mut add);
+    error_model::rolled_keys(typed.as_bytes(), &mut add);
     if !r.params.two_doubled_letters {
         return found;
     }

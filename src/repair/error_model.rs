@@ -53,6 +53,10 @@ pub const INS_VOWEL: f32 = 2.0;
 pub const INS_OTHER: f32 = 3.2;
 /// Two adjacent letters swapped (`recieve`, `teh`).
 pub const TRANSPOSE: f32 = 1.5;
+/// A letter struck two keys late or early, over two others (`mkea` for `make`, `jstu` for
+/// `just`, `soilders`): one slip of the hand, as a swap is, but rarer. Without it the alignment
+/// reads it as a letter dropped and another added (3.8–5.8 nats).
+pub const MOVE: f32 = 2.6;
 /// Extra cost of an edit at the first letter.
 pub const FIRST_LETTER: f32 = 2.0;
 /// A space put inside a word (`face book`).
@@ -302,6 +306,9 @@ pub fn cost_with_first_letter(typed: &[u8], meant: &[u8], first_letter: f32) -> 
             {
                 best = best.min(d[up2][j - 2] + TRANSPOSE + first(i - 2));
             }
+            if i > 2 && j > 2 && moved(&meant[i - 3..i], &typed[j - 3..j]) {
+                best = best.min(d[(i - 3) % ROWS][j - 3] + MOVE + first(i - 3));
+            }
             for &(rm, rt, c) in rules {
                 if i >= rm.len()
                     && j >= rt.len()
@@ -316,6 +323,45 @@ pub fn cost_with_first_letter(typed: &[u8], meant: &[u8], first_letter: f32) -> 
         }
     }
     d[n % ROWS][m]
+}
+
+/// Whether `typed` is the three letters `meant` with its first letter struck after the other
+/// two or its last before them (`mke`/`kea`, `yea`/`rea`), and no swap of two of them.
+fn moved(meant: &[u8], typed: &[u8]) -> bool {
+    let &[a, b, c] = meant else { return false };
+    a != b && b != c && a != c && (typed == [b, c, a] || typed == [c, a, b])
+}
+
+/// Calls `f` with each string a short typed word reads as when one slip of the hand that moves
+/// letters further than a swap is undone: a letter struck two keys late or early (`mkea` →
+/// `make`, `yrea` → `year`, [`MOVE`]), or both hands a key out of step, two pairs swapped
+/// (`ahev` → `have`). A search of one edit finds neither.
+pub fn rolled_keys(typed: &[u8], mut f: impl FnMut(&[u8])) {
+    let n = typed.len();
+    let mut buf = typed.to_vec();
+    for i in 0..n.saturating_sub(2) {
+        // Undo a letter struck two late: `typed[i + 2]` belongs at `i`; or two early.
+        buf.copy_from_slice(typed);
+        buf[i..i + 3].rotate_right(1);
+        if moved(&buf[i..i + 3], &typed[i..i + 3]) {
+            f(&buf);
+        }
+        buf.copy_from_slice(typed);
+        buf[i..i + 3].rotate_left(1);
+        if moved(&buf[i..i + 3], &typed[i..i + 3]) {
+            f(&buf);
+        }
+    }
+    for i in 0..n.saturating_sub(1) {
+        for j in i + 2..n.saturating_sub(1) {
+            if typed[i] != typed[i + 1] && typed[j] != typed[j + 1] {
+                buf.copy_from_slice(typed);
+                buf.swap(i, i + 1);
+                buf.swap(j, j + 1);
+                f(&buf);
+            }
+        }
+    }
 }
 
 /// Calls `f` with each string `typed` reads as when one sound-alike spelling in it is read the
@@ -509,6 +555,37 @@ mod tests {
         assert!(all("bmp").is_empty());
         // And the rule prices it as one sound, not two letters.
         assert!(c("thear", "there") < DEL_OTHER + INS_VOWEL);
+    }
+
+    #[test]
+    fn a_letter_struck_two_keys_away_is_one_slip_and_is_undone() {
+        let all = |typed: &str| {
+            let mut v = Vec::new();
+            rolled_keys(typed.as_bytes(), |s| {
+                v.push(String::from_utf8_lossy(s).into_owned())
+            });
+            v
+        };
+        // Late, early, and two pairs out of step.
+        assert!(all("mkea").contains(&"make".to_string()));
+        assert!(all("jstu").contains(&"just".to_string()));
+        assert!(all("yrea").contains(&"year".to_string()));
+        assert!(all("lveo").contains(&"love".to_string()));
+        assert!(all("ahev").contains(&"have".to_string()));
+        assert!(all("owudl").contains(&"would".to_string()));
+        // Never the word itself, and nothing from a word too short to move a letter in.
+        assert!(!all("make").contains(&"make".to_string()));
+        assert!(all("ab").is_empty());
+        // One move costs less than the letter dropped and added that it replaces, more than a
+        // swap, and a move at the first letter pays that letter's cost.
+        assert_eq!(c("mkea", "make"), MOVE);
+        assert_eq!(c("soilders", "soldiers"), MOVE);
+        assert!(c("jstu", "just") < DEL_VOWEL + INS_VOWEL);
+        assert!(c("tath", "that") > TRANSPOSE);
+        assert_eq!(c("tath", "that"), MOVE);
+        assert_eq!(c("rwite", "write"), TRANSPOSE + FIRST_LETTER);
+        assert_eq!(c("yrea", "year"), MOVE);
+        assert_eq!(c("eayr", "year"), MOVE + FIRST_LETTER);
     }
 
     #[test]

@@ -1043,6 +1043,41 @@ fn a_written_typo_is_read_as_the_word_the_usage_list_names_whatever_the_pairs_pr
 }
 
 #[test]
+fn a_letter_struck_two_keys_away_is_found_in_a_short_word() {
+    let vocab = Arc::new(Vocabulary::build(DOCS.iter().map(|t| ("", *t))));
+    let words = [
+        ("how", 600_000_000),
+        ("to", 12_000_000_000),
+        ("make", 400_000_000),
+        ("have", 1_500_000_000),
+        ("a", 9_000_000_000),
+        ("cake", 20_000_000),
+        ("do", 2_000_000_000),
+        ("you", 3_000_000_000),
+        ("any", 300_000_000),
+        ("ideas", 40_000_000),
+    ];
+    let pairs = [
+        ("how", "to", 900_000_000),
+        ("to", "make", 200_000_000),
+        ("make", "a", 100_000_000),
+        ("a", "cake", 9_000_000),
+        ("do", "you", 500_000_000),
+        ("you", "have", 300_000_000),
+        ("have", "any", 60_000_000),
+    ];
+    let lexicon = Arc::new(Lexicon::from_counts(words, pairs));
+    let r = Repairer::new(vocab, Some(lexicon));
+    // Two edits from `make` (the `a` struck two keys late) and from `have` (both pairs of keys
+    // swapped): a search of one edit, all a four-letter word gets, finds neither.
+    assert_eq!(r.repair("how to mkea a cake").text, "how to make a cake");
+    assert_eq!(
+        r.repair("do you ahev any ideas").text,
+        "do you have any ideas"
+    );
+}
+
+#[test]
 fn an_explanation_shows_the_readings_weighed_and_the_one_taken() {
     let r = english();
     let e = r.explain("recieve email");
@@ -1302,6 +1337,18 @@ fn the_real_model_fixes_what_people_type_and_leaves_clean_and_foreign_queries_al
             ("what cars doed toyota make", "what cars does toyota make"),
             // ... or one its final `e` lost, rather than two function words (`be for`).
             ("what to eat befor a run", "what to eat before a run"),
+            // A letter struck two keys late or early is one slip, found and priced as one.
+            (
+                "how to mkea a paper airplane",
+                "how to make a paper airplane",
+            ),
+            (
+                "what does it mean to lveo someone",
+                "what does it mean to love someone",
+            ),
+            ("is it jstu a cold", "is it just a cold"),
+            ("what yrea did the war end", "what year did the war end"),
+            ("why do soilders salute", "why do soldiers salute"),
         ] {
             assert_eq!(r.repair(typed).text, meant, "{typed}");
         }
