@@ -59,6 +59,10 @@ pub const TRANSPOSE: f32 = 1.5;
 pub const MOVE: f32 = 2.6;
 /// Extra cost of an edit at the first letter.
 pub const FIRST_LETTER: f32 = 2.0;
+/// The share of [`FIRST_LETTER`] that the first two letters swapped pay (`hte`, `owrk`,
+/// `rwite`): the first letter is there, struck a key late, a slip of the hand rather than a
+/// word begun wrong.
+pub const FIRST_SWAP_SHARE: f32 = 0.5;
 /// A space put inside a word (`face book`).
 pub const JOIN: f32 = 2.4;
 
@@ -304,7 +308,7 @@ pub fn cost_with_first_letter(typed: &[u8], meant: &[u8], first_letter: f32) -> 
                 && meant[i - 2] == typed[j - 1]
                 && meant[i - 1] != meant[i - 2]
             {
-                best = best.min(d[up2][j - 2] + TRANSPOSE + first(i - 2));
+                best = best.min(d[up2][j - 2] + TRANSPOSE + FIRST_SWAP_SHARE * first(i - 2));
             }
             if i > 2 && j > 2 && moved(&meant[i - 3..i], &typed[j - 3..j]) {
                 best = best.min(d[(i - 3) % ROWS][j - 3] + MOVE + first(i - 3));
@@ -583,7 +587,12 @@ mod tests {
         assert!(c("jstu", "just") < DEL_VOWEL + INS_VOWEL);
         assert!(c("tath", "that") > TRANSPOSE);
         assert_eq!(c("tath", "that"), MOVE);
-        assert_eq!(c("rwite", "write"), TRANSPOSE + FIRST_LETTER);
+        // The first two letters swapped pay half the first letter's cost.
+        assert_eq!(
+            c("rwite", "write"),
+            TRANSPOSE + FIRST_SWAP_SHARE * FIRST_LETTER
+        );
+        assert!(c("rwite", "write") < c("ewite", "write"));
         assert_eq!(c("yrea", "year"), MOVE);
         assert_eq!(c("eayr", "year"), MOVE + FIRST_LETTER);
     }

@@ -1349,6 +1349,8 @@ fn the_real_model_fixes_what_people_type_and_leaves_clean_and_foreign_queries_al
             ("is it jstu a cold", "is it just a cold"),
             ("what yrea did the war end", "what year did the war end"),
             ("why do soilders salute", "why do soldiers salute"),
+            // The first two letters swapped: the first letter is there, struck a key late.
+            ("how does a heat pump owrk", "how does a heat pump work"),
         ] {
             assert_eq!(r.repair(typed).text, meant, "{typed}");
         }
