@@ -588,10 +588,14 @@ fn function_word_slips(
                 return None;
             }
             let dropped = m.len() == typed.len() + 1;
-            // A letter for another or two swapped after the first (`teh`, `adn`) only when the
-            // function word is written so much more that the string's own writings are its
-            // typos; `hsa` is written as an acronym. A stray letter is mostly one (`inu`, `tpo`).
-            let same_shape = m.len() == typed.len() && m.first() == typed.first();
+            // A letter for another or two swapped after the first (`teh`, `adn`), or the first
+            // two swapped, only when the function word is written so much more that the
+            // string's own writings are its typos; `hsa` is written as an acronym, `nad` too.
+            // A stray letter is mostly one (`inu`, `tpo`).
+            // The first two letters swapped keep the first letter, struck a key late (`ohw`).
+            let same_shape = m.len() == typed.len()
+                && (m.first() == typed.first()
+                    || (m.len() >= 2 && m[0] == typed[1] && m[1] == typed[0]));
             if !dropped && !same_shape {
                 return None;
             }

@@ -1351,6 +1351,9 @@ fn the_real_model_fixes_what_people_type_and_leaves_clean_and_foreign_queries_al
             ("why do soilders salute", "why do soldiers salute"),
             // The first two letters swapped: the first letter is there, struck a key late.
             ("how does a heat pump owrk", "how does a heat pump work"),
+            // ... in a function word too, where nobody writes the string (`ohw`, `oyu`).
+            ("ohw to cook rice", "how to cook rice"),
+            ("oyu are my sunshine", "you are my sunshine"),
         ] {
             assert_eq!(r.repair(typed).text, meant, "{typed}");
         }
