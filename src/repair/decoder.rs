@@ -157,10 +157,11 @@ pub(crate) fn readings(
                 typo,
                 written_typo,
             } = looked_up[i].take().unwrap_or_default();
-            // The usage list reads the string people write as some candidates' typo: those it
-            // names are what the writer meant, not the others.
-            let usage_names =
-                written_typo && p.unnamed_reading_cost != 0.0 && r.ln_usage(&w.lower).is_some();
+            // The usage list reads the string as some candidates' typo (a string nobody writes
+            // as one written once in a billion words): those it names, or that spell the
+            // string's sound (`thear`, `there`), are what the writer meant, not the others
+            // (`articals` is `articles`, not `article`).
+            let usage_names = written_typo && p.unnamed_reading_cost != 0.0;
             if typo {
                 // Neither its being written nor the corpus's use of it speaks for it, and as
                 // typed it is never seen beside its neighbours either: it pays for each known one
@@ -203,15 +204,20 @@ pub(crate) fn readings(
                             return None;
                         }
                         let stats = r.candidate_stats[id as usize];
+                        let first_letter = if d == 1 {
+                            rare_start_first_letter
+                        } else {
+                            error_model::FIRST_LETTER
+                        };
                         let cost = f64::from(error_model::cost_with_first_letter(
                             w.lower.as_bytes(),
                             meant.as_bytes(),
-                            if d == 1 {
-                                rare_start_first_letter
-                            } else {
-                                error_model::FIRST_LETTER
-                            },
+                            first_letter,
                         ));
+                        // The usage rule weighs the edit at the usual first-letter cost: this
+                        // one, unless a rare start made the first letter free.
+                        let usage_channel =
+                            (first_letter == error_model::FIRST_LETTER).then_some(cost);
                         // A string people write, but far less than a word one edit away, is
                         // that word's typo, and the word is no less likely than the string: as
                         // rare a word as `migraine` sits at the model's floor, below an unknown
@@ -227,13 +233,19 @@ pub(crate) fn readings(
                                 && !*run_together_words
                                     .get_or_init(|| listed_words_run_together(r, &w.lower))
                         };
-                        let named = written_typo && written_as_typo_of(r, &w.lower, meant);
+                        let named = written_typo
+                            && keeps_ends(w.lower.as_bytes(), meant.as_bytes())
+                            && written_far_more(r, &w.lower, meant, usage_channel);
                         let floor_gap = if d == 1 && (named || unwritten_typo_of()) {
                             (p.ln_unknown_word - r.lm.ln_unigram(&stats)).max(0.0)
                         } else {
                             0.0
                         };
-                        let unnamed = if usage_names && !named_by_usage(r, &w.lower, meant) {
+                        let unnamed = if usage_names
+                            && !named
+                            && !named_by_usage(r, &w.lower, meant, usage_channel)
+                            && !error_model::is_respelling(w.lower.as_bytes(), meant.as_bytes())
+                        {
                             p.unnamed_reading_cost
                         } else {
                             0.0
@@ -289,7 +301,9 @@ pub(crate) fn readings(
                     .iter()
                     .any(|q| q.is_some_and(|q| q.editable && !q.stats.known()));
                 let mut split = splits(r, &w.lower, beside_unknown);
-                if usage_names {
+                // Not a string nobody writes: it is as often words run together
+                // (`latitudeis`) as a word's typo.
+                if usage_names && r.ln_usage(&w.lower).is_some() {
                     for s in &mut split {
                         s.cost += p.unnamed_reading_cost;
                     }
@@ -490,28 +504,25 @@ fn typo_of_a_written_word(r: &Repairer, typed: &str, found: &[(u32, u8)]) -> boo
 fn written_as_typo_of(r: &Repairer, typed: &str, meant: &str) -> bool {
     keeps_ends(typed.as_bytes(), meant.as_bytes())
         && !another_form(r, typed, meant)
-        && written_far_more(r, typed, meant)
+        && written_far_more(r, typed, meant, None)
 }
 
 /// Whether the usage list reads the writings of `typed` as `meant`'s typos, as
 /// [`written_as_typo_of`] does, or would were it not for an end letter slipped to a key next
 /// to the right one (`doed` for `does`, beside `deed`, which keeps the ends): the words a
 /// correction of a written typo may go to at no extra cost
-/// ([`super::Params::unnamed_reading_cost`]).
-fn named_by_usage(r: &Repairer, typed: &str, meant: &str) -> bool {
-    if keeps_ends(typed.as_bytes(), meant.as_bytes()) {
-        written_as_typo_of(r, typed, meant)
-    } else {
-        typed.len() == meant.len()
-            && error_model::slip_of_the_hand(typed.as_bytes(), meant.as_bytes())
-            && !another_form(r, typed, meant)
-            && written_far_more(r, typed, meant)
-    }
+/// ([`super::Params::unnamed_reading_cost`]). `meant` is no other form of `typed` (the caller
+/// has ruled those out); `channel` is [`error_model::cost`] of the two where already known.
+fn named_by_usage(r: &Repairer, typed: &str, meant: &str, channel: Option<f64>) -> bool {
+    let (t, m) = (typed.as_bytes(), meant.as_bytes());
+    (keeps_ends(t, m) || (t.len() == m.len() && error_model::slip_of_the_hand(t, m)))
+        && written_far_more(r, typed, meant, channel)
 }
 
 /// Whether the usage list holds `meant` written more often than `typed` by the usage rule's
-/// margin after the edit's cost (see [`typo_of_a_written_word`]).
-fn written_far_more(r: &Repairer, typed: &str, meant: &str) -> bool {
+/// margin after the edit's cost, [`error_model::cost`] (`channel` where the caller knows it;
+/// see [`typo_of_a_written_word`]).
+fn written_far_more(r: &Repairer, typed: &str, meant: &str, channel: Option<f64>) -> bool {
     let margin = if typed.len() >= r.params.long_word {
         r.params.typo_usage_margin
     } else {
@@ -524,7 +535,8 @@ fn written_far_more(r: &Repairer, typed: &str, meant: &str) -> bool {
         return false;
     };
     let ln_typed = r.ln_usage(typed).unwrap_or(-(1e9f64).ln());
-    let channel = f64::from(error_model::cost(typed.as_bytes(), meant.as_bytes()));
+    let channel =
+        channel.unwrap_or_else(|| f64::from(error_model::cost(typed.as_bytes(), meant.as_bytes())));
     ln_meant - channel - ln_typed > margin
 }
 

@@ -385,6 +385,23 @@ pub fn respellings(typed: &[u8], mut f: impl FnMut(&[u8])) {
     }
 }
 
+/// Whether `meant` is `typed` with one sound-alike spelling read the rules' way (see
+/// [`respellings`]): the writer spelt the word's sound.
+pub fn is_respelling(typed: &[u8], meant: &[u8]) -> bool {
+    RULES
+        .iter()
+        .filter(|r| !r.1.is_empty())
+        .any(|&(rm, rt, _)| {
+            meant.len() + rt.len() == typed.len() + rm.len()
+                && (0..=typed.len().saturating_sub(rt.len())).any(|at| {
+                    typed[at..].starts_with(rt)
+                        && meant[..at] == typed[..at]
+                        && meant[at..].starts_with(rm)
+                        && meant[at + rm.len()..] == typed[at + rt.len()..]
+                })
+        })
+}
+
 fn contains(hay: &[u8], needle: &[u8]) -> bool {
     hay.windows(needle.len()).any(|w| w == needle)
 }
@@ -557,6 +574,23 @@ mod tests {
         assert!(all("feefee").contains(&"feafee".to_string()));
         assert!(all("feefee").contains(&"feefea".to_string()));
         assert!(all("bmp").is_empty());
+        assert!(is_respelling(b"thear", b"there"));
+        assert!(!is_respelling(b"thear", b"their"));
+        // The same strings `respellings` makes, and no others.
+        for typed in ["thear", "nite", "fone", "kwik", "feefee", "bmp", "x"] {
+            let mut made = Vec::new();
+            respellings(typed.as_bytes(), |s| made.push(s.to_vec()));
+            for m in &made {
+                assert!(is_respelling(typed.as_bytes(), m), "{typed}");
+            }
+            for other in ["there", "night", "phone", "quick", "fefee", "bump", ""] {
+                let other = other.as_bytes();
+                assert_eq!(
+                    is_respelling(typed.as_bytes(), other),
+                    made.iter().any(|m| m == other)
+                );
+            }
+        }
         // And the rule prices it as one sound, not two letters.
         assert!(c("thear", "there") < DEL_OTHER + INS_VOWEL);
     }

@@ -388,7 +388,10 @@ pub struct Params {
     /// reads the string as the typo of other words (`meen`, 105 per billion, is `mean`'s: 338,844
     /// with the same ends; not `men`'s, `teen`'s or `seen`'s, which the words beside it may
     /// prefer), a split of it included. A word an end letter's slip to a key beside it away
-    /// counts as named where its writings pass the margin (`doed` is `does`'s, as `deed`'s).
+    /// counts as named where its writings pass the margin (`doed` is `does`'s, as `deed`'s), and
+    /// so does a word that spells the string's sound (`thear`, `there`). A string nobody writes
+    /// counts as written once in a billion words (`articals` names `articles`, not `article`),
+    /// but its splits pay nothing more: it is as often words run together.
     pub unnamed_reading_cost: f64,
     /// With a usage list: an unknown word that is a spelling variant or an inflection of a
     /// candidate (`colour`/`color`, `symptom`/`symptoms`) is still that candidate's typo when the

@@ -1335,6 +1335,11 @@ fn the_real_model_fixes_what_people_type_and_leaves_clean_and_foreign_queries_al
                 "how many moons does jupiter have",
             ),
             ("what cars doed toyota make", "what cars does toyota make"),
+            // A string nobody writes too: the words that keep its ends are what it names.
+            (
+                "the articals of the constitution",
+                "the articles of the constitution",
+            ),
             // ... or one its final `e` lost, rather than two function words (`be for`).
             ("what to eat befor a run", "what to eat before a run"),
             // A letter struck two keys late or early is one slip, found and priced as one.
@@ -1377,6 +1382,8 @@ fn the_real_model_fixes_what_people_type_and_leaves_clean_and_foreign_queries_al
             "what is hirad",
             "poct meaning",
             "what is a cirt",
+            // Nobody writes `actifed`, and `active` does not keep its ends.
+            "what is actifed used for",
             // One passage with `terrestrial plants` is no evidence against `planets`.
             "which feature do gas giants have that terrestrial planets do not",
         ] {
