@@ -59,7 +59,7 @@ impl Lookups {
 struct LookedUp {
     found: Vec<(u32, u8)>,
     typo: bool,
-    written_typo: bool,
+    usage_typo: bool,
 }
 
 /// The readings of every position: `readings[i]` start at word `i`.
@@ -94,14 +94,14 @@ pub(crate) fn readings(
                             vote.for_change(i, &w.lower, meant, stats.corpus, 1.0) > 0.0
                         })
                     };
-                    let written_typo = typo_of_a_written_word(r, &w.lower, &found);
-                    let typo = written_typo
+                    let usage_typo = typo_of_a_written_word(r, &w.lower, &found);
+                    let typo = usage_typo
                         || (!found.is_empty() && r.unwritten_rare_start(&w.lower))
                         || voted();
                     LookedUp {
                         found,
                         typo,
-                        written_typo,
+                        usage_typo,
                     }
                 })
         })
@@ -155,13 +155,13 @@ pub(crate) fn readings(
             let LookedUp {
                 found,
                 typo,
-                written_typo,
+                usage_typo,
             } = looked_up[i].take().unwrap_or_default();
             // The usage list reads the string as some candidates' typo (a string nobody writes
             // as one written once in a billion words): those it names, or that spell the
             // string's sound (`thear`, `there`), are what the writer meant, not the others
             // (`articals` is `articles`, not `article`).
-            let usage_names = written_typo && p.unnamed_reading_cost != 0.0;
+            let usage_names = usage_typo && p.unnamed_reading_cost != 0.0;
             if typo {
                 // Neither its being written nor the corpus's use of it speaks for it, and as
                 // typed it is never seen beside its neighbours either: it pays for each known one
