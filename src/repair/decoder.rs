@@ -1026,17 +1026,33 @@ fn real_words(
     let prev = context_word(prev.filter(|_| w.spaced_from_previous));
     let next = context_word(next.filter(|q| q.spaced_from_previous));
     let adjacent = prev.is_some() || next.is_some();
-    if !adjacent && vote.retrieved.is_none() {
-        return Vec::new();
-    }
     // At the start of a query the word's own probability speaks for it, as the word before it
     // would elsewhere (`untied states`: `united` is a thousand times as common), when a
     // neighbour speaks too.
     let at_start = p.real_word_at_start && at == 0 && adjacent;
+    // A function word beside it speaks by association alone (see `association`).
+    let function_word = |j: Option<usize>, spaced: bool| {
+        j.map(|j| &words[j]).filter(|q| {
+            p.function_word_context.is_some()
+                && spaced
+                && w.stats.general > 0
+                && q.stats.known()
+                && is_stopword(&q.lower)
+        })
+    };
+    let fprev = function_word(at.checked_sub(1), w.spaced_from_previous);
+    let fnext = function_word(
+        (at + 1 < words.len()).then_some(at + 1),
+        words.get(at + 1).is_some_and(|q| q.spaced_from_previous),
+    );
+    if !adjacent && fprev.is_none() && fnext.is_none() && vote.retrieved.is_none() {
+        return Vec::new();
+    }
     let found = lookups.get(r, &w.lower, 1);
     let context_score =
         |word: &str, s: &WordStats| with_neighbours(r, prev, next, at_start, word, s);
     let (with_typed, with_typed_floored) = context_score(&w.lower, &w.stats);
+    let typed_association = association(r, fprev, fnext, &w.stats, true);
     // The typed word's pairs with its neighbours that the general list holds, each with what
     // reading it as never seen changes: most pairs are not in the list, and then nothing more is
     // looked up per candidate.
@@ -1084,7 +1100,10 @@ fn real_words(
         let gain = with_meant - with_typed
             + vote.for_change(at, &w.lower, meant, stats.corpus, p.real_word_vote);
         let floored = with_meant_floored - with_typed_floored;
-        if gain <= p.real_word_cost {
+        // The function words beside it open the gate but leave the reading's cost alone: the
+        // decoder weighs their pairs itself.
+        let associated = association(r, fprev, fnext, &stats, false) - typed_association;
+        if gain + associated <= p.real_word_cost {
             continue;
         }
         let prior =
@@ -1183,6 +1202,34 @@ fn with_neighbours(
         r.lm.ln_bigram_raw_and_floored(word, s, &q.lower, &q.stats)
     });
     (before.0 + after.0, before.1 + after.1)
+}
+
+/// ln of how much more a word goes with the function words beside it than by chance in
+/// general English: each pair's probability over the second word's own (see
+/// [`super::Params::function_word_context`]). The typed word has the benefit of the doubt
+/// (`typed`): a pair the list lacks may be written up to the list's least count, but is taken
+/// as associated at most [`super::Params::function_word_context`] nats. Nothing where the word
+/// list lacks the word.
+fn association(
+    r: &Repairer,
+    prev: Option<&QueryWord>,
+    next: Option<&QueryWord>,
+    s: &WordStats,
+    typed: bool,
+) -> f64 {
+    let doubt = r.params.function_word_context.unwrap_or(0.0);
+    let pmi = |a: &WordStats, b: &WordStats| {
+        let Some(own) = r.lm.ln_general_unigram(b) else {
+            return 0.0;
+        };
+        let seen = r.lm.ln_general_pair(a, b, false).map_or(0.0, |p| p - own);
+        if !typed || r.lm.general_pair_count(a, b) > 0 {
+            return seen;
+        }
+        let most = r.lm.ln_general_pair(a, b, true).map_or(0.0, |p| p - own);
+        most.min(doubt).max(seen)
+    };
+    prev.map_or(0.0, |q| pmi(&q.stats, s)) + next.map_or(0.0, |q| pmi(s, &q.stats))
 }
 
 /// A real-word reading of `meant`, whose neighbours make it `gain` nats likelier than the typed

@@ -212,6 +212,30 @@ impl LanguageModel {
         }
     }
 
+    /// ln P(b | a) in general English's lists alone, a pair they lack counting as written never
+    /// (`ceiling` false) or as often as the least pair listed (`ceiling` true: the most the list
+    /// may be hiding, for a rare word's pairs are missing for being rare, not for not going
+    /// together). `None` where the word list lacks either word.
+    pub fn ln_general_pair(&self, sa: &WordStats, sb: &WordStats, ceiling: bool) -> Option<f64> {
+        let l = self.lexicon.as_ref()?;
+        if sa.general == 0 || sb.general == 0 {
+            return None;
+        }
+        let mut count = self.general_pair_count(sa, sb);
+        if ceiling {
+            count = count.max(l.least_bigram());
+        }
+        let pair = (count as f64 / sa.general as f64).min(1.0);
+        let own = sb.general as f64 / self.general_total;
+        Some((PAIR_WEIGHT * pair + (1.0 - PAIR_WEIGHT) * own).ln())
+    }
+
+    /// ln P(word) in general English's word list alone; `None` where it lacks the word.
+    pub fn ln_general_unigram(&self, s: &WordStats) -> Option<f64> {
+        (s.general > 0 && self.general_total > 0.0)
+            .then(|| (s.general as f64 / self.general_total).ln())
+    }
+
     /// How often general English's pair list says `a b` is written (0 when it lacks it).
     pub fn general_pair_count(&self, sa: &WordStats, sb: &WordStats) -> u64 {
         match (&self.lexicon, sa.lexicon_id, sb.lexicon_id) {
@@ -307,5 +331,30 @@ mod tests {
         let unknown = lm.stats("zzq");
         let after = lm.ln_bigram("zzq", &unknown, "reflex", &reflex);
         assert!((after - lm.ln_unigram(&reflex)).abs() < 1e-9);
+    }
+
+    #[test]
+    fn a_pair_the_list_lacks_is_bounded_by_its_least_pair() {
+        let vocab = Arc::new(Vocabulary::build([("", "how long")].into_iter()));
+        let lex = Arc::new(Lexicon::from_counts(
+            [("how", 1_000), ("long", 100), ("lone", 10), ("the", 10_000)],
+            [("how", "long", 300), ("the", "long", 20)],
+        ));
+        assert_eq!(lex.least_bigram(), 20);
+        let lm = LanguageModel::new(vocab, Some(lex), 1e-9);
+        let (how, long, lone) = (lm.stats("how"), lm.stats("long"), lm.stats("lone"));
+        let total = 11_110.0;
+        let mix = |pair: f64, own: f64| (PAIR_WEIGHT * pair + (1.0 - PAIR_WEIGHT) * own).ln();
+        let listed = lm.ln_general_pair(&how, &long, false).unwrap();
+        assert!((listed - mix(0.3, 100.0 / total)).abs() < 1e-9, "{listed}");
+        // The ceiling changes nothing for a listed pair.
+        assert_eq!(lm.ln_general_pair(&how, &long, true), Some(listed));
+        // A pair the list lacks: never written, or as often as the least pair it lists.
+        let never = lm.ln_general_pair(&how, &lone, false).unwrap();
+        assert!((never - mix(0.0, 10.0 / total)).abs() < 1e-9, "{never}");
+        let most = lm.ln_general_pair(&how, &lone, true).unwrap();
+        assert!((most - mix(0.02, 10.0 / total)).abs() < 1e-9, "{most}");
+        assert_eq!(lm.ln_general_pair(&how, &lm.stats("zzq"), true), None);
+        assert!((lm.ln_general_unigram(&lone).unwrap() - (10.0 / total).ln()).abs() < 1e-9);
     }
 }

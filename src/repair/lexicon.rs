@@ -42,6 +42,8 @@ pub struct Lexicon {
     counts: Vec<u64>,
     /// (id of the first word << 32 | id of the second) → count.
     bigrams: HashMap<u64, u64, foldhash::fast::FixedState>,
+    /// The least count of a listed pair: a list cut at a count holds no rarer pair.
+    least_bigram: u64,
     total: u64,
     sources: Vec<PathBuf>,
     /// How often strings are written (per billion words), misspellings included: a usage list.
@@ -51,6 +53,16 @@ pub struct Lexicon {
     starts: Vec<u32>,
     /// Word → the other words that sound the same: a homophone list.
     homophones: HashMap<Box<str>, Vec<Box<str>>, foldhash::fast::FixedState>,
+}
+
+/// The least count of the pairs (0 without any).
+fn least_count(bigrams: &HashMap<u64, u64, foldhash::fast::FixedState>) -> u64 {
+    bigrams
+        .values()
+        .copied()
+        .filter(|&c| c > 0)
+        .min()
+        .unwrap_or(0)
 }
 
 /// The slot of a word's first two letters in [`Lexicon::starts`], when both are `a`–`z`.
@@ -121,6 +133,7 @@ impl Lexicon {
                 *lex.bigrams.entry(pair_key(a, b)).or_default() += c;
             }
         }
+        lex.least_bigram = least_count(&lex.bigrams);
         Ok(lex)
     }
 
@@ -186,6 +199,7 @@ impl Lexicon {
                 *lex.bigrams.entry(pair_key(a, b)).or_default() += c;
             }
         }
+        lex.least_bigram = least_count(&lex.bigrams);
         lex
     }
 
@@ -272,6 +286,12 @@ impl Lexicon {
     /// The count of a word by id.
     pub fn count_of(&self, id: u32) -> u64 {
         self.counts[id as usize]
+    }
+
+    /// The least count of a listed pair (0 without pairs): a pair not listed is written less
+    /// often, or the list would hold it.
+    pub fn least_bigram(&self) -> u64 {
+        self.least_bigram
     }
 
     /// How often `a` is followed by `b` (ids), 0 when the pair is not listed.

@@ -445,6 +445,15 @@ pub struct Params {
     /// A pair of words the general list holds e^this times less than the same pair with a word
     /// one edit away counts, for a real-word error, as never seen (`side affects`).
     pub typo_pair_margin: f64,
+    /// A function word beside a known word (where no content word is on that side) speaks for
+    /// a real-word reading by how much more the reading goes with it than the typed word does,
+    /// in general English: the pair's count over what the two words' counts give by chance, so
+    /// that a common word gains nothing for being common beside a word that goes with
+    /// everything (`how long should`, not `how lone should`; `kind of`, not `king of`). This
+    /// opens the gate of [`Params::real_word_cost`]; the decoder weighs the pairs itself. A pair
+    /// the list lacks with the typed word is taken as associated up to this many nats (the list
+    /// keeps only frequent pairs: a rare word's are missing). `null` turns this off.
+    pub function_word_context: Option<f64>,
     /// How many of the documents the query as typed retrieves vote on its words (where the
     /// caller searches before repairing: `capot repair --encoder`, `capot eval`, `/search`); 0
     /// turns the vote off.
@@ -522,6 +531,7 @@ impl Default for Params {
             rare_start_words: 3,
             rare_start_typo: true,
             typo_pair_margin: 2.0,
+            function_word_context: Some(1.0),
             vote_documents: 10,
             vote_min_documents: 2,
             vote_lift: 3.0,

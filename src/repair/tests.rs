@@ -1359,8 +1359,36 @@ fn the_real_model_fixes_what_people_type_and_leaves_clean_and_foreign_queries_al
             // ... in a function word too, where nobody writes the string (`ohw`, `oyu`).
             ("ohw to cook rice", "how to cook rice"),
             ("oyu are my sunshine", "you are my sunshine"),
+            // A real word beside function words that go with another word far more than with it
+            // (`time zone` alone is not enough for `tire zone`; `what time` is).
+            ("what tire zone is denver in", "what time zone is denver in"),
+            (
+                "when is the fest time to plant tomatoes",
+                "when is the best time to plant tomatoes",
+            ),
+            (
+                "what is the prone number for amazon",
+                "what is the phone number for amazon",
+            ),
+            ("salt is knows as what", "salt is known as what"),
+            // ... but not where the typed word goes with them as well (`the king of`, `the
+            // lone ranger`).
+            ("who is the king of england", "who is the king of england"),
+            ("the lone ranger cast", "the lone ranger cast"),
+            ("the king and i musical", "the king and i musical"),
         ] {
             assert_eq!(r.repair(typed).text, meant, "{typed}");
+        }
+        let without_function_words = Repairer::with_params(
+            r.vocab().clone(),
+            Some(lex.clone()),
+            Params {
+                function_word_context: None,
+                ..Params::default()
+            },
+        );
+        for q in ["what tire zone is denver in", "salt is knows as what"] {
+            assert!(!without_function_words.repair(q).changed(), "{q}");
         }
         for q in [
             "où est la gare la plus proche",
