@@ -1045,14 +1045,26 @@ fn real_words(
         (at + 1 < words.len()).then_some(at + 1),
         words.get(at + 1).is_some_and(|q| q.spaced_from_previous),
     );
-    if !adjacent && fprev.is_none() && fnext.is_none() && vote.retrieved.is_none() {
-        return Vec::new();
+    let typed_association = association(r, fprev, fnext, &w.stats, true);
+    if !adjacent && vote.retrieved.is_none() {
+        // Nothing else speaks: unless the function words could speak enough for some word,
+        // no candidate is looked up.
+        let most = |q: Option<&QueryWord>, after: bool| {
+            q.map_or(Some(0.0), |q| r.lm.most_associated(&q.stats, after))
+        };
+        let reach = most(fprev, true)
+            .zip(most(fnext, false))
+            .map(|(a, b)| a + b);
+        if fprev.is_none() && fnext.is_none()
+            || reach.is_some_and(|reach| reach - typed_association <= p.real_word_cost)
+        {
+            return Vec::new();
+        }
     }
     let found = lookups.get(r, &w.lower, 1);
     let context_score =
         |word: &str, s: &WordStats| with_neighbours(r, prev, next, at_start, word, s);
     let (with_typed, with_typed_floored) = context_score(&w.lower, &w.stats);
-    let typed_association = association(r, fprev, fnext, &w.stats, true);
     // The typed word's pairs with its neighbours that the general list holds, each with what
     // reading it as never seen changes: most pairs are not in the list, and then nothing more is
     // looked up per candidate.

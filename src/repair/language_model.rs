@@ -7,10 +7,11 @@
 //! probability (Jelinek–Mercer); an unseen pair backs off to the word alone, since the general
 //! pair list holds only frequent pairs and a missing pair is no evidence against.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use super::lexicon::Lexicon;
-use crate::index::vocab::Vocabulary;
+use crate::index::vocab::{Vocabulary, STOPWORDS};
 
 /// Weight of the corpus in the mixture of the two sources.
 pub const CORPUS_WEIGHT: f64 = 0.5;
@@ -51,6 +52,9 @@ pub struct LanguageModel {
     /// Occurrences added to the first word's count of a corpus pair (see
     /// [`LanguageModel::with_pair_prior`]).
     pair_prior: f64,
+    /// Per function word's lexicon id: the most any word is associated with it, after it and
+    /// before it (see [`LanguageModel::most_associated`]).
+    function_word_reach: HashMap<u32, (f64, f64)>,
 }
 
 impl LanguageModel {
@@ -64,6 +68,10 @@ impl LanguageModel {
             (true, false) => 0.0,
             _ => 1.0,
         };
+        let function_word_reach = lexicon
+            .as_deref()
+            .map(|l| function_word_reach(l, general_total))
+            .unwrap_or_default();
         LanguageModel {
             vocab,
             lexicon,
@@ -74,7 +82,18 @@ impl LanguageModel {
             known_floor: unknown_word,
             ln_unseen_pair: 0.0,
             pair_prior: 0.0,
+            function_word_reach,
         }
+    }
+
+    /// The most that any word goes with the function word `s` in general English, after it
+    /// (`after`) or before it: the largest pair probability over the other word's own that
+    /// [`LanguageModel::ln_general_pair`] can give with it; `None` for a word that is no
+    /// function word the lists know. It tells, before any candidate is looked up, whether
+    /// function words alone could speak for one.
+    pub fn most_associated(&self, s: &WordStats, after: bool) -> Option<f64> {
+        let reach = self.function_word_reach.get(&s.lexicon_id?)?;
+        Some(if after { reach.0 } else { reach.1 })
     }
 
     /// The same model with the corpus's pair estimate c(a b) / (c(a) + `prior`): a word the
@@ -306,6 +325,39 @@ impl LanguageModel {
     }
 }
 
+/// [`LanguageModel::most_associated`] of every function word in `lexicon` (of `total` words):
+/// the largest association of a listed pair, and no less than none (a pair the list lacks, or a
+/// word it does not count).
+fn function_word_reach(lexicon: &Lexicon, total: f64) -> HashMap<u32, (f64, f64)> {
+    let unlisted = (1.0 - PAIR_WEIGHT).ln();
+    let mut reach: HashMap<u32, (f64, f64)> = STOPWORDS
+        .iter()
+        .filter_map(|w| lexicon.id(w))
+        .map(|id| (id, (0.0, 0.0)))
+        .collect();
+    if reach.is_empty() || total <= 0.0 {
+        return reach;
+    }
+    let association = |a: u32, b: u32, count: u64| {
+        let (first, second) = (lexicon.count_of(a), lexicon.count_of(b));
+        if first == 0 || second == 0 {
+            return unlisted;
+        }
+        let own = second as f64 / total;
+        let pair = (count as f64 / first as f64).min(1.0);
+        (PAIR_WEIGHT * pair + (1.0 - PAIR_WEIGHT) * own).ln() - own.ln()
+    };
+    for (a, b, count) in lexicon.bigrams() {
+        if let Some(r) = reach.get_mut(&a) {
+            r.0 = r.0.max(association(a, b, count));
+        }
+        if let Some(r) = reach.get_mut(&b) {
+            r.1 = r.1.max(association(a, b, count));
+        }
+    }
+    reach
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -356,5 +408,42 @@ mod tests {
         assert!((most - mix(0.02, 10.0 / total)).abs() < 1e-9, "{most}");
         assert_eq!(lm.ln_general_pair(&how, &lm.stats("zzq"), true), None);
         assert!((lm.ln_general_unigram(&lone).unwrap() - (10.0 / total).ln()).abs() < 1e-9);
+    }
+
+    #[test]
+    fn a_function_word_reaches_as_far_as_its_most_associated_pair() {
+        let vocab = Arc::new(Vocabulary::build([("", "how long")].into_iter()));
+        let lex = Arc::new(Lexicon::from_counts(
+            [
+                ("how", 1_000),
+                ("long", 100),
+                ("the", 10_000),
+                ("zebra", 1_000_000),
+            ],
+            [("how", "long", 300), ("how", "the", 50), ("the", "how", 20)],
+        ));
+        let lm = LanguageModel::new(vocab, Some(lex), 1e-9);
+        let (how, long, the) = (lm.stats("how"), lm.stats("long"), lm.stats("the"));
+        let pmi = |a: &WordStats, b: &WordStats| {
+            lm.ln_general_pair(a, b, false).unwrap() - lm.ln_general_unigram(b).unwrap()
+        };
+        let after = lm.most_associated(&how, true).unwrap();
+        assert!((after - pmi(&how, &long)).abs() < 1e-9, "{after}");
+        assert!(after > pmi(&how, &the));
+        let before = lm.most_associated(&how, false).unwrap();
+        assert!(
+            before > 0.0 && (before - pmi(&the, &how)).abs() < 1e-9,
+            "{before}"
+        );
+        let the_after = lm.most_associated(&the, true).unwrap();
+        assert!((the_after - pmi(&the, &how)).abs() < 1e-9, "{the_after}");
+        // No word with a pair listed reaches below none: what an unlisted pair has.
+        assert!(pmi(&how, &the) > 0.0);
+        assert_eq!(lm.most_associated(&the, false), Some(pmi(&how, &the)));
+        let zebra = Arc::new(Lexicon::from_counts([("the", 10), ("zebra", 10)], []));
+        let bare = LanguageModel::new(lm.vocab.clone(), Some(zebra.clone()), 1e-9);
+        assert_eq!(bare.most_associated(&bare.stats("the"), true), Some(0.0));
+        // A word that is no function word reaches nowhere.
+        assert_eq!(lm.most_associated(&lm.stats("zebra"), true), None);
     }
 }

@@ -294,6 +294,13 @@ impl Lexicon {
         self.least_bigram
     }
 
+    /// Every listed pair: (first id, second id, count).
+    pub fn bigrams(&self) -> impl Iterator<Item = (u32, u32, u64)> + '_ {
+        self.bigrams
+            .iter()
+            .map(|(&key, &count)| ((key >> 32) as u32, key as u32, count))
+    }
+
     /// How often `a` is followed by `b` (ids), 0 when the pair is not listed.
     pub fn bigram(&self, a: u32, b: u32) -> u64 {
         self.bigrams.get(&pair_key(a, b)).copied().unwrap_or(0)
