@@ -1446,6 +1446,23 @@ fn queued_requests_of_clients_that_left_are_not_encoded() {
         })
         .collect();
     let body = json!({ "queries": queries, "k": 1, "repair": "off" }).to_string();
+    // A search that succeeds: on a starved machine even a one-text inference may outlast
+    // 300 ms, so it is asked again until it does, each refusal a timeout.
+    let until_answered = |request: &Value| {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        loop {
+            let r = post(&server, "/search", request);
+            if r.status == 200 {
+                break r;
+            }
+            assert_error(&r, 503, "timeout", "");
+            assert!(
+                std::time::Instant::now() < deadline,
+                "no search succeeded within 60 s: {}",
+                r.text()
+            );
+        }
+    };
     let one = post(
         &server,
         "/search",
@@ -1453,14 +1470,8 @@ fn queued_requests_of_clients_that_left_are_not_encoded() {
     );
     let encode_ms = one.json()["timings_ms"]["encode"].as_f64().unwrap_or(300.0);
     let n = ((4.0 * 300.0 / encode_ms.max(1.0)).ceil() as usize + 2).clamp(16, 200);
-    let replies = post_at_once(&server, &body, n);
-    let timed_out = replies.iter().filter(|r| r.status == 503).count();
-    for r in replies.iter().filter(|r| r.status != 200) {
-        assert_error(r, 503, "timeout", "");
-    }
-    // Once the queue has drained (waited for, not slept on: on a busy machine one batch here
-    // has taken 1.3 s), count what was encoded and what was dropped unencoded.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    // What was encoded and dropped unencoded, once the queue has drained (waited for, not slept
+    // on: on a busy machine one batch here has taken 1.3 s).
     let read = || {
         let text = get(&server, "/metrics").text();
         let value = |name: &str| metric(&text, name, &[("encoder", "minilm")]).unwrap_or(0.0);
@@ -1471,17 +1482,37 @@ fn queued_requests_of_clients_that_left_are_not_encoded() {
         );
         (text, counts)
     };
-    let mut before = read().1;
-    let (text, (encoded, abandoned, _)) = loop {
-        std::thread::sleep(std::time::Duration::from_millis(500));
-        let (text, now) = read();
-        if (now == before && now.2 == 0.0) || std::time::Instant::now() > deadline {
-            break (text, now);
+    let drained = || {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        let mut before = read().1;
+        loop {
+            std::thread::sleep(std::time::Duration::from_millis(500));
+            let (text, now) = read();
+            if (now == before && now.2 == 0.0) || std::time::Instant::now() > deadline {
+                break (text, now);
+            }
+            before = now;
         }
-        before = now;
     };
-    // The first request's 64 texts, encoded before the burst.
-    let encoded = encoded - 64.0;
+    // The first request's batch, counted once it is done: before it answered, or after it timed
+    // out on a busy machine.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let (encoded_before, abandoned_before) = loop {
+        let (_, (encoded, abandoned, depth)) = read();
+        if (encoded + 64.0 * abandoned >= 64.0 && depth == 0.0)
+            || std::time::Instant::now() > deadline
+        {
+            break (encoded, abandoned);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    let replies = post_at_once(&server, &body, n);
+    let timed_out = replies.iter().filter(|r| r.status == 503).count();
+    for r in replies.iter().filter(|r| r.status != 200) {
+        assert_error(r, 503, "timeout", "");
+    }
+    let (text, (encoded, abandoned, _)) = drained();
+    let (encoded, abandoned) = (encoded - encoded_before, abandoned - abandoned_before);
     println!(
         "{timed_out} of {n} requests timed out; {abandoned} dropped unencoded; {encoded} texts encoded"
     );
@@ -1497,12 +1528,8 @@ fn queued_requests_of_clients_that_left_are_not_encoded() {
     );
     assert!(encoded + 64.0 * abandoned <= (64 * n) as f64, "{text}");
     assert!(abandoned <= timed_out as f64);
-    let r = post(
-        &server,
-        "/search",
-        &json!({ "query": "boil an egg", "k": 1 }),
-    );
-    assert_eq!(r.status, 200, "{}", r.text());
+    // The service still answers.
+    until_answered(&json!({ "query": "boil an egg", "k": 1 }));
 }
 
 #[test]
