@@ -244,9 +244,11 @@ impl LanguageModel {
         if ceiling {
             count = count.max(l.least_bigram());
         }
-        let pair = (count as f64 / sa.general as f64).min(1.0);
-        let own = sb.general as f64 / self.general_total;
-        Some((PAIR_WEIGHT * pair + (1.0 - PAIR_WEIGHT) * own).ln())
+        Some(ln_general_estimate(
+            count,
+            sa.general,
+            sb.general as f64 / self.general_total,
+        ))
     }
 
     /// ln P(word) in general English's word list alone; `None` where it lacks the word.
@@ -325,11 +327,17 @@ impl LanguageModel {
     }
 }
 
+/// ln P(b | a) from general English's counts: the pair's `count` over the first word's,
+/// `first`, interpolated with the second word's own share, `own`.
+fn ln_general_estimate(count: u64, first: u64, own: f64) -> f64 {
+    let pair = (count as f64 / first as f64).min(1.0);
+    (PAIR_WEIGHT * pair + (1.0 - PAIR_WEIGHT) * own).ln()
+}
+
 /// [`LanguageModel::most_associated`] of every function word in `lexicon` (of `total` words):
 /// the largest association of a listed pair, and no less than none (a pair the list lacks, or a
 /// word it does not count).
 fn function_word_reach(lexicon: &Lexicon, total: f64) -> HashMap<u32, (f64, f64)> {
-    let unlisted = (1.0 - PAIR_WEIGHT).ln();
     let mut reach: HashMap<u32, (f64, f64)> = STOPWORDS
         .iter()
         .filter_map(|w| lexicon.id(w))
@@ -341,11 +349,10 @@ fn function_word_reach(lexicon: &Lexicon, total: f64) -> HashMap<u32, (f64, f64)
     let association = |a: u32, b: u32, count: u64| {
         let (first, second) = (lexicon.count_of(a), lexicon.count_of(b));
         if first == 0 || second == 0 {
-            return unlisted;
+            return 0.0;
         }
         let own = second as f64 / total;
-        let pair = (count as f64 / first as f64).min(1.0);
-        (PAIR_WEIGHT * pair + (1.0 - PAIR_WEIGHT) * own).ln() - own.ln()
+        ln_general_estimate(count, first, own) - own.ln()
     };
     for (a, b, count) in lexicon.bigrams() {
         if let Some(r) = reach.get_mut(&a) {
