@@ -1282,6 +1282,10 @@ const CONFUSED_PAIR_MARGIN: f64 = 4.0;
 enum Confusion {
     /// One slip of the hand away.
     Slip,
+    /// One letter for another after the first, a content word of four letters or more typed
+    /// for a function word as long (`how mann calories` → `many`, `how lond should` → `long`):
+    /// not a slip of the hand, so it pays [`super::Params::function_word_letter_cost`] more.
+    Letter,
     /// Sounds the same.
     Sound,
     /// One letter more or less after the first, both of four letters or more.
@@ -1304,6 +1308,15 @@ fn one_letter_apart() -> &'static [(&'static str, &'static str)] {
     })
 }
 
+/// Whether `typed` is `meant` with one letter for another after the first, both of four letters
+/// or more ([`Confusion::Letter`]).
+fn one_letter_for_another(typed: &[u8], meant: &[u8]) -> bool {
+    typed.len() >= 4
+        && typed.len() == meant.len()
+        && typed.first() == meant.first()
+        && typed.iter().zip(meant).filter(|(a, b)| a != b).count() == 1
+}
+
 /// Whether `longer` is `shorter` with one letter added after the first.
 fn one_letter_more(shorter: &[u8], longer: &[u8]) -> bool {
     longer.len() == shorter.len() + 1
@@ -1321,6 +1334,9 @@ const FUNCTION_SLIP_LETTERS: std::ops::RangeInclusive<usize> = 3..=6;
 /// writer knows is mistyped, [`error_model::slip_of_the_hand`]) and that the words beside it —
 /// function words too, which are the evidence here — are written with far more than with the
 /// word as typed: `how long dose it take` → `does`, `cheap flights fro dallas` → `from`.
+/// A content word of four letters or more with one letter for another after the first
+/// (`how mann calories` → `many`, [`Confusion::Letter`]) is read under the same tests, at
+/// [`super::Params::function_word_letter_cost`] more.
 ///
 /// The general pair list keeps every pair written 6.4M times or more, so a neighbour it holds
 /// with the function word and never with the typed word speaks loudly; a pair it holds with
@@ -1429,13 +1445,21 @@ fn function_word_in_context(r: &Repairer, words: &[QueryWord], at: usize) -> Vec
         };
         place + corpus_only
     };
+    let letter_for_letter = p.function_word_letter_cost.is_some() && !is_stopword(&w.lower);
     let slips = STOPWORDS
         .iter()
         .filter(|_| !written_beside_all && FUNCTION_SLIP_LETTERS.contains(&typed.len()))
         .filter(|m| m.len() >= 3 && m.len().abs_diff(typed.len()) <= 1)
-        .filter(|m| error_model::slip_of_the_hand(typed, m.as_bytes()))
         .filter(|m| !inflection(&w.lower, m))
-        .map(|&m| (m, Confusion::Slip));
+        .filter_map(|&m| {
+            if error_model::slip_of_the_hand(typed, m.as_bytes()) {
+                Some((m, Confusion::Slip))
+            } else if letter_for_letter && one_letter_for_another(typed, m.as_bytes()) {
+                Some((m, Confusion::Letter))
+            } else {
+                None
+            }
+        });
     let homophones = sounds.iter().map(|&m| (m, Confusion::Sound));
     let letters = one_letter.iter().map(|&m| (m, Confusion::OneLetter));
     let content = content_sounds.iter().map(|&m| (m, Confusion::ContentSound));
@@ -1468,14 +1492,18 @@ fn function_word_in_context(r: &Repairer, words: &[QueryWord], at: usize) -> Vec
             let (channel, prior_cost) = match confusion {
                 // A slip: no pair written with the typed word nearly as often as with the
                 // function word, and one written with the function word.
-                Confusion::Slip => {
+                Confusion::Slip | Confusion::Letter => {
                     let margin = p.typo_pair_margin.exp();
                     if sides().any(|(t, m)| t > 0.0 && t * margin >= m)
                         || !sides().any(|(_, m)| m > 0.0)
                     {
                         return None;
                     }
-                    (letters(), prior_cost)
+                    let not_a_slip = match confusion {
+                        Confusion::Letter => p.function_word_letter_cost.unwrap_or(0.0),
+                        _ => 0.0,
+                    };
+                    (letters(), prior_cost + not_a_slip)
                 }
                 // A homophone decided by the next word (`there is`, 7,076M, 520 times `their
                 // is`; [`CONFUSED_PAIR_MARGIN`]), with no pair written more as typed (`what is

@@ -327,6 +327,13 @@ pub struct Params {
     /// speaks for the function word in place of the word before. A word only the corpus knows
     /// pays [`Params::corpus_word_cost`] on top of either (`aol email` stays).
     pub function_word_start_cost: f64,
+    /// Extra prior cost, in nats, on [`Params::function_word_cost`] of reading a known content
+    /// word of four letters or more as the function word it is one letter from, a letter for
+    /// another after the first (`how mann calories` → `many`, `how lond should i boil` →
+    /// `long`), under the same pair tests as a slip of the hand: such a letter is no slip, and a
+    /// word one letter from a function word is more often a name (`amarillo tx and mora new
+    /// mexico` stays). `null` turns this off.
+    pub function_word_letter_cost: Option<f64>,
     /// Prior cost, in nats, of joining two words that are both known (`door knocker`).
     pub join_known_cost: f64,
     /// How much more an unknown word is believed as typed per letter below six, in nats: short
@@ -500,6 +507,7 @@ impl Default for Params {
             function_word_cost: 10.0,
             unknown_function_word_cost: 6.0,
             function_word_start_cost: 8.0,
+            function_word_letter_cost: Some(4.0),
             join_known_cost: 12.0,
             unknown_per_letter: 0.3,
             unknown_per_extra_letter: 0.3,

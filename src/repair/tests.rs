@@ -441,6 +441,62 @@ fn a_word_one_slip_from_the_function_word_its_neighbours_want_is_read_as_it() {
 }
 
 #[test]
+fn a_content_word_a_letter_from_the_function_word_its_neighbours_want_is_read_as_it() {
+    let words: &[(&str, u64)] = &[
+        ("how", 570_000_000),
+        ("many", 300_000_000),
+        ("mann", 3_000_000),
+        ("calories", 20_000_000),
+        ("long", 250_000_000),
+        ("lung", 30_000_000),
+        ("cancer", 60_000_000),
+        ("spreads", 5_000_000),
+        ("does", 314_000_000),
+        ("it", 4_000_000_000),
+        ("take", 200_000_000),
+        ("etcetera", 530_000_000_000),
+    ];
+    let pairs: &[(&str, &str, u64)] = &[
+        ("how", "many", 150_000_000),
+        ("many", "calories", 9_000_000),
+        ("how", "long", 120_000_000),
+        ("long", "does", 41_000_000),
+        ("does", "it", 650_000_000),
+        ("it", "take", 90_000_000),
+        ("lung", "cancer", 12_000_000),
+    ];
+    let vocab = Vocabulary::build(DOCS[..4].iter().map(|t| ("", *t)));
+    let r = Repairer::new(
+        Arc::new(vocab),
+        Some(Arc::new(Lexicon::from_counts(
+            words.iter().copied(),
+            pairs.iter().copied(),
+        ))),
+    );
+    // `n` for `y` is no slip of the hand (the keys are apart), but `how mann` is never
+    // written and `how many` is, on both sides.
+    let out = r.repair("how mann calories");
+    assert_eq!(out.text, "how many calories");
+    assert_eq!(out.edits[0].kind, EditKind::RealWord);
+    assert_eq!(
+        r.repair("how lung does it take").text,
+        "how long does it take"
+    );
+    // A pair the list holds with the word as typed speaks for it.
+    assert!(!r.repair("how lung cancer spreads").changed());
+    let off = Repairer::with_params(
+        r.vocab().clone(),
+        r.lexicon().cloned(),
+        Params {
+            function_word_letter_cost: None,
+            ..Params::default()
+        },
+    );
+    assert!(!off.repair("how mann calories").changed());
+    assert!(!off.repair("how lung does it take").changed());
+}
+
+#[test]
 fn run_together_words_are_split_and_broken_words_joined() {
     let r = english();
     let out = r.repair("thecauses of anemia");
