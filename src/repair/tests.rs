@@ -345,6 +345,24 @@ fn a_word_that_sounds_as_the_one_its_neighbours_want_is_read_as_it() {
     assert!(!off.repair("plywood at lowe").changed());
 }
 
+/// A repairer over documents that write none of the query words, so that the general lists
+/// (`words`, `pairs`) decide.
+fn general_english(words: &[(&str, u64)], pairs: &[(&str, &str, u64)]) -> Repairer {
+    let vocab = Vocabulary::build(DOCS[..4].iter().map(|t| ("", *t)));
+    Repairer::new(
+        Arc::new(vocab),
+        Some(Arc::new(Lexicon::from_counts(
+            words.iter().copied(),
+            pairs.iter().copied(),
+        ))),
+    )
+}
+
+/// `r`'s vocabulary and lexicon with other settings.
+fn with_params(r: &Repairer, params: Params) -> Repairer {
+    Repairer::with_params(r.vocab().clone(), r.lexicon().cloned(), params)
+}
+
 #[test]
 fn a_word_one_slip_from_the_function_word_its_neighbours_want_is_read_as_it() {
     let words: &[(&str, u64)] = &[
@@ -389,15 +407,7 @@ fn a_word_one_slip_from_the_function_word_its_neighbours_want_is_read_as_it() {
         ("how", "to", 5_500_000_000),
         ("to", "make", 1_900_000_000),
     ];
-    // Documents that write none of the query words: general English decides.
-    let vocab = Vocabulary::build(DOCS[..4].iter().map(|t| ("", *t)));
-    let r = Repairer::new(
-        Arc::new(vocab),
-        Some(Arc::new(Lexicon::from_counts(
-            words.iter().copied(),
-            pairs.iter().copied(),
-        ))),
-    );
+    let r = general_english(words, pairs);
     // Two letters swapped, a letter left out: slips of the hand on words the writer knows.
     let out = r.repair("how long dose it take");
     assert_eq!(out.text, "how long does it take");
@@ -415,9 +425,8 @@ fn a_word_one_slip_from_the_function_word_its_neighbours_want_is_read_as_it() {
     assert_eq!(r.repair("hoe to make bread").text, "how to make bread");
     // A three-letter string no list holds, slipped at its first letter (`r` is next to `t`).
     assert_eq!(r.repair("what is rhe best").text, "what is the best");
-    let off = Repairer::with_params(
-        r.vocab().clone(),
-        r.lexicon().cloned(),
+    let off = with_params(
+        &r,
         Params {
             function_word_cost: 1e6,
             function_word_start_cost: 1e6,
@@ -429,9 +438,8 @@ fn a_word_one_slip_from_the_function_word_its_neighbours_want_is_read_as_it() {
     assert!(!off.repair("what is rhe best").changed());
     assert!(!off.repair("hoe to make bread").changed());
     // The start's lower prior is what reads `hoe`: at the prior elsewhere it stays.
-    let as_elsewhere = Repairer::with_params(
-        r.vocab().clone(),
-        r.lexicon().cloned(),
+    let as_elsewhere = with_params(
+        &r,
         Params {
             function_word_start_cost: Params::default().function_word_cost,
             ..Params::default()
@@ -465,14 +473,7 @@ fn a_content_word_a_letter_from_the_function_word_its_neighbours_want_is_read_as
         ("it", "take", 90_000_000),
         ("lung", "cancer", 12_000_000),
     ];
-    let vocab = Vocabulary::build(DOCS[..4].iter().map(|t| ("", *t)));
-    let r = Repairer::new(
-        Arc::new(vocab),
-        Some(Arc::new(Lexicon::from_counts(
-            words.iter().copied(),
-            pairs.iter().copied(),
-        ))),
-    );
+    let r = general_english(words, pairs);
     // `n` for `y` is no slip of the hand (the keys are apart), but `how mann` is never
     // written and `how many` is, on both sides.
     let out = r.repair("how mann calories");
@@ -484,9 +485,8 @@ fn a_content_word_a_letter_from_the_function_word_its_neighbours_want_is_read_as
     );
     // A pair the list holds with the word as typed speaks for it.
     assert!(!r.repair("how lung cancer spreads").changed());
-    let off = Repairer::with_params(
-        r.vocab().clone(),
-        r.lexicon().cloned(),
+    let off = with_params(
+        &r,
         Params {
             function_word_letter_cost: None,
             ..Params::default()
