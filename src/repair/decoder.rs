@@ -1231,14 +1231,11 @@ fn association(
 ) -> f64 {
     let doubt = r.params.function_word_context.unwrap_or(0.0);
     let pmi = |a: &WordStats, b: &WordStats| {
-        let Some(own) = r.lm.ln_general_unigram(b) else {
-            return 0.0;
-        };
-        let seen = r.lm.ln_general_pair(a, b, false).map_or(0.0, |p| p - own);
+        let seen = r.lm.ln_general_association(a, b, false).unwrap_or(0.0);
         if !typed || r.lm.general_pair_count(a, b) > 0 {
             return seen;
         }
-        let most = r.lm.ln_general_pair(a, b, true).map_or(0.0, |p| p - own);
+        let most = r.lm.ln_general_association(a, b, true).unwrap_or(0.0);
         most.min(doubt).max(seen)
     };
     prev.map_or(0.0, |q| pmi(&q.stats, s)) + next.map_or(0.0, |q| pmi(s, &q.stats))
@@ -1446,6 +1443,17 @@ fn function_word_in_context(r: &Repairer, words: &[QueryWord], at: usize) -> Vec
         place + corpus_only
     };
     let letter_for_letter = p.function_word_letter_cost.is_some() && !is_stopword(&w.lower);
+    // The function word makes a set phrase with a neighbour (`how long`, `how many`), which
+    // speaks for it where a letter for another alone does not
+    // ([`super::Params::function_word_phrase_association`]).
+    let set_phrase = |s: &WordStats| {
+        p.function_word_phrase_association.is_some_and(|least| {
+            prev.and_then(|q| r.lm.ln_general_association(&q.stats, s, false))
+                .into_iter()
+                .chain(next.and_then(|q| r.lm.ln_general_association(s, &q.stats, false)))
+                .any(|a| a >= least)
+        })
+    };
     let slips = STOPWORDS
         .iter()
         .filter(|_| !written_beside_all && FUNCTION_SLIP_LETTERS.contains(&typed.len()))
@@ -1500,7 +1508,9 @@ fn function_word_in_context(r: &Repairer, words: &[QueryWord], at: usize) -> Vec
                         return None;
                     }
                     let not_a_slip = match confusion {
-                        Confusion::Letter => p.function_word_letter_cost.unwrap_or(0.0),
+                        Confusion::Letter if !set_phrase(&stats) => {
+                            p.function_word_letter_cost.unwrap_or(0.0)
+                        }
                         _ => 0.0,
                     };
                     (letters(), prior_cost + not_a_slip)

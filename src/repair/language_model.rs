@@ -251,6 +251,19 @@ impl LanguageModel {
         ))
     }
 
+    /// How much more likely `b` is after `a` than on its own in general English's lists (ln
+    /// P(b | a) − ln P(b), as [`LanguageModel::ln_general_pair`] counts a missing pair): a set
+    /// phrase (`how long`) reads high, a pair any words make (`and more`) low. `None` where the
+    /// word list lacks either word.
+    pub fn ln_general_association(
+        &self,
+        sa: &WordStats,
+        sb: &WordStats,
+        ceiling: bool,
+    ) -> Option<f64> {
+        Some(self.ln_general_pair(sa, sb, ceiling)? - self.ln_general_unigram(sb)?)
+    }
+
     /// ln P(word) in general English's word list alone; `None` where it lacks the word.
     pub fn ln_general_unigram(&self, s: &WordStats) -> Option<f64> {
         (s.general > 0 && self.general_total > 0.0)

@@ -334,6 +334,13 @@ pub struct Params {
     /// word one letter from a function word is more often a name (`amarillo tx and mora new
     /// mexico` stays). `null` turns this off.
     pub function_word_letter_cost: Option<f64>,
+    /// Association, in nats (ln P(b | a) − ln P(b) in general English's lists), of the function
+    /// word with a neighbour at or above which a letter for another pays nothing more than a
+    /// slip ([`Params::function_word_letter_cost`]): the two make a set phrase (`how long` 6.6,
+    /// `how many` 6.9), which speaks for the function word where the letter alone does not;
+    /// pairs any words make stay under it (`and more` 4.4, `the most` 5.5). `null` turns this
+    /// off.
+    pub function_word_phrase_association: Option<f64>,
     /// Prior cost, in nats, of joining two words that are both known (`door knocker`).
     pub join_known_cost: f64,
     /// How much more an unknown word is believed as typed per letter below six, in nats: short
@@ -508,6 +515,7 @@ impl Default for Params {
             unknown_function_word_cost: 6.0,
             function_word_start_cost: 8.0,
             function_word_letter_cost: Some(4.0),
+            function_word_phrase_association: Some(6.0),
             join_known_cost: 12.0,
             unknown_per_letter: 0.3,
             unknown_per_extra_letter: 0.3,

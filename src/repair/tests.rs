@@ -497,6 +497,64 @@ fn a_content_word_a_letter_from_the_function_word_its_neighbours_want_is_read_as
 }
 
 #[test]
+fn a_letter_for_another_is_read_as_a_slip_where_the_function_word_makes_a_set_phrase() {
+    // General English's own counts for these words and pairs, and the rest of its words.
+    let words: &[(&str, u64)] = &[
+        ("how", 571_848_080),
+        ("long", 252_519_588),
+        ("lang", 9_483_612),
+        ("should", 402_028_056),
+        ("and", 12_997_637_966),
+        ("more", 1_544_771_673),
+        ("mora", 827_473),
+        ("new", 1_551_258_643),
+        ("mexico", 62_544_255),
+        ("etcetera", 487_700_000_000),
+    ];
+    let pairs: &[(&str, &str, u64)] = &[
+        ("how", "long", 315_849_920),
+        ("long", "should", 7_884_864),
+        ("and", "more", 5_129_344_896),
+        ("more", "new", 34_648_960),
+        ("new", "mexico", 40_941_184),
+    ];
+    let r = general_english(words, pairs);
+    assert_eq!(r.repair("how lang should").text, "how long should");
+    // `how long` is written 2.5% as often as `how` is, ~700 times what chance gives (6.6 nats):
+    // a set phrase, which waives what a letter for another costs beyond a slip, however dear.
+    let dear = Params {
+        function_word_letter_cost: Some(50.0),
+        ..Params::default()
+    };
+    let waived = with_params(&r, dear.clone());
+    assert_eq!(waived.repair("how lang should").text, "how long should");
+    let letter_alone = with_params(
+        &r,
+        Params {
+            function_word_phrase_association: None,
+            ..dear
+        },
+    );
+    assert!(!letter_alone.repair("how lang should").changed());
+    // `and more` is written more often still, but `and` goes before anything (4.4 nats): no
+    // set phrase, so a word a letter from `more` beside it pays the letter, where the pair
+    // tests alone would let it through.
+    assert!(!waived.repair("and mora new mexico").changed());
+    let any_pair = with_params(
+        &r,
+        Params {
+            function_word_letter_cost: Some(0.0),
+            function_word_phrase_association: None,
+            ..Params::default()
+        },
+    );
+    assert_eq!(
+        any_pair.repair("and mora new mexico").text,
+        "and more new mexico"
+    );
+}
+
+#[test]
 fn run_together_words_are_split_and_broken_words_joined() {
     let r = english();
     let out = r.repair("thecauses of anemia");
