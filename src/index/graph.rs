@@ -123,7 +123,10 @@ pub(crate) fn greedy(
 }
 
 /// Best-first search of one layer from `entries`, keeping the `ef` best nodes seen;
-/// returns them best first. `visited` must have been reset for this search.
+/// returns them best first. `visited` must have been reset for this search. `prefetch` asks
+/// memory for a node's vector ahead of scoring it, `prefetch_neighbours` for its layer-0 list
+/// ahead of expanding it (no-ops where both are in memory already).
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn search_layer(
     entries: &[Scored],
     ef: usize,
@@ -131,6 +134,7 @@ pub(crate) fn search_layer(
     neighbours: &mut impl FnMut(u32, usize, &mut Vec<u32>),
     score: &mut impl FnMut(u32) -> f32,
     prefetch: &impl Fn(u32),
+    prefetch_neighbours: &impl Fn(u32),
     visited: &mut Visited,
 ) -> Vec<Scored> {
     let ef = ef.max(1);
@@ -152,6 +156,11 @@ pub(crate) fn search_layer(
         let worst = results.peek().map_or(f32::NEG_INFINITY, |r| r.0 .0);
         if results.len() >= ef && c.0 < worst {
             break;
+        }
+        // The next candidate is most often the one expanded next: its list arrives while this
+        // node's neighbours are scored.
+        if let Some(n) = candidates.peek() {
+            prefetch_neighbours(n.1);
         }
         neighbours(c.1, level, &mut buf);
         fresh.clear();
@@ -221,6 +230,7 @@ pub(crate) fn search_layer_filtered(
     neighbours: &mut impl FnMut(u32, usize, &mut Vec<u32>),
     score: &mut impl FnMut(u32) -> f32,
     prefetch: &impl Fn(u32),
+    prefetch_neighbours: &impl Fn(u32),
     admit: &impl Fn(u32) -> bool,
     walk: FilteredWalk,
     visited: &mut Visited,
@@ -261,6 +271,10 @@ pub(crate) fn search_layer_filtered(
         if results.len() >= ef && c.0 < worst {
             break;
         }
+        // As in `search_layer`: the next candidate's list, asked for early.
+        if let Some(n) = candidates.peek() {
+            prefetch_neighbours(n.1);
+        }
         neighbours(c.1, 0, &mut buf);
         fresh.clear();
         fresh.extend(
@@ -276,6 +290,13 @@ pub(crate) fn search_layer_filtered(
         let reading = fresh.len() >= HOP_READING || hop_below >= 1.0;
         if reading && (admitted as f64) < hop_below * fresh.len() as f64 {
             // Few admitted here: step through the refused ones to their admitted neighbours.
+            // Each refused node's list is a miss to memory; asked for together, the misses
+            // overlap instead of following one another (a node seldom brings more than a few).
+            for &(nb, ok) in &fresh {
+                if !ok {
+                    prefetch_neighbours(nb);
+                }
+            }
             for i in 0..fresh.len() {
                 let (nb, ok) = fresh[i];
                 if ok {
@@ -444,6 +465,20 @@ impl Graph {
         neighbours_in(self.words.as_slice(), &self.header, node, level)
     }
 
+    /// The words that hold `node`'s layer-0 list (its length first), without reading them: what
+    /// a prefetch asks for.
+    fn layer0_slot(&self, node: u32) -> &[u32] {
+        let node = node as usize;
+        if node >= self.header.count {
+            return &[];
+        }
+        let start = HEADER_WORDS + node * (1 + self.header.m0);
+        self.words
+            .as_slice()
+            .get(start..start + 1 + self.header.m0)
+            .unwrap_or(&[])
+    }
+
     /// The layer-0 node a search starts from: greedy descent from the entry point through the
     /// upper layers.
     fn descend(&self, score: &mut impl FnMut(u32) -> f32) -> Scored {
@@ -482,6 +517,7 @@ impl Graph {
                 &mut neighbours,
                 score,
                 prefetch,
+                &|node| super::vectors::prefetch(self.layer0_slot(node)),
                 &mut visited,
             )
         })
@@ -521,6 +557,7 @@ impl Graph {
                 &mut neighbours,
                 score,
                 prefetch,
+                &|node| super::vectors::prefetch(self.layer0_slot(node)),
                 admit,
                 walk,
                 &mut visited,

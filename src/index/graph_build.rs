@@ -296,6 +296,7 @@ impl Building<'_> {
                 &mut neighbours,
                 &mut score,
                 &|_| {},
+                &|_| {},
                 visited,
             );
             let chosen = self.select(&found, self.m);
