@@ -19,9 +19,9 @@ import collections
 import os
 import random
 import re
-import subprocess
 import sys
-import tempfile
+
+from repair_runs import repaired
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 KEYS = ["qwertyuiop", "asdfghjkl", "zxcvbnm"]
@@ -80,30 +80,19 @@ def main():
     cases = cases[: a.count]
     truth = {c[0]: c for c in cases}
 
-    with tempfile.NamedTemporaryFile("w", suffix=".tsv", delete=False) as f:
-        f.writelines(f"{c[0]}\t{c[1]}\n" for c in cases)
-        typed_file = f.name
-    try:
-        for params in a.params or ["{}"]:
-            out = subprocess.run(
-                [a.capot, "repair", "--index", a.index, "--queries", typed_file, "--format", "tsv", "--params", params],
-                check=True, capture_output=True, text=True,
-            ).stdout
-            restored = wrong = 0
-            left = collections.Counter()
-            for line in out.splitlines():
-                qid, _, text = line.partition("\t")
-                qid_, typed, clean, meant, slip = truth[qid]
-                if text == clean:
-                    restored += 1
-                else:
-                    left[(slip, meant)] += 1
-                    wrong += text != typed
-            n = len(cases)
-            print(f"params {params}: {restored}/{n} restored ({100 * restored / n:.1f}%), {wrong} changed to something else")
-            print("  most often left: " + ", ".join(f"{s} for {m} ({k})" for (s, m), k in left.most_common(12)))
-    finally:
-        os.unlink(typed_file)
+    for params, out in repaired(a.capot, a.index, cases, a.params):
+        restored = wrong = 0
+        left = collections.Counter()
+        for qid, text in out.items():
+            qid_, typed, clean, meant, slip = truth[qid]
+            if text == clean:
+                restored += 1
+            else:
+                left[(slip, meant)] += 1
+                wrong += text != typed
+        n = len(cases)
+        print(f"params {params}: {restored}/{n} restored ({100 * restored / n:.1f}%), {wrong} changed to something else")
+        print("  most often left: " + ", ".join(f"{s} for {m} ({k})" for (s, m), k in left.most_common(12)))
     return 0
 
 

@@ -427,11 +427,13 @@ fn known_neighbours(prev: Option<&QueryWord>, next: Option<&QueryWord>) -> usize
 
 /// The candidates of an unknown word of at least [`super::Params::min_letters`] letters.
 fn candidates_of(r: &Repairer, typed: &str, lookups: &mut Lookups) -> Vec<(u32, u8)> {
-    if typed.len() >= r.params.two_edits_from {
+    let mut found = if typed.len() >= r.params.two_edits_from {
         lookups.get(r, typed, 2).to_vec()
     } else {
         short_word_candidates(r, typed, lookups)
-    }
+    };
+    r.drop_rarer_usage_words(&mut found);
+    found
 }
 
 /// Candidates of a word shorter than [`super::Params::two_edits_from`]: one edit away, or two

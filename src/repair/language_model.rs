@@ -197,6 +197,11 @@ impl LanguageModel {
         if !sa.known() || !sb.known() {
             return None;
         }
+        // A word only the usage list knows (a candidate from it) is in neither list of pairs:
+        // its pairs are no evidence either way.
+        if sb.lexicon_id.is_none() && sb.corpus == 0 {
+            return None;
+        }
         let mut pair = 0.0;
         let mut weight = 0.0;
         if let (Some(l), Some(ia), Some(ib)) = (&self.lexicon, sa.lexicon_id, sb.lexicon_id) {

@@ -313,6 +313,23 @@ impl Lexicon {
         self.usage.as_ref().and_then(|m| m.get(word))
     }
 
+    /// The strings of the usage list written at least `least` times per billion words, with
+    /// how often (empty without a usage list).
+    pub fn written_at_least(&self, least: u64) -> Vec<(String, u64)> {
+        let mut out = Vec::new();
+        if let Some(m) = &self.usage {
+            let mut stream = m.stream();
+            while let Some((key, count)) = fst::Streamer::next(&mut stream) {
+                if count >= least {
+                    if let Ok(w) = std::str::from_utf8(key) {
+                        out.push((w.to_string(), count));
+                    }
+                }
+            }
+        }
+        out
+    }
+
     /// Whether a usage list is loaded.
     pub fn has_usage(&self) -> bool {
         self.usage.is_some()

@@ -276,6 +276,14 @@ pub struct Params {
     pub min_join_letters: usize,
     /// A corpus word must occur this often to be a candidate (lexicon words always are).
     pub min_corpus_count: u64,
+    /// Words the usage list holds written at least this often per billion words, and neither
+    /// the lexicon nor the corpus holds, are candidates too: the names, brands, drugs and
+    /// American spellings the lexicon lacks (`bitcoin`, `spotify`, `doxycycline`, `leukemia`),
+    /// at the usage list's frequency; no list of pairs holds them, so a pair with one is no
+    /// evidence either way. Where another of a word's candidates as few edits away is more
+    /// frequent, such a word is dropped (the usage list holds many a word's typos and variants:
+    /// `seperate`, `pokemons`). 0 turns this off.
+    pub usage_candidate_per_billion: u64,
     /// Candidates kept per word, the likeliest out of context first.
     pub max_candidates: usize,
     /// Prior cost, in nats, of changing a word that is known: the threshold a real-word
@@ -502,6 +510,7 @@ impl Default for Params {
             min_split_letters: 5,
             min_join_letters: 5,
             min_corpus_count: 2,
+            usage_candidate_per_billion: 100,
             max_candidates: 8,
             real_word_cost: 8.0,
             real_word_at_start: true,
@@ -572,6 +581,9 @@ pub struct Repairer {
     pub(crate) lm: LanguageModel,
     pub(crate) candidates: CandidateIndex,
     pub(crate) candidate_stats: Vec<WordStats>,
+    /// The first candidate id of the words only the usage list holds
+    /// ([`Params::usage_candidate_per_billion`]).
+    usage_words_from: u32,
     pub(crate) params: Params,
 }
 
@@ -645,7 +657,33 @@ impl Repairer {
             corpus_only.truncate(MAX_CORPUS_CANDIDATES);
         }
         words.extend(corpus_only.into_iter().map(|(_, w)| w));
-        let candidate_stats = words.iter().map(|w| lm.stats(w)).collect();
+        let mut candidate_stats: Vec<WordStats> = words.iter().map(|w| lm.stats(w)).collect();
+        // Then the words people write that neither holds, at the usage list's frequency.
+        let usage_words_from = words.len() as u32;
+        if let Some(l) = lexicon
+            .as_ref()
+            .filter(|_| params.usage_candidate_per_billion > 0)
+        {
+            let listed: std::collections::HashSet<&str> =
+                words.iter().map(String::as_str).collect();
+            let written: Vec<(String, u64)> = l
+                .written_at_least(params.usage_candidate_per_billion)
+                .into_iter()
+                .filter(|(w, _)| {
+                    w.len() >= params.min_letters
+                        && w.bytes().all(|b| b.is_ascii_lowercase())
+                        && !listed.contains(w.as_str())
+                })
+                .collect();
+            for (w, per_billion) in written {
+                let mut stats = lm.stats(&w);
+                stats.general = (per_billion as f64 * 1e-9 * l.total() as f64)
+                    .round()
+                    .max(1.0) as u64;
+                candidate_stats.push(stats);
+                words.push(w);
+            }
+        }
         let candidates = CandidateIndex::build(words.iter().map(String::as_str));
         Repairer {
             vocab,
@@ -653,8 +691,29 @@ impl Repairer {
             lm,
             candidates,
             candidate_stats,
+            usage_words_from,
             params,
         }
+    }
+
+    /// Drops from a word's candidates those only the usage list holds where another of them,
+    /// as few edits away, is more frequent in general English: the usage list holds many a
+    /// word's typos and variants (`seperate`, `pokemons`), and the model's floor would price
+    /// them as the word.
+    pub(crate) fn drop_rarer_usage_words(&self, found: &mut Vec<(u32, u8)>) {
+        if !found.iter().any(|&(id, _)| id >= self.usage_words_from) {
+            return;
+        }
+        // Counts on the lexicon's scale: a usage word's is its writings'.
+        let general = |id: u32| self.candidate_stats[id as usize].general;
+        let all = found.clone();
+        found.retain(|&(id, d)| {
+            id < self.usage_words_from || {
+                let written = general(id);
+                !all.iter()
+                    .any(|&(other, e)| other != id && e <= d && general(other) > written)
+            }
+        });
     }
 
     /// The vocabulary it corrects towards.

@@ -1757,3 +1757,52 @@ fn the_index_vote_follows_what_the_retrieved_documents_write() {
     assert!(reflux.chosen);
     assert_eq!(r.explain("reflex symptoms").words[0].documents_using, None);
 }
+
+#[test]
+fn a_word_only_the_usage_list_holds_is_a_candidate() {
+    // Neither the lexicon nor the corpus holds `bitcoin`; the usage list says people write it
+    // (as often as `price` here: a small lexicon's rare words sit at the model's floor).
+    let docs = ["The price of a house rose today.", "Prices today."];
+    let vocab = Arc::new(Vocabulary::build(docs.iter().map(|t| ("", *t))));
+    let words = [
+        ("the", 23_000_000_000),
+        ("of", 13_000_000_000),
+        ("price", 100_000_000),
+        ("today", 150_000_000),
+        ("billion", 90_000_000),
+        ("fiction", 30_000_000),
+    ];
+    let usage = [
+        ("the", 53_703_180),
+        ("of", 25_118_864),
+        ("price", 169_824),
+        ("today", 380_189),
+        ("billion", 120_226),
+        ("fiction", 30_903),
+        ("bitcoin", 173_780),
+        // Another word people write, one edit further from `bitcion` and far rarer.
+        ("bitcoins", 2_399),
+    ];
+    let lexicon = Arc::new(Lexicon::from_counts(words, []).with_usage(usage));
+    let r = Repairer::new(vocab.clone(), Some(lexicon.clone()));
+    let out = r.repair("bitcion price today");
+    assert_eq!(out.text, "bitcoin price today");
+    assert_eq!(out.edits[0].kind, EditKind::NonWord);
+    // Typed as people write it, it stays.
+    assert!(!r.repair("bitcoin price today").changed());
+    // Off, or above its frequency, the word is out of reach.
+    for least in [0, 200_000] {
+        let off = Repairer::with_params(
+            vocab.clone(),
+            Some(lexicon.clone()),
+            Params {
+                usage_candidate_per_billion: least,
+                ..Params::default()
+            },
+        );
+        assert_eq!(
+            off.repair("bitcion price today").text,
+            "bitcion price today"
+        );
+    }
+}
