@@ -895,6 +895,18 @@ fn inflection(a: &str, b: &str) -> bool {
     })
 }
 
+/// Whether a typed function word and the function word `meant` are forms of one word, which a
+/// writer picks rather than slips into (`your`/`you`, `hers`/`her`, `they`/`the` typed for
+/// each other are choices the pairs cannot tell from slips). A word that is no function word
+/// has no function word among its forms: `man` is one letter short of `many`, `doe` of `does`,
+/// `wad` one off `was` (`how man calories`, `how long doe it take`), whatever endings they
+/// seem to share; nor does `-y` make a function word of another (`the` for `they`).
+fn forms_of_one_function_word(typed: &str, meant: &str) -> bool {
+    is_stopword(typed)
+        && inflected_form(typed, meant)
+        && !(meant.len() > typed.len() && meant.ends_with('y'))
+}
+
 /// Whether one known word is the adjective in `-al` of the other, a noun in `-a`
 /// (`vaginal`/`vagina`): a choice of word, not a slip.
 fn adjective_in_al(a: &str, b: &str) -> bool {
@@ -1460,7 +1472,7 @@ fn function_word_in_context(r: &Repairer, words: &[QueryWord], at: usize) -> Vec
         .iter()
         .filter(|_| !written_beside_all && FUNCTION_SLIP_LETTERS.contains(&typed.len()))
         .filter(|m| m.len() >= 3 && m.len().abs_diff(typed.len()) <= 1)
-        .filter(|m| !inflection(&w.lower, m))
+        .filter(|m| !forms_of_one_function_word(&w.lower, m))
         .filter_map(|&m| {
             if error_model::slip_of_the_hand(typed, m.as_bytes()) {
                 Some((m, Confusion::Slip))

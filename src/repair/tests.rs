@@ -449,6 +449,48 @@ fn a_word_one_slip_from_the_function_word_its_neighbours_want_is_read_as_it() {
 }
 
 #[test]
+fn a_word_a_letter_short_of_a_function_word_is_no_form_of_it() {
+    let words: &[(&str, u64)] = &[
+        ("how", 570_000_000),
+        ("many", 300_000_000),
+        ("man", 180_000_000),
+        ("calories", 20_000_000),
+        ("long", 250_000_000),
+        ("does", 314_000_000),
+        ("doe", 4_000_000),
+        ("it", 4_000_000_000),
+        ("take", 200_000_000),
+        ("her", 100_000_000),
+        ("hers", 400_000_000),
+        ("is", 4_000_000_000),
+        ("truly", 60_000_000),
+        ("etcetera", 530_000_000_000),
+    ];
+    let pairs: &[(&str, &str, u64)] = &[
+        ("how", "many", 150_000_000),
+        ("many", "calories", 9_000_000),
+        ("how", "long", 120_000_000),
+        ("long", "does", 41_000_000),
+        ("does", "it", 650_000_000),
+        ("it", "take", 90_000_000),
+        ("is", "hers", 300_000_000),
+        ("hers", "truly", 100_000_000),
+    ];
+    let r = general_english(words, pairs);
+    // `many` looks like `man` with an ending and `does` like `doe`'s plural, but neither is a
+    // form of a word that is no function word: each is a letter left out.
+    let out = r.repair("how man calories");
+    assert_eq!(out.text, "how many calories");
+    assert_eq!(out.edits[0].kind, EditKind::RealWord);
+    assert_eq!(
+        r.repair("how long doe it take").text,
+        "how long does it take"
+    );
+    // A function word's own forms are choices, not slips, whatever the pairs say.
+    assert!(!r.repair("it is her truly").changed());
+}
+
+#[test]
 fn a_content_word_a_letter_from_the_function_word_its_neighbours_want_is_read_as_it() {
     let words: &[(&str, u64)] = &[
         ("how", 570_000_000),
