@@ -61,9 +61,32 @@ pub const STOPWORDS: &[&str] = &[
     "whom", "why", "will", "with", "would", "you", "your",
 ];
 
-/// Whether `word` (lower case) is a stopword.
+/// Whether `word` (lower case) is a stopword. Query repair asks it of every word it weighs, many
+/// times a query, so the search compares integers, not strings: every stopword fits in 8 bytes.
 pub fn is_stopword(word: &str) -> bool {
-    STOPWORDS.binary_search(&word).is_ok()
+    static PACKED: std::sync::OnceLock<Vec<u64>> = std::sync::OnceLock::new();
+    let Some(key) = packed(word) else {
+        return false;
+    };
+    PACKED
+        .get_or_init(|| {
+            let mut keys: Vec<u64> = STOPWORDS.iter().filter_map(|w| packed(w)).collect();
+            keys.sort_unstable();
+            keys
+        })
+        .binary_search(&key)
+        .is_ok()
+}
+
+/// A word of at most 8 bytes, none of them 0, as one big-endian integer (zero-padded), which
+/// orders as the strings do.
+fn packed(word: &str) -> Option<u64> {
+    let b = word.as_bytes();
+    (b.len() <= 8 && !b.contains(&0)).then(|| {
+        let mut key = [0u8; 8];
+        key[..b.len()].copy_from_slice(b);
+        u64::from_be_bytes(key)
+    })
 }
 
 /// The manifest's `vocab` section.
@@ -611,6 +634,25 @@ mod tests {
         sorted.dedup();
         assert_eq!(sorted, STOPWORDS);
         assert!(is_stopword("the") && !is_stopword("vitamin"));
+    }
+
+    #[test]
+    fn the_packed_search_agrees_with_the_list() {
+        for w in STOPWORDS {
+            assert!(is_stopword(w), "{w}");
+            for longer in [format!("{w}s"), format!("x{w}"), format!("{w}\0")] {
+                assert_eq!(
+                    is_stopword(&longer),
+                    STOPWORDS.contains(&longer.as_str()),
+                    "{longer}"
+                );
+            }
+            assert!(!is_stopword(&w.to_uppercase()));
+        }
+        for w in ["", "th", "thes", "betweens", "throughout", "a\0", "\0"] {
+            assert_eq!(is_stopword(w), STOPWORDS.contains(&w), "{w:?}");
+        }
+        assert!(STOPWORDS.iter().all(|w| w.len() <= 8));
     }
 
     #[test]

@@ -895,16 +895,12 @@ fn inflection(a: &str, b: &str) -> bool {
     })
 }
 
-/// Whether a typed function word and the function word `meant` are forms of one word, which a
-/// writer picks rather than slips into (`your`/`you`, `hers`/`her`, `they`/`the` typed for
-/// each other are choices the pairs cannot tell from slips). A word that is no function word
-/// has no function word among its forms: `man` is one letter short of `many`, `doe` of `does`,
-/// `wad` one off `was` (`how man calories`, `how long doe it take`), whatever endings they
-/// seem to share; nor does `-y` make a function word of another (`the` for `they`).
+/// Whether the typed function word and the function word `meant` are forms of one word, which
+/// a writer picks rather than slips into (`your`/`you`, `hers`/`her`, `they`/`the` typed for
+/// each other are choices the pairs cannot tell from slips); `-y` makes no function word of
+/// another (`the` for `they`).
 fn forms_of_one_function_word(typed: &str, meant: &str) -> bool {
-    is_stopword(typed)
-        && inflected_form(typed, meant)
-        && !(meant.len() > typed.len() && meant.ends_with('y'))
+    inflected_form(typed, meant) && !(meant.len() > typed.len() && meant.ends_with('y'))
 }
 
 /// Whether one known word is the adjective in `-al` of the other, a noun in `-a`
@@ -1396,7 +1392,8 @@ fn function_word_in_context(r: &Repairer, words: &[QueryWord], at: usize) -> Vec
     // not `are` and `or`, which only share a weak form), and those of four letters or more one
     // letter apart after the first (`where` and `were`); and content words that sound as
     // they do (`no` and `know`, `for` and `four`). Only with homophones on.
-    let confusable = p.homophone_cost.is_some() && w.whole_token && is_stopword(&w.lower);
+    let typed_is_function_word = is_stopword(&w.lower);
+    let confusable = p.homophone_cost.is_some() && w.whole_token && typed_is_function_word;
     let heard: &[Box<str>] = if confusable {
         r.homophones(&w.lower)
     } else {
@@ -1433,14 +1430,21 @@ fn function_word_in_context(r: &Repairer, words: &[QueryWord], at: usize) -> Vec
     } else {
         Vec::new()
     };
-    // Written beside every neighbour as it stands (`what is the`): no slip, and no look-ups.
+    // Written beside every neighbour as it stands (`what is the`): no slip, unless the pairs
+    // are the function word's typos (`wat is`, 13.7M, against `what is`, 2,175M; see below).
     let written_beside_all = typed_pairs.iter().flatten().all(|&c| c > 0);
-    if written_beside_all && sounds.is_empty() && one_letter.is_empty() && content_sounds.is_empty()
+    let slip_lengths = FUNCTION_SLIP_LETTERS.contains(&typed.len());
+    if written_beside_all
+        && !slip_lengths
+        && sounds.is_empty()
+        && one_letter.is_empty()
+        && content_sounds.is_empty()
     {
         return Vec::new();
     }
     // Scored once a reading passes its pair tests: most do not.
     let typed_score = std::cell::OnceCell::new();
+    let typo_pairs_unseen = std::cell::OnceCell::new();
     let prior_cost = if !w.stats.known() {
         p.unknown_function_word_cost
     } else {
@@ -1456,7 +1460,7 @@ fn function_word_in_context(r: &Repairer, words: &[QueryWord], at: usize) -> Vec
         };
         place + corpus_only
     };
-    let letter_for_letter = p.function_word_letter_cost.is_some() && !is_stopword(&w.lower);
+    let letter_for_letter = p.function_word_letter_cost.is_some() && !typed_is_function_word;
     // The function word makes a set phrase with a neighbour (`how long`, `how many`), which
     // speaks for it where a letter for another alone does not
     // ([`super::Params::function_word_phrase_association`]).
@@ -1470,9 +1474,12 @@ fn function_word_in_context(r: &Repairer, words: &[QueryWord], at: usize) -> Vec
     };
     let slips = STOPWORDS
         .iter()
-        .filter(|_| !written_beside_all && FUNCTION_SLIP_LETTERS.contains(&typed.len()))
+        .filter(|_| slip_lengths)
         .filter(|m| m.len() >= 3 && m.len().abs_diff(typed.len()) <= 1)
-        .filter(|m| !forms_of_one_function_word(&w.lower, m))
+        // A word that is no function word has no function word among its forms, whatever
+        // endings they seem to share: `man` is `many` with a letter left out, `doe` is `does`,
+        // `wad` is `was` one key off (`how man calories`, `how long doe it take`).
+        .filter(|m| !(typed_is_function_word && forms_of_one_function_word(&w.lower, m)))
         .filter_map(|&m| {
             if error_model::slip_of_the_hand(typed, m.as_bytes()) {
                 Some((m, Confusion::Slip))
@@ -1562,7 +1569,24 @@ fn function_word_in_context(r: &Repairer, words: &[QueryWord], at: usize) -> Vec
             let (with_meant, with_meant_floored) = context_score(meant, &stats);
             let (with_typed, with_typed_floored) =
                 *typed_score.get_or_init(|| context_score(&w.lower, &w.stats));
-            let gain = with_meant - with_typed;
+            // A slip's typed pairs passed the test above: each is written e^typo_pair_margin
+            // times less than with the function word, mostly as its typos, and speaks for the
+            // typed word no more than a pair never seen (as in `real_words`).
+            let typo_pairs = match confusion {
+                Confusion::Slip | Confusion::Letter => *typo_pairs_unseen.get_or_init(|| {
+                    let unseen = |a: (&str, &WordStats), b: (&str, &WordStats)| {
+                        if r.lm.general_pair_count(a.1, b.1) == 0 {
+                            return 0.0;
+                        }
+                        r.lm.ln_unseen_raw(b.1)
+                            - r.lm.ln_bigram_raw_and_floored(a.0, a.1, b.0, b.1).0
+                    };
+                    prev.map_or(0.0, |q| unseen((&q.lower, &q.stats), (&w.lower, &w.stats)))
+                        + next.map_or(0.0, |q| unseen((&w.lower, &w.stats), (&q.lower, &q.stats)))
+                }),
+                _ => 0.0,
+            };
+            let gain = with_meant - with_typed - typo_pairs;
             if gain <= prior_cost + channel {
                 return None;
             }

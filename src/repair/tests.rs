@@ -449,6 +449,42 @@ fn a_word_one_slip_from_the_function_word_its_neighbours_want_is_read_as_it() {
 }
 
 #[test]
+fn a_slip_whose_pairs_are_its_typos_is_read_as_the_function_word() {
+    let words: &[(&str, u64)] = &[
+        ("so", 1_000_000_000),
+        ("what", 812_000_000),
+        ("wat", 2_900_000),
+        ("is", 4_000_000_000),
+        ("the", 23_000_000_000),
+        ("capital", 60_000_000),
+        ("etcetera", 530_000_000_000),
+    ];
+    let pairs: &[(&str, &str, u64)] = &[
+        ("so", "what", 50_000_000),
+        ("what", "is", 2_175_000_000),
+        ("is", "the", 2_000_000_000),
+        ("the", "capital", 40_000_000),
+        // People write `wat is`, but 160 times less than `what is`: its typos.
+        ("wat", "is", 13_700_000),
+    ];
+    let r = general_english(words, pairs);
+    assert_eq!(
+        r.repair("so wat is the capital").text,
+        "so what is the capital"
+    );
+    // A pair written with the typed word nearly as often as with the function word speaks for
+    // the typed word.
+    let as_often = general_english(
+        words,
+        &pairs
+            .iter()
+            .map(|&(a, b, c)| (a, b, if a == "wat" { 1_000_000_000 } else { c }))
+            .collect::<Vec<_>>(),
+    );
+    assert!(!as_often.repair("so wat is the capital").changed());
+}
+
+#[test]
 fn a_word_a_letter_short_of_a_function_word_is_no_form_of_it() {
     let words: &[(&str, u64)] = &[
         ("how", 570_000_000),
