@@ -196,7 +196,7 @@ pub(crate) fn readings(
                     && r.has_usage()
                     && r.ln_usage(&w.lower).is_none();
                 let run_together_words = std::cell::OnceCell::new();
-                let mut scored: Vec<(f64, Reading)> = found
+                let mut scored: Vec<Candidate> = found
                     .iter()
                     .filter_map(|&(id, d)| {
                         let meant = r.candidates.word(id);
@@ -241,38 +241,53 @@ pub(crate) fn readings(
                         } else {
                             0.0
                         };
-                        let unnamed = if usage_names
+                        let unnamed = usage_names
                             && !named
                             && !named_by_usage(r, &w.lower, meant, usage_channel)
-                            && !error_model::is_respelling(w.lower.as_bytes(), meant.as_bytes())
-                        {
-                            p.unnamed_reading_cost
-                        } else {
-                            0.0
-                        };
-                        let cost = cost + extra + unnamed
+                            && !error_model::is_respelling(w.lower.as_bytes(), meant.as_bytes());
+                        let cost = cost + extra
                             - floor_gap
                             - r.context_bonus(meant, stats.corpus, letters, words)
                             - vote.for_change(i, &w.lower, meant, stats.corpus, p.vote_bonus);
                         let rank = cost - r.lm.ln_unigram(&stats);
-                        rank.is_finite().then(|| {
-                            (
-                                rank,
-                                Reading {
-                                    span: 1,
-                                    words: vec![(meant.to_string(), stats)],
-                                    cost,
-                                    kind: Some(if corpus_only {
-                                        EditKind::RealWord
-                                    } else {
-                                        EditKind::NonWord
-                                    }),
-                                    distance: d,
-                                },
-                            )
+                        rank.is_finite().then(|| Candidate {
+                            rank,
+                            reading: Reading {
+                                span: 1,
+                                words: vec![(meant.to_string(), stats)],
+                                cost,
+                                kind: Some(if corpus_only {
+                                    EditKind::RealWord
+                                } else {
+                                    EditKind::NonWord
+                                }),
+                                distance: d,
+                            },
+                            unnamed,
+                            keeps_ends: keeps_ends(w.lower.as_bytes(), meant.as_bytes()),
                         })
                     })
                     .collect();
+                // What the usage rule names is what the writer meant, and so is a word that
+                // keeps the string's ends fewer edits away than any word it names: the rule says
+                // the string is a typo, the edits say of which word (`sptuce` names `space`,
+                // written far more but two edits away; `spruce` is one key off). The others pay
+                // `unnamed_reading_cost`.
+                let nearest_named = scored
+                    .iter()
+                    .filter(|c| !c.unnamed)
+                    .map(|c| c.reading.distance)
+                    .min();
+                for c in &mut scored {
+                    let nearer =
+                        nearest_named.is_some_and(|d| c.keeps_ends && c.reading.distance < d);
+                    if c.unnamed && !nearer {
+                        c.rank += p.unnamed_reading_cost;
+                        c.reading.cost += p.unnamed_reading_cost;
+                    }
+                }
+                let mut scored: Vec<(f64, Reading)> =
+                    scored.into_iter().map(|c| (c.rank, c.reading)).collect();
                 scored.sort_by(|a, b| a.0.total_cmp(&b.0));
                 rs.extend(scored.into_iter().take(p.max_candidates).map(|s| s.1));
             } else if letters + 1 == p.min_letters {
@@ -507,6 +522,16 @@ fn written_as_typo_of(r: &Repairer, typed: &str, meant: &str) -> bool {
     keeps_ends(typed.as_bytes(), meant.as_bytes())
         && !another_form(r, typed, meant)
         && written_far_more(r, typed, meant, None)
+}
+
+/// An unknown word's candidate as the decoder's readings are chosen from it: its rank (cost
+/// less the word's ln probability), whether the usage rule leaves it unnamed, and whether it
+/// keeps the typed string's ends.
+struct Candidate {
+    rank: f64,
+    reading: Reading,
+    unnamed: bool,
+    keeps_ends: bool,
 }
 
 /// Whether the usage list reads the writings of `typed` as `meant`'s typos, as

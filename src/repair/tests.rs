@@ -1532,6 +1532,12 @@ fn the_real_model_fixes_what_people_type_and_leaves_clean_and_foreign_queries_al
                 "the articals of the constitution",
                 "the articles of the constitution",
             ),
+            // ... and a word that keeps its ends fewer edits away than the word it names:
+            // `sptuce` names `space`, written far more, but `spruce` is one key off.
+            (
+                "what is the physical description of sptuce",
+                "what is the physical description of spruce",
+            ),
             // ... or one its final `e` lost, rather than two function words (`be for`).
             ("what to eat befor a run", "what to eat before a run"),
             // A letter struck two keys late or early is one slip, found and priced as one.
