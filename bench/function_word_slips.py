@@ -14,14 +14,13 @@ something else, and the slips most often left. Generated errors, not people's: t
 rule reaches, the clean queries (`capot repair eval`) what it costs.
 """
 
-import argparse
 import collections
 import os
 import random
 import re
 import sys
 
-from repair_runs import repaired
+from repair_runs import ROOT, arguments, repaired
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 KEYS = ["qwertyuiop", "asdfghjkl", "zxcvbnm"]
@@ -49,14 +48,8 @@ def slips(word, known, unknown):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--capot", required=True)
-    ap.add_argument("--index", required=True)
-    ap.add_argument("--params", action="append", default=[])
-    ap.add_argument("--queries", default=os.path.join(ROOT, "../shared/data/marco-dev-queries/queries.tsv"))
-    ap.add_argument("--lexicon", default=os.path.join(ROOT, "assets/lexicon/frequency_dictionary_en_82_765.txt"))
+    ap = arguments(__doc__)
     ap.add_argument("--count", type=int, default=1500)
-    ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--unknown", action="store_true", help="slips that make no listed word (`rhe`, `hiw`) instead")
     a = ap.parse_args()
 

@@ -15,14 +15,13 @@ people's: they say what the candidates reach, the clean queries (`capot repair e
 costs (docs/repair.md, the twenty-second round).
 """
 
-import argparse
 import collections
 import os
 import random
 import re
 import sys
 
-from repair_runs import repaired
+from repair_runs import ROOT, arguments, repaired
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LETTERS = "abcdefghijklmnopqrstuvwxyz"
@@ -44,15 +43,9 @@ def typo(word, rng):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--capot", required=True)
-    ap.add_argument("--index", required=True)
-    ap.add_argument("--params", action="append", default=[])
-    ap.add_argument("--queries", default=os.path.join(ROOT, "../shared/data/marco-dev-queries/queries.tsv"))
+    ap = arguments(__doc__)
     ap.add_argument("--usage", default=os.path.join(ROOT, "assets/lexicon/wordfreq_large_en.txt"))
-    ap.add_argument("--lexicon", default=os.path.join(ROOT, "assets/lexicon/frequency_dictionary_en_82_765.txt"))
     ap.add_argument("--least", type=int, default=100, help="writings per billion words a word needs")
-    ap.add_argument("--seed", type=int, default=1)
     a = ap.parse_args()
 
     listed = {line.split()[0] for line in open(a.lexicon, encoding="utf-8") if line.strip()}
