@@ -14,7 +14,8 @@ nodes per `ef` than an unfiltered walk does: at the same `ef` it finds more of i
 (0.94 against 0.84 at 30% of 100,000 documents, ef 64) and answers fewer queries. Issue 41 asks
 for both recall >= 0.95 and >= 0.5x the unfiltered queries/s; read at the same `ef` that compares
 walks of unequal recall. Here each curve is interpolated to the target (bench/curves.py) and the
-ratio is taken there. Each round runs every `ef` once, in an order rotated per round (the
+ratio is taken there, against the run's unfiltered walk and (`× paired unfiltered`) against the
+unfiltered walk timed between the cell's own queries, which shares the machine's drift with it. Each round runs every `ef` once, in an order rotated per round (the
 machine's drift spreads over all of them), and with several `--capot LABEL=BIN` every binary at
 each `ef` in turn, each against its own unfiltered walk; a cell's queries/s at an `ef` is the
 median over the rounds, its recall is the same in every round (the walk is deterministic).
@@ -33,6 +34,9 @@ import subprocess
 import sys
 
 from curves import at_recall, qps_at
+
+# Series name prefix of the unfiltered walk timed between one cell's filtered queries.
+PAIRED = "paired unfiltered: "
 
 COLOURS = {"independent": "#1f77b4", "correlated": "#2ca02c", "anti-correlated": "#d62728"}
 
@@ -54,6 +58,12 @@ def curves(runs):
     series = {}
     for ef, rounds in sorted(runs.items()):
         named = [{"unfiltered": r["unfiltered"], **{c["name"]: c for c in r["cells"]}} for r in rounds]
+        # The unfiltered walk timed between each cell's queries (`paired_unfiltered`, binaries
+        # from 2026-12-01 on): its recall is the unfiltered walk's at this ef.
+        for r, n in zip(rounds, named):
+            for c in r["cells"]:
+                if "paired_unfiltered" in c:
+                    n[PAIRED + c["name"]] = {**c["paired_unfiltered"], "recall": r["unfiltered"]["recall"]}
         for name in named[0]:
             rows = [n[name] for n in named if name in n]
             series.setdefault(name, []).append({
@@ -129,6 +139,7 @@ def report(label, runs, efs, targets, rounds):
     print(f"\n#### Recall@{first['k']} / queries/s per ef ({first['documents']:,} documents, "
           f"{first['queries']} queries, median of {rounds} rounds){title}\n")
     names = ["unfiltered"] + [n for n in cells if n in series]
+    paired = all(PAIRED + n in series for n in names[1:])
     print("| ef | " + " | ".join(names) + " |")
     print("|---" * (len(names) + 1) + "|")
     for i, ef in enumerate(sorted(efs)):
@@ -137,7 +148,9 @@ def report(label, runs, efs, targets, rounds):
 
     equal = {}
     print(f"\n#### Queries/s at equal recall@{first['k']} (interpolated between the ef values around it){title}\n")
-    print("| filter | admitted | " + " | ".join(f"recall ≥ {t:g}: q/s (ef) / × unfiltered / p99 ×" for t in targets) + " |")
+    also = " / × paired unfiltered / p99 ×" if paired else ""
+    print("| filter | admitted | " + " | ".join(f"recall ≥ {t:g}: q/s (ef) / × unfiltered / p99 ×{also}"
+                                             for t in targets) + " |")
     print("|---|---|" + "---|" * len(targets))
     base = {t: qps_at(series["unfiltered"], t) for t in targets}
     base_p99 = {t: at_recall(series["unfiltered"], t, "p99_ms")[0] for t in targets}
@@ -154,8 +167,16 @@ def report(label, runs, efs, targets, rounds):
             p99_ratio = p99 / bp if p99 and bp else None
             equal[name][str(t)] = {"queries_per_second": q, "ef_lo": lo, "ef_hi": hi, "vs_unfiltered": ratio,
                                    "p99_ms": p99, "p99_vs_unfiltered": p99_ratio}
-            row.append("not reached" if q is None else f"{q:,.0f} ({lo}–{hi}) / "
-                       + (f"{ratio:.2f} / {p99_ratio:.2f}" if ratio else "– / –"))
+            cell = "not reached" if q is None else f"{q:,.0f} ({lo}–{hi}) / " + (
+                f"{ratio:.2f} / {p99_ratio:.2f}" if ratio else "– / –")
+            if paired and q is not None:
+                # Against the unfiltered walk timed in the same seconds, at the same recall.
+                pq = qps_at(series[PAIRED + name], t)[0]
+                pp = at_recall(series[PAIRED + name], t, "p99_ms")[0]
+                pr, ppr = (q / pq if pq else None), (p99 / pp if pp and p99 else None)
+                equal[name][str(t)].update({"vs_paired_unfiltered": pr, "p99_vs_paired_unfiltered": ppr})
+                cell += f" / {pr:.2f} / {ppr:.2f}" if pr and ppr else " / – / –"
+            row.append(cell)
         print(f"| {name} | {cells[name]['admitted_mean']:,.0f} | " + " | ".join(row) + " |")
     print("\n(a target already passed at the smallest ef is credited with that ef's q/s)")
     return series, cells, equal, {str(t): base[t][0] for t in targets}
@@ -214,7 +235,9 @@ def main():
         for name in eq[first]:
             for t in targets:
                 got = [eq[label].get(name, {}).get(str(t), {}) for label in labels]
-                cols = [f"{g['vs_unfiltered']:.2f}" if g.get("vs_unfiltered") else "–" for g in got]
+                cols = [(f"{g['vs_unfiltered']:.2f}" if g.get("vs_unfiltered") else "–")
+                        + (f" (paired {g['vs_paired_unfiltered']:.2f})" if g.get("vs_paired_unfiltered") else "")
+                        for g in got]
                 q0 = got[0].get("queries_per_second")
                 cols += [f"{g['queries_per_second'] / q0:.2f}" if q0 and g.get("queries_per_second") else "–"
                          for g in got[1:]]

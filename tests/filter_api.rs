@@ -428,3 +428,72 @@ fn serve_flags_scan_unindexed_fields_and_move_the_planners_crossover() {
         );
     }
 }
+
+/// `capot bench filter`, as issue 41's tables are measured: every cell answers exactly
+/// `min(k, admitted)` hits, equivalent filters agree, and each cell carries the unfiltered walk
+/// timed between its own queries beside the run's first one.
+#[test]
+fn bench_filter_reports_each_cell_beside_an_unfiltered_walk_timed_with_it() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let index = common::default_index();
+    let dim = serde_json::from_str::<Value>(
+        &std::fs::read_to_string(index.join("index.json")).expect("manifest"),
+    )
+    .expect("manifest JSON")["dimension"]
+        .as_u64()
+        .expect("dimension") as usize;
+    // Twelve query vectors of a fixed pseudo-random draw.
+    let mut state = 0x9e37_79b9u32;
+    let bytes: Vec<u8> = (0..12 * dim)
+        .flat_map(|_| {
+            state ^= state << 13;
+            state ^= state >> 17;
+            state ^= state << 5;
+            (state as f32 / u32::MAX as f32 - 0.5).to_le_bytes()
+        })
+        .collect();
+    let queries = dir.path().join("queries.f32");
+    std::fs::write(&queries, bytes).expect("write queries");
+    let o = common::run_capot(
+        &[
+            "bench",
+            "filter",
+            "--index",
+            index.to_str().unwrap(),
+            "--queries-vectors",
+            queries.to_str().unwrap(),
+            "--queries",
+            "12",
+            "--selectivities",
+            "0.1,0.5",
+            "--work",
+            dir.path().join("work").to_str().unwrap(),
+        ],
+        b"",
+    );
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{stderr}");
+    let out: Value = serde_json::from_slice(&o.stdout).expect("bench JSON");
+    assert_eq!(out["equivalent_filters_same_hits"], true, "{out}");
+    let cells = out["cells"].as_array().expect("cells");
+    // independent, correlated and anti-correlated at each share; one tenant; the Zipf head.
+    assert_eq!(cells.len(), 2 * 3 + 2, "{out}");
+    for c in cells {
+        assert_eq!(c["exactly_min_k_admitted"], 1.0, "{c}");
+        let recall = c["recall"].as_f64().expect("recall");
+        assert!((0.0..=1.0).contains(&recall), "{c}");
+        let paired = c["paired_unfiltered"]["queries_per_second"]
+            .as_f64()
+            .expect("paired q/s");
+        assert!(paired > 0.0, "{c}");
+        let (qps, ratio) = (
+            c["queries_per_second"].as_f64().expect("q/s"),
+            c["qps_vs_paired_unfiltered"].as_f64().expect("ratio"),
+        );
+        assert!((ratio - qps / paired).abs() <= 1e-9 * ratio.max(1.0), "{c}");
+    }
+    assert!(
+        stderr.contains("| × paired unfiltered |"),
+        "the Markdown table names the paired ratio: {stderr}"
+    );
+}

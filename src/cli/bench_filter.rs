@@ -14,7 +14,8 @@
 //! Per (correlation, selectivity): the filter is parsed, bound and evaluated for every query (as
 //! the service does per request), the planner searches, and the answer is compared with the
 //! exact filtered top-k (every admitted document scored). Beside it: the unfiltered search, and
-//! post-filtering (the unfiltered walk's `ef` candidates with the filter applied afterwards).
+//! post-filtering (the unfiltered walk's `ef` candidates with the filter applied afterwards),
+//! and an unfiltered search timed between each cell's filtered ones (`paired_unfiltered`).
 //! Single thread; prints JSON (and Markdown tables on stderr).
 
 use std::collections::BTreeMap;
@@ -197,6 +198,13 @@ fn truth(index: &Index, q: &[f32], k: usize, admitted: &RoaringBitmap) -> Vec<us
     scored.into_iter().map(|s| s.1).collect()
 }
 
+/// Seconds one unfiltered search of `q` takes.
+fn time_unfiltered(index: &Index, q: &[f32], k: usize, ef: usize) -> anyhow::Result<f64> {
+    let t = Instant::now();
+    index.search(q, k, ef)?;
+    Ok(t.elapsed().as_secs_f64())
+}
+
 fn latency_stats(lat: &mut [f64]) -> Value {
     lat.sort_by(f64::total_cmp);
     let total: f64 = lat.iter().sum();
@@ -346,13 +354,26 @@ pub fn run(args: FilterBenchArgs) -> anyhow::Result<()> {
             wants.push((want, admitted.len()));
         }
         // Timed, back to back as the unfiltered baseline is (twice; the second round counts):
-        // parse and bind the filter, take its admitted set, search.
+        // parse and bind the filter, take its admitted set, search. Each filtered search is
+        // paired with an unfiltered one of another query (half the list away, so that neither
+        // warms the caches for the other), first or second in turn: the two share the
+        // machine's drift, which moves a run's speed by more than the differences measured
+        // here, and `qps_vs_paired_unfiltered` is read against the unfiltered walk of the
+        // same seconds rather than of the run's start.
         let mut found_all = Vec::with_capacity(queries.len());
+        let mut paired = Vec::with_capacity(queries.len());
+        let half = queries.len() / 2;
         for _ in 0..2 {
             lat.clear();
             filter_ms.clear();
             found_all.clear();
+            paired.clear();
             for (qi, q) in queries.iter().enumerate() {
+                let other = &queries[(qi + half) % queries.len()];
+                let unfiltered_first = qi % 2 == 1;
+                if unfiltered_first {
+                    paired.push(time_unfiltered(&index, other, k, ef)?);
+                }
                 let fv = filters(qi);
                 let t = Instant::now();
                 let admitted = bound(&index, &fv)?.admitted_cached(&index)?;
@@ -362,6 +383,9 @@ pub fn run(args: FilterBenchArgs) -> anyhow::Result<()> {
                 lat.push(t.elapsed().as_secs_f64());
                 filter_ms.push(filtered_at * 1e3);
                 found_all.push(found);
+                if !unfiltered_first {
+                    paired.push(time_unfiltered(&index, other, k, ef)?);
+                }
             }
         }
         for (found, (want, admitted)) in found_all.iter().zip(&wants) {
@@ -396,6 +420,12 @@ pub fn run(args: FilterBenchArgs) -> anyhow::Result<()> {
         stats["filter_ms_first"] = json!(filter_ms_first);
         stats["qps_vs_unfiltered"] = json!(qps / unfiltered_qps.max(1e-12));
         stats["p99_vs_unfiltered"] = json!(p99 / unfiltered_p99.max(1e-12));
+        let paired = latency_stats(&mut paired);
+        let paired_qps = paired["queries_per_second"].as_f64().unwrap_or(0.0);
+        let paired_p99 = paired["p99_ms"].as_f64().unwrap_or(0.0);
+        stats["qps_vs_paired_unfiltered"] = json!(qps / paired_qps.max(1e-12));
+        stats["p99_vs_paired_unfiltered"] = json!(p99 / paired_p99.max(1e-12));
+        stats["paired_unfiltered"] = paired;
         stats["strategies"] = json!(strategies);
         stats["post_filter_recall"] = json!(post_rec / nq);
         stats["post_filter_hits_mean"] = json!(post_hits as f64 / nq);
@@ -508,21 +538,23 @@ pub fn run(args: FilterBenchArgs) -> anyhow::Result<()> {
 fn print_markdown(out: &Value) {
     let f = |v: &Value| v.as_f64().unwrap_or(f64::NAN);
     eprintln!(
-        "\n| filter | admitted | recall@{k} | min(k, admitted) hits | q/s | × unfiltered | p99 ms | × unfiltered | strategies | post-filter recall / hits |",
+        "\n| filter | admitted | recall@{k} | min(k, admitted) hits | q/s | × unfiltered | × paired unfiltered | p99 ms | × unfiltered | × paired | strategies | post-filter recall / hits |",
         k = out["k"]
     );
-    eprintln!("|---|---|---|---|---|---|---|---|---|---|");
+    eprintln!("|---|---|---|---|---|---|---|---|---|---|---|---|");
     for c in out["cells"].as_array().into_iter().flatten() {
         eprintln!(
-            "| {} | {:.0} | {:.3} | {:.0}% | {:.0} | {:.2} | {:.2} | {:.2} | {} | {:.3} / {:.1} |",
+            "| {} | {:.0} | {:.3} | {:.0}% | {:.0} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} | {} | {:.3} / {:.1} |",
             c["name"].as_str().unwrap_or(""),
             f(&c["admitted_mean"]),
             f(&c["recall"]),
             100.0 * f(&c["exactly_min_k_admitted"]),
             f(&c["queries_per_second"]),
             f(&c["qps_vs_unfiltered"]),
+            f(&c["qps_vs_paired_unfiltered"]),
             f(&c["p99_ms"]),
             f(&c["p99_vs_unfiltered"]),
+            f(&c["p99_vs_paired_unfiltered"]),
             c["strategies"],
             f(&c["post_filter_recall"]),
             f(&c["post_filter_hits_mean"]),

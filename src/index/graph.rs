@@ -54,37 +54,49 @@ impl Ord for Scored {
     }
 }
 
-/// Marks of visited nodes for one search, reset in O(1) by bumping a generation.
+/// Marks of visited nodes for one search: a bit per node, so that the marks of a 1M-node graph
+/// (125 KiB) stay in the core's L2 cache, where a generation stamp per node (2 MiB) did not and
+/// each check of a neighbour went to L3. The words set in a search are noted and cleared by the
+/// next [`Visited::reset`], so a reset costs what the search marked, not the graph's size.
 pub(crate) struct Visited {
-    marks: Vec<u16>,
-    generation: u16,
+    words: Vec<u64>,
+    /// Indices of the words set since the last reset.
+    touched: Vec<u32>,
 }
 
 impl Visited {
     pub(crate) fn new() -> Self {
         Visited {
-            marks: Vec::new(),
-            generation: 0,
+            words: Vec::new(),
+            touched: Vec::new(),
         }
     }
 
     /// Starts a new search over `n` nodes.
     pub(crate) fn reset(&mut self, n: usize) {
-        if self.marks.len() < n {
-            self.marks.resize(n, 0);
+        if self.touched.len() > self.words.len() / 8 {
+            self.words.fill(0);
+        } else {
+            for &w in &self.touched {
+                self.words[w as usize] = 0;
+            }
         }
-        self.generation = self.generation.wrapping_add(1);
-        if self.generation == 0 {
-            self.marks.fill(0);
-            self.generation = 1;
+        self.touched.clear();
+        let words = n.div_ceil(64);
+        if self.words.len() < words {
+            self.words.resize(words, 0);
         }
     }
 
     /// Marks `node`; true when it was not marked yet (false also for ids out of range).
     pub(crate) fn insert(&mut self, node: u32) -> bool {
-        match self.marks.get_mut(node as usize) {
-            Some(m) if *m != self.generation => {
-                *m = self.generation;
+        let (w, bit) = ((node / 64) as usize, 1u64 << (node % 64));
+        match self.words.get_mut(w) {
+            Some(word) if *word & bit == 0 => {
+                if *word == 0 {
+                    self.touched.push(w as u32);
+                }
+                *word |= bit;
                 true
             }
             _ => false,

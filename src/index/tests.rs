@@ -1507,3 +1507,26 @@ fn an_index_whose_codes_rank_poorly_starts_its_scans_with_more_candidates() {
         }
     }
 }
+
+#[test]
+fn visited_marks_are_cleared_by_each_reset_however_many_were_set() {
+    use super::graph::Visited;
+    let mut v = Visited::new();
+    v.reset(1_000);
+    // A few marks (cleared one word at a time) and then most nodes (cleared whole).
+    for marked in [vec![3u32, 64, 999], (0..1_000).step_by(2).collect()] {
+        for &i in &marked {
+            assert!(v.insert(i), "{i} is new");
+            assert!(!v.insert(i), "{i} was marked");
+        }
+        v.reset(1_000);
+        for &i in &marked {
+            assert!(v.insert(i), "{i} is new again after a reset");
+        }
+        v.reset(1_000);
+    }
+    // Past the nodes' range (rounded up to a word): refused; a larger graph grows the marks.
+    assert!(!v.insert(1_024));
+    v.reset(5_000);
+    assert!(v.insert(4_999) && v.insert(1_024) && !v.insert(4_999));
+}
