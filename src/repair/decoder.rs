@@ -1040,6 +1040,10 @@ impl<'a> Vote<'a> {
     }
 }
 
+/// A typed word's pairs with the words before and after it that general English's list holds:
+/// each pair's count and what reading it as never seen changes (ln P, below zero).
+type TypedPairs = (Option<(u64, f64)>, Option<(u64, f64)>);
+
 /// Known words one edit from `words[at]` that the words beside it are known to go with, or that
 /// the documents the query retrieved use instead of it ([`Params::real_word_vote`]).
 fn real_words(
@@ -1114,6 +1118,16 @@ fn real_words(
         prev.and_then(|q| typed_pair((&q.lower, &q.stats), (&w.lower, &w.stats))),
         next.and_then(|q| typed_pair((&w.lower, &w.stats), (&q.lower, &q.stats))),
     );
+    // The same for the function words beside it, which go with every word the more the more
+    // common it is: a pair with one counts as typos where it is written e^typo_pair_margin
+    // less than the pair with the meant word over what the two words' own counts give
+    // (`affects of`, 15M, against `effects of`, 1,249M, where `effects` is 10 times as
+    // common). The decoder weighs those pairs itself, so what reading such a
+    // pair as never seen changes goes into the reading's cost.
+    let function_pairs = (
+        fprev.and_then(|q| typed_pair((&q.lower, &q.stats), (&w.lower, &w.stats))),
+        fnext.and_then(|q| typed_pair((&w.lower, &w.stats), (&q.lower, &q.stats))),
+    );
     let mut v: Vec<(f64, Reading)> = Vec::new();
     for &(id, d) in found.iter() {
         let meant = r.candidates.word(id);
@@ -1132,19 +1146,37 @@ fn real_words(
         // A typed pair written far less than the same pair with the meant word is mostly that
         // pair's typos (`side affects`, 21M, for `side effects`, 633M): it speaks for the typed
         // word no more than a pair never seen.
-        let mut with_typed = with_typed;
-        for (typed, meant) in [
-            (typed_pairs.0, prev.map(|q| (&q.stats, &stats))),
-            (typed_pairs.1, next.map(|q| (&stats, &q.stats))),
-        ] {
-            if let (Some((count, change)), Some((a, b))) = (typed, meant) {
+        let typo_pairs = |pairs: TypedPairs,
+                          before: Option<&QueryWord>,
+                          after: Option<&QueryWord>,
+                          by_chance: f64| {
+            [
+                (pairs.0, before.map(|q| (&q.stats, &stats))),
+                (pairs.1, after.map(|q| (&stats, &q.stats))),
+            ]
+            .into_iter()
+            .filter_map(|(typed, meant)| {
+                let ((count, change), (a, b)) = typed.zip(meant)?;
                 let written = r.lm.general_pair_count(a, b) as f64;
-                if written > count as f64 * p.typo_pair_margin.exp() {
-                    with_typed += change;
-                }
-            }
-        }
+                (written > count as f64 * by_chance * p.typo_pair_margin.exp()).then_some(-change)
+            })
+            .sum::<f64>()
+        };
+        let with_typed = with_typed - typo_pairs(typed_pairs, prev, next, 1.0);
+        // A function word's pair is weak evidence alone (`a hood` is written 480 times less
+        // than `a good`, `you wash` than `you wish`): it counts where a content word beside
+        // it speaks for the meant word already, in general English's pairs and by the same
+        // margin (`side effects`).
+        let commoner = (stats.general as f64 / w.stats.general.max(1) as f64).max(1.0);
+        let content_pair = prev.is_some_and(|q| r.lm.general_pair_known(&q.stats, &stats))
+            || next.is_some_and(|q| r.lm.general_pair_known(&stats, &q.stats));
+        let function_typos = if content_pair && with_meant - with_typed > p.typo_pair_margin {
+            typo_pairs(function_pairs, fprev, fnext, commoner)
+        } else {
+            0.0
+        };
         let gain = with_meant - with_typed
+            + function_typos
             + vote.for_change(at, &w.lower, meant, stats.corpus, p.real_word_vote);
         let floored = with_meant_floored - with_typed_floored;
         // The function words beside it open the gate but leave the reading's cost alone: the

@@ -465,7 +465,9 @@ pub struct Params {
     /// (see [`Repairer::unwritten_rare_start`]).
     pub rare_start_typo: bool,
     /// A pair of words the general list holds e^this times less than the same pair with a word
-    /// one edit away counts, for a real-word error, as never seen (`side affects`).
+    /// one edit away counts, for a real-word error, as never seen (`side affects`); a pair with
+    /// a function word, e^this times less than the two words' own counts give, and only where
+    /// a content word beside it speaks for the word one edit away (`side affects of`).
     pub typo_pair_margin: f64,
     /// A function word beside a known word (where no content word is on that side) speaks for
     /// a real-word reading by how much more the reading goes with it than the typed word does,

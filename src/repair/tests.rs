@@ -485,6 +485,51 @@ fn a_slip_whose_pairs_are_its_typos_is_read_as_the_function_word() {
 }
 
 #[test]
+fn a_function_words_pair_written_as_typos_speaks_where_a_content_word_does() {
+    let words: &[(&str, u64)] = &[
+        ("side", 141_000_000),
+        ("effects", 82_400_000),
+        ("affects", 8_430_000),
+        ("of", 13_150_000_000),
+        ("aspirin", 2_000_000),
+        ("a", 9_000_000_000),
+        ("good", 366_000_000),
+        ("hood", 11_000_000),
+        ("system", 110_000_000),
+        ("etcetera", 530_000_000_000),
+    ];
+    let pairs: &[(&str, &str, u64)] = &[
+        // `side affects` is written 12 times less than `side effects`: its typos.
+        ("side", "effects", 60_000_000),
+        ("side", "affects", 5_000_000),
+        // `affects of` 80 times less than `effects of`, where `effects` is 10 times as common.
+        ("effects", "of", 1_249_000_000),
+        ("affects", "of", 15_300_000),
+        // `a hood` 480 times less than `a good`, where `good` is 33 times as common.
+        ("a", "good", 4_115_000_000),
+        ("a", "hood", 8_500_000),
+    ];
+    let r = general_english(words, pairs);
+    let out = r.repair("side affects of aspirin");
+    assert_eq!(out.text, "side effects of aspirin");
+    assert_eq!(out.edits[0].kind, EditKind::RealWord);
+    // The content pair alone does not pass the real-word cost: the function word's pair is
+    // what reads it.
+    assert!(!r.repair("side affects aspirin").changed());
+    // Written with `of` as often as the words' own counts give, the pair speaks for neither.
+    let as_often = general_english(
+        words,
+        &pairs
+            .iter()
+            .map(|&(a, b, c)| (a, b, if a == "affects" { 150_000_000 } else { c }))
+            .collect::<Vec<_>>(),
+    );
+    assert!(!as_often.repair("side affects of aspirin").changed());
+    // A function word's pair alone is no evidence: `a` goes with `good` whatever the query.
+    assert!(!r.repair("a hood system").changed());
+}
+
+#[test]
 fn a_word_a_letter_short_of_a_function_word_is_no_form_of_it() {
     let words: &[(&str, u64)] = &[
         ("how", 570_000_000),
