@@ -1505,10 +1505,18 @@ fn function_word_in_context(r: &Repairer, words: &[QueryWord], at: usize) -> Vec
     let prior_cost = if !w.stats.known() {
         p.unknown_function_word_cost
     } else {
-        let place = if at == 0 {
-            p.function_word_start_cost
-        } else {
-            p.function_word_cost
+        // A query with another word no list knows may be in another language, whose own
+        // words read as English slips (`wat is cappuccino koffie`, Dutch).
+        let foreign = || {
+            words
+                .iter()
+                .enumerate()
+                .any(|(j, q)| j != at && q.editable && !q.stats.known())
+        };
+        let place = match at {
+            0 if foreign() => p.function_word_start_foreign_cost,
+            0 => p.function_word_start_cost,
+            _ => p.function_word_cost,
         };
         let corpus_only = if w.stats.general == 0 {
             p.corpus_word_cost

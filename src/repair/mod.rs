@@ -335,6 +335,11 @@ pub struct Params {
     /// speaks for the function word in place of the word before. A word only the corpus knows
     /// pays [`Params::corpus_word_cost`] on top of either (`aol email` stays).
     pub function_word_start_cost: f64,
+    /// [`Params::function_word_start_cost`] where another word of the query is one no list
+    /// knows: such a query may be in another language, whose own words read as English slips
+    /// (`wat is cappuccino koffie`, Dutch, stays), or hold a name, which says nothing either way
+    /// (the start's prior before the twenty-fourth round).
+    pub function_word_start_foreign_cost: f64,
     /// Extra prior cost, in nats, on [`Params::function_word_cost`] of reading a known content
     /// word of four letters or more as the function word it is one letter from, a letter for
     /// another after the first (`how mann calories` → `many`, `how lond should i boil` →
@@ -524,7 +529,8 @@ impl Default for Params {
             function_split_cost: 2.5,
             function_word_cost: 10.0,
             unknown_function_word_cost: 6.0,
-            function_word_start_cost: 8.0,
+            function_word_start_cost: 7.0,
+            function_word_start_foreign_cost: 8.0,
             function_word_letter_cost: Some(4.0),
             function_word_phrase_association: Some(6.0),
             join_known_cost: 12.0,

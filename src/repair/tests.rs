@@ -485,6 +485,31 @@ fn a_slip_whose_pairs_are_its_typos_is_read_as_the_function_word() {
 }
 
 #[test]
+fn a_slip_starting_a_query_is_read_unless_another_word_is_one_no_list_knows() {
+    let words: &[(&str, u64)] = &[
+        ("what", 812_000_000),
+        ("wat", 2_900_000),
+        ("is", 4_000_000_000),
+        ("cappuccino", 1_000_000),
+        ("etcetera", 530_000_000_000),
+    ];
+    let pairs: &[(&str, &str, u64)] = &[("what", "is", 2_175_000_000), ("wat", "is", 13_700_000)];
+    let r = general_english(words, pairs);
+    assert_eq!(r.repair("wat is cappuccino").text, "what is cappuccino");
+    // Dutch: `koffie` is in no list, and the query may be in a language where `wat` is a word.
+    assert!(!r.repair("wat is cappuccino koffie").changed());
+    // At the start's former prior, which such a query still pays, the English one stays too.
+    let before = with_params(
+        &r,
+        Params {
+            function_word_start_cost: Params::default().function_word_start_foreign_cost,
+            ..Params::default()
+        },
+    );
+    assert!(!before.repair("wat is cappuccino").changed());
+}
+
+#[test]
 fn a_function_words_pair_written_as_typos_speaks_where_a_content_word_does() {
     let words: &[(&str, u64)] = &[
         ("side", 141_000_000),
