@@ -191,10 +191,13 @@ pub(crate) fn readings(
                         .is_some_and(|u| u >= p.written_word_usage);
                 // A long string nobody writes (see the lift below); whether it is words run
                 // together is asked once, of the first candidate that needs it.
-                let unwritten_long = p.unwritten_typo_letters > 0
-                    && letters >= p.unwritten_typo_letters
-                    && r.has_usage()
-                    && r.ln_usage(&w.lower).is_none();
+                let unwritten = r.has_usage() && r.ln_usage(&w.lower).is_none();
+                let unwritten_long = unwritten
+                    && p.unwritten_typo_letters > 0
+                    && letters >= p.unwritten_typo_letters;
+                let unwritten_swap = unwritten
+                    && p.unwritten_swap_letters > 0
+                    && letters >= p.unwritten_swap_letters;
                 let run_together_words = std::cell::OnceCell::new();
                 let mut scored: Vec<Candidate> = found
                     .iter()
@@ -223,12 +226,15 @@ pub(crate) fn readings(
                         // rare a word as `migraine` sits at the model's floor, below an unknown
                         // word's prior, where its typo `migrane` would win. So is a long string
                         // nobody writes that keeps the word's ends (`petrifyed`); a shorter one
-                        // is as often a name (`sarkeys`, `ponstel`, `canopius`), and a prefix or
+                        // is as often a name (`sarkeys`, `ponstel`, `canopius`) unless two of its
+                        // letters are swapped (`walmrat`, a slip of the hand), and a prefix or
                         // a word before a listed word is a word the lists lack or two run
                         // together (`anhydrate`, `latitudeis`). Two edits away, a term:
                         // `primase` is no `promise`.
                         let unwritten_typo_of = || {
-                            unwritten_long
+                            (unwritten_long
+                                || unwritten_swap
+                                    && swapped_after_first(w.lower.as_bytes(), meant.as_bytes()))
                                 && keeps_ends(w.lower.as_bytes(), meant.as_bytes())
                                 && !*run_together_words
                                     .get_or_init(|| listed_words_run_together(r, &w.lower))
@@ -587,6 +593,13 @@ fn silent_e_added(t: &[u8], m: &[u8]) -> bool {
         && t.starts_with(m)
         && t.last() == Some(&b'e')
         && m.last().is_some_and(|c| !b"aeiouy".contains(c))
+}
+
+/// Whether `typed` is `meant` with two adjacent letters swapped, not the first (`walmrat` for
+/// `walmart`).
+fn swapped_after_first(typed: &[u8], meant: &[u8]) -> bool {
+    let at = typed.iter().zip(meant).take_while(|(a, b)| a == b).count();
+    at > 0 && ends_swapped(typed, meant, at)
 }
 
 /// Whether `typed` is `meant` with the two letters from `at` swapped and every other letter in

@@ -438,6 +438,11 @@ pub struct Params {
     /// word, however rare (`petrifyed` for `petrified`, which sits at the model's floor). Not
     /// where the string is a prefix before a listed word (`anhydrate`). 0 turns this off.
     pub unwritten_typo_letters: usize,
+    /// As [`Params::unwritten_typo_letters`], from this many letters, where the word is two
+    /// letters after the first swapped (`walmrat` for `walmart`, `catroon` for `cartoon`): a slip
+    /// of the hand, which names and terms the lists lack rarely are, where a letter for another
+    /// or one more is as often a name (`canopius`, `doffer`). 0 turns this off.
+    pub unwritten_swap_letters: usize,
     /// A function word run into a piece of two or three letters (`ofdna`, `thetv`) is split
     /// where nobody writes the string and people write the piece at least this often per billion
     /// words (`dna`, `tv`, `ibm`: an acronym); a rarer piece beside a function word is more
@@ -557,6 +562,7 @@ impl Default for Params {
             short_typo_usage_margin: 8.5,
             written_word_usage: 40,
             unwritten_typo_letters: 9,
+            unwritten_swap_letters: 5,
             acronym_piece_usage: 1000,
             run_together_pays_pairs: true,
             written_apart_margin: 7.5,

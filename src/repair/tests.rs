@@ -1214,6 +1214,44 @@ fn a_misspelling_of_a_rare_word_is_read_as_that_word_though_the_model_floors_it(
 }
 
 #[test]
+fn a_string_nobody_writes_with_two_letters_of_a_rare_word_swapped_is_its_typo() {
+    // `walmart` is a word general English counts rarely: the model's floor, below an unknown
+    // word kept as typed. Nobody writes `walmrat`, a short string, as often a name as a typo,
+    // but two letters swapped are a slip of the hand.
+    let vocab = Arc::new(Vocabulary::build(DOCS.iter().map(|t| ("", *t))));
+    let words = [
+        ("the", 23_000_000_000),
+        ("jobs", 180_000_000),
+        ("near", 200_000_000),
+        ("walmart", 100_000),
+        ("walnut", 150_000),
+    ];
+    let lexicon = Lexicon::from_counts(words, []);
+    let usage = [
+        ("the", 53_000_000),
+        ("jobs", 95_000),
+        ("near", 100_000),
+        ("walmart", 8_913),
+        ("walnut", 2_000),
+    ];
+    let r = Repairer::new(vocab, Some(Arc::new(lexicon.with_usage(usage))));
+    assert_eq!(r.repair("walmrat jobs near").text, "walmart jobs near");
+    let without = with_params(
+        &r,
+        Params {
+            unwritten_swap_letters: 0,
+            ..Params::default()
+        },
+    );
+    assert!(!without.repair("walmrat jobs near").changed());
+    // A letter for another, or one more, is no slip so plain: as often a name (`walnat`).
+    assert!(!r.repair("walnat jobs near").changed());
+    assert!(!r.repair("walmarat jobs near").changed());
+    // The first two letters swapped pay the first letter's share as before.
+    assert!(!r.repair("awlmart jobs near").changed());
+}
+
+#[test]
 fn a_short_or_inflected_misspelling_people_write_is_read_as_the_word_they_mean() {
     let vocab = Arc::new(Vocabulary::build(DOCS.iter().map(|t| ("", *t))));
     let words = [
@@ -1517,6 +1555,8 @@ fn the_real_model_fixes_what_people_type_and_leaves_clean_and_foreign_queries_al
             // A long string nobody writes, one edit from a word as rare as `petrified` (at the
             // model's floor, below an unknown word), is that word's typo ...
             ("is petrifyed wood valuable", "is petrified wood valuable"),
+            // ... and so is a shorter one with two letters swapped, a slip of the hand.
+            ("hotmial login page", "hotmail login page"),
             // ... but a prefix before a listed word is a word the lists lack, and two listed
             // words run together are no typo of one (not `latitudes`, `coppertone`).
             (
