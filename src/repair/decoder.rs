@@ -924,12 +924,13 @@ fn inflection(a: &str, b: &str) -> bool {
             "s" | "es" | "d" | "ed" | "r" | "er" | "ly" | "y" | "e" | "ae"
         )
     }) || (a.len() == b.len() && {
-        // taxes/taxed, analyzer/analyzed: the same stem with another ending.
+        // taxes/taxed, analyzer/analyzed: the same stem with another ending after its `e`;
+        // elsewhere the last letter is a key struck beside another (`worls` is no `world`).
         let (sa, sb) = (
             a.trim_end_matches(['s', 'd', 'r']),
             b.trim_end_matches(['s', 'd', 'r']),
         );
-        sa == sb && sa.len() + 1 >= a.len()
+        sa == sb && sa.len() + 1 >= a.len() && sa.ends_with('e')
     })
 }
 
@@ -1835,12 +1836,13 @@ mod tests {
         assert!(inflected_form("larvae", "larva"));
         assert!(inflected_form("safer", "safe"));
         assert!(inflected_form("taxed", "taxes"));
+        assert!(inflected_form("analyzer", "analyzed"));
         // `ther` is `there` or `their` with a letter lost, not `the` with one added.
         assert!(inflected_form("ther", "the"));
     }
 
     #[test]
-    fn a_letter_added_at_the_end_is_a_slip_not_a_form() {
+    fn a_letter_added_or_mistyped_at_the_end_is_a_slip_not_a_form() {
         for (typed, meant) in [
             ("passs", "pass"),
             ("typess", "types"),
@@ -1852,6 +1854,10 @@ mod tests {
             ("doess", "does"),
             ("doed", "does"),
             ("weree", "were"),
+            // Another last letter is an ending only after the stem's `e` (`taxes`/`taxed`);
+            // else it is a key struck beside the right one.
+            ("worls", "world"),
+            ("wors", "word"),
         ] {
             assert!(!inflected_form(typed, meant), "{typed}/{meant}");
         }

@@ -1557,6 +1557,11 @@ fn the_real_model_fixes_what_people_type_and_leaves_clean_and_foreign_queries_al
             ("is petrifyed wood valuable", "is petrified wood valuable"),
             // ... and so is a shorter one with two letters swapped, a slip of the hand.
             ("hotmial login page", "hotmail login page"),
+            // A last letter struck beside the right one is no ending (`worls` is no `world`).
+            (
+                "tallest building in the worls",
+                "tallest building in the world",
+            ),
             // ... but a prefix before a listed word is a word the lists lack, and two listed
             // words run together are no typo of one (not `latitudes`, `coppertone`).
             (
