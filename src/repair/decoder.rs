@@ -198,6 +198,16 @@ pub(crate) fn readings(
                 let unwritten_swap = unwritten
                     && p.unwritten_swap_letters > 0
                     && letters >= p.unwritten_swap_letters;
+                // A word the lists hold is the string with two letters swapped back: kept as
+                // typed, it pays for being no name but a slip.
+                if unwritten_swap
+                    && !w.stats.known()
+                    && found.iter().any(|&(id, _)| {
+                        swapped_after_first(w.lower.as_bytes(), r.candidates.word(id).as_bytes())
+                    })
+                {
+                    rs[0].cost += p.unwritten_swap_keep_cost;
+                }
                 let run_together_words = std::cell::OnceCell::new();
                 let mut scored: Vec<Candidate> = found
                     .iter()

@@ -443,6 +443,12 @@ pub struct Params {
     /// of the hand, which names and terms the lists lack rarely are, where a letter for another
     /// or one more is as often a name (`canopius`, `doffer`). 0 turns this off.
     pub unwritten_swap_letters: usize,
+    /// Nats that keeping such a string as typed costs more (from
+    /// [`Params::unwritten_swap_letters`] letters, unknown to the corpus too): a word the lists
+    /// hold with two of its letters swapped is that word's typo far more often than a name
+    /// (`drnik`, `sydeny`), where an unknown string of five letters otherwise costs under a nat
+    /// to keep. 0 turns this off.
+    pub unwritten_swap_keep_cost: f64,
     /// A function word run into a piece of two or three letters (`ofdna`, `thetv`) is split
     /// where nobody writes the string and people write the piece at least this often per billion
     /// words (`dna`, `tv`, `ibm`: an acronym); a rarer piece beside a function word is more
@@ -563,6 +569,7 @@ impl Default for Params {
             written_word_usage: 40,
             unwritten_typo_letters: 9,
             unwritten_swap_letters: 5,
+            unwritten_swap_keep_cost: 2.0,
             acronym_piece_usage: 1000,
             run_together_pays_pairs: true,
             written_apart_margin: 7.5,

@@ -1225,6 +1225,7 @@ fn a_string_nobody_writes_with_two_letters_of_a_rare_word_swapped_is_its_typo() 
         ("near", 200_000_000),
         ("walmart", 100_000),
         ("walnut", 150_000),
+        ("drink", 1_100_000),
     ];
     let lexicon = Lexicon::from_counts(words, []);
     let usage = [
@@ -1233,6 +1234,7 @@ fn a_string_nobody_writes_with_two_letters_of_a_rare_word_swapped_is_its_typo() 
         ("near", 100_000),
         ("walmart", 8_913),
         ("walnut", 2_000),
+        ("drink", 79_433),
     ];
     let r = Repairer::new(vocab, Some(Arc::new(lexicon.with_usage(usage))));
     assert_eq!(r.repair("walmrat jobs near").text, "walmart jobs near");
@@ -1249,6 +1251,17 @@ fn a_string_nobody_writes_with_two_letters_of_a_rare_word_swapped_is_its_typo() 
     assert!(!r.repair("walmarat jobs near").changed());
     // The first two letters swapped pay the first letter's share as before.
     assert!(!r.repair("awlmart jobs near").changed());
+    // A common word swapped needs no lift, but a string nobody writes costs under a nat to
+    // keep: kept, a swap pays for being a slip.
+    assert_eq!(r.repair("drnik near").text, "drink near");
+    let free_to_keep = with_params(
+        &r,
+        Params {
+            unwritten_swap_keep_cost: 0.0,
+            ..Params::default()
+        },
+    );
+    assert!(!free_to_keep.repair("drnik near").changed());
 }
 
 #[test]
@@ -1557,6 +1570,7 @@ fn the_real_model_fixes_what_people_type_and_leaves_clean_and_foreign_queries_al
             ("is petrifyed wood valuable", "is petrified wood valuable"),
             // ... and so is a shorter one with two letters swapped, a slip of the hand.
             ("hotmial login page", "hotmail login page"),
+            ("soccer games tonihgt", "soccer games tonight"),
             // A last letter struck beside the right one is no ending (`worls` is no `world`).
             (
                 "tallest building in the worls",
