@@ -14,13 +14,12 @@ something else, and the slips most often left. Generated errors, not people's: t
 rule reaches, the clean queries (`capot repair eval`) what it costs.
 """
 
-import collections
 import os
 import random
 import re
 import sys
 
-from repair_runs import ROOT, arguments, repaired
+from repair_runs import ROOT, arguments, tally
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 KEYS = ["qwertyuiop", "asdfghjkl", "zxcvbnm"]
@@ -71,21 +70,7 @@ def main():
         cases.append((qid, " ".join(typed), text, words[i], slip))
     rng.shuffle(cases)
     cases = cases[: a.count]
-    truth = {c[0]: c for c in cases}
-
-    for params, out in repaired(a.capot, a.index, cases, a.params):
-        restored = wrong = 0
-        left = collections.Counter()
-        for qid, text in out.items():
-            qid_, typed, clean, meant, slip = truth[qid]
-            if text == clean:
-                restored += 1
-            else:
-                left[(slip, meant)] += 1
-                wrong += text != typed
-        n = len(cases)
-        print(f"params {params}: {restored}/{n} restored ({100 * restored / n:.1f}%), {wrong} changed to something else")
-        print("  most often left: " + ", ".join(f"{s} for {m} ({k})" for (s, m), k in left.most_common(12)))
+    tally(a.capot, a.index, cases, a.params, lambda x, y: x == y, lambda c: f"{c[4]} for {c[3]}")
     return 0
 
 

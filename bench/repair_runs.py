@@ -1,9 +1,11 @@
 """Runs `capot repair` over generated queries, once per `--params` (standard library only).
 
-Shared by the generated-error benchmarks (`function_word_slips.py`, `usage_word_typos.py`).
+Shared by the generated-error benchmarks (`function_word_slips.py`, `usage_word_typos.py`,
+`run_together_words.py`).
 """
 
 import argparse
+import collections
 import os
 import subprocess
 import tempfile
@@ -39,3 +41,24 @@ def repaired(capot, index, cases, params_list):
             yield params, dict(line.partition("\t")[::2] for line in out.splitlines())
     finally:
         os.unlink(typed_file)
+
+
+def tally(capot, index, cases, params_list, same, label):
+    """Repairs `cases` (`(qid, typed text, clean text, ...)` tuples) once per settings string and
+    prints how many came back clean (`same(repaired, clean)`), how many changed to something else,
+    and the cases most often left, named by `label(case)`."""
+    truth = {c[0]: c for c in cases}
+    for params, out in repaired(capot, index, cases, params_list):
+        restored = wrong = 0
+        left = collections.Counter()
+        for qid, text in out.items():
+            case = truth[qid]
+            typed, clean = case[1], case[2]
+            if same(text, clean):
+                restored += 1
+            else:
+                left[label(case)] += 1
+                wrong += not same(text, typed)
+        n = len(cases)
+        print(f"params {params}: {restored}/{n} restored ({100 * restored / n:.1f}%), {wrong} changed to something else")
+        print("  most often left: " + ", ".join(f"{l} ({k})" for l, k in left.most_common(12)))

@@ -15,13 +15,12 @@ people's: they say what the candidates reach, the clean queries (`capot repair e
 costs (docs/repair.md, the twenty-second round).
 """
 
-import collections
 import os
 import random
 import re
 import sys
 
-from repair_runs import ROOT, arguments, repaired
+from repair_runs import ROOT, arguments, tally
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LETTERS = "abcdefghijklmnopqrstuvwxyz"
@@ -70,22 +69,8 @@ def main():
         if typed is None:
             continue
         cases.append((qid, " ".join(words[:i] + [typed] + words[i + 1:]), text, words[i]))
-    truth = {c[0]: c for c in cases}
     same = lambda x, y: x.lower().split() == y.lower().split()
-
-    for params, out in repaired(a.capot, a.index, cases, a.params):
-        restored = wrong = 0
-        left = collections.Counter()
-        for qid, text in out.items():
-            _, typed, clean, meant = truth[qid]
-            if same(text, clean):
-                restored += 1
-            else:
-                left[meant] += 1
-                wrong += not same(text, typed)
-        n = len(cases)
-        print(f"params {params}: {restored}/{n} restored ({100 * restored / n:.1f}%), {wrong} changed to something else")
-        print("  most often left: " + ", ".join(f"{m} ({k})" for m, k in left.most_common(12)))
+    tally(a.capot, a.index, cases, a.params, same, lambda c: c[3])
     return 0
 
 

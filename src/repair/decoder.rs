@@ -331,7 +331,15 @@ pub(crate) fn readings(
                 let beside_unknown = [prev, next]
                     .iter()
                     .any(|q| q.is_some_and(|q| q.editable && !q.stats.known()));
-                let mut split = splits(r, &w.lower, beside_unknown);
+                // A piece of a word broken in two joins with its other piece into a word
+                // (`pollinat or`): it is split into two words at most.
+                let joins_neighbour = |a: &str, b: &str| {
+                    let s = r.lm.stats(&format!("{a}{b}"));
+                    s.general > 0 || s.corpus >= p.min_corpus_count
+                };
+                let broken = prev.is_some_and(|q| joins_neighbour(&q.lower, &w.lower))
+                    || next.is_some_and(|q| joins_neighbour(&w.lower, &q.lower));
+                let mut split = splits(r, &w.lower, beside_unknown, !broken);
                 // Not a string nobody writes: it is as often words run together
                 // (`latitudeis`) as a word's typo.
                 if usage_names && r.ln_usage(&w.lower).is_some() {
@@ -754,8 +762,9 @@ fn listed_words_run_together(r: &Repairer, word: &str) -> bool {
 }
 
 /// Splits of an unknown word into two known ones (or a function word and an acronym people
-/// write), the likeliest first.
-fn splits(r: &Repairer, word: &str, beside_unknown: bool) -> Vec<Reading> {
+/// write), the likeliest first, then, if `three_words`, its likeliest split into three
+/// ([`super::Params::three_word_split_letters`]).
+fn splits(r: &Repairer, word: &str, beside_unknown: bool, three_words: bool) -> Vec<Reading> {
     let mut v: Vec<(f64, Reading)> = Vec::new();
     // Nobody writes the string, and each piece is a written word long enough to be no fragment.
     let unwritten = !beside_unknown && r.lm.has_usage() && !r.written(word);
@@ -771,55 +780,114 @@ fn splits(r: &Repairer, word: &str, beside_unknown: bool) -> Vec<Reading> {
         unwritten && least > 0 && r.lm.usage(y).is_some_and(|u| u >= least)
     };
     let short_content = |x: &str, y: &str| is_stopword(x) && !is_stopword(y) && y.len() < 4;
-    for k in 1..word.len() {
-        let (a, b) = word.split_at(k);
-        if (short_content(a, b) && !acronym(b)) || (short_content(b, a) && !acronym(a)) {
-            continue;
-        }
-        // Pieces of one or two letters are words only when they are function words (`is`,
-        // `of`) or acronyms beside one (`the tv`); single letters are left out (`human a`,
-        // `a plastic`).
+    // Whether two pieces may stand side by side in a split: no function word beside a short
+    // content word (unless an acronym), and pieces of one or two letters only where they are
+    // function words (`is`, `of`) or acronyms beside one (`the tv`); single letters are left
+    // out (`human a`, `a plastic`).
+    let side_by_side = |a: &str, b: &str| {
         let ok = |x: &str, y: &str| {
             x.len() >= 3 || (x.len() == 2 && (is_stopword(x) || (is_stopword(y) && acronym(x))))
         };
-        if !ok(a, b) || !ok(b, a) {
+        let short_beside = |x: &str, y: &str| short_content(x, y) && !acronym(y);
+        !short_beside(a, b) && !short_beside(b, a) && ok(a, b) && ok(b, a)
+    };
+    // An acronym beside a function word is a piece where the usage list alone knows it (`the
+    // tv`: neither the lexicon nor every corpus holds `tv`).
+    let piece =
+        |s: &WordStats, x: &str, y: &str| r.usable(s) || (short_content(y, x) && acronym(x));
+    // Two content words may be a compound the lists lack (`handwashing`): they pay more. So do
+    // two function words, which the language model finds likely anywhere (`befor` is `before`
+    // with its `e` lost far more often than `be for`).
+    let compound = |a: &str, b: &str| match (is_stopword(a), is_stopword(b)) {
+        (false, false) if unwritten && written_part(a) && written_part(b) && !word_forming(a) => {
+            r.params.compound_split_cost - r.params.unwritten_compound_bonus
+        }
+        (false, false) => r.params.compound_split_cost,
+        (true, true) => r.params.function_split_cost,
+        _ => 0.0,
+    };
+    let cuts = || (1..word.len()).filter(|&k| word.is_char_boundary(k));
+    for k in cuts() {
+        let (a, b) = word.split_at(k);
+        if !side_by_side(a, b) {
             continue;
         }
         let (sa, sb) = (r.lm.stats(a), r.lm.stats(b));
-        // An acronym beside a function word is a piece where the usage list alone knows it
-        // (`the tv`: neither the lexicon nor every corpus holds `tv`).
-        let piece =
-            |s: &WordStats, x: &str, y: &str| r.usable(s) || (short_content(y, x) && acronym(x));
         if !piece(&sa, a, b) || !piece(&sb, b, a) {
             continue;
         }
         let score = r.lm.ln_unigram(&sa) + r.lm.ln_bigram(a, &sa, b, &sb);
-        // Two content words may be a compound the lists lack (`handwashing`): they pay more. So
-        // do two function words, which the language model finds likely anywhere (`befor` is
-        // `before` with its `e` lost far more often than `be for`).
-        let compound = match (is_stopword(a), is_stopword(b)) {
-            (false, false)
-                if unwritten && written_part(a) && written_part(b) && !word_forming(a) =>
-            {
-                r.params.compound_split_cost - r.params.unwritten_compound_bonus
-            }
-            (false, false) => r.params.compound_split_cost,
-            (true, true) => r.params.function_split_cost,
-            _ => 0.0,
-        };
         v.push((
             -score,
             Reading {
                 span: 1,
                 words: vec![(a.to_string(), sa), (b.to_string(), sb)],
-                cost: r.params.split_cost + compound,
+                cost: r.params.split_cost + compound(a, b),
                 kind: Some(EditKind::Split),
                 distance: 1,
             },
         ));
     }
     v.sort_by(|a, b| a.0.total_cmp(&b.0));
-    v.into_iter().take(3).map(|x| x.1).collect()
+    v.truncate(3);
+    // Three words run together (`bankofamerica`, `howtomake`): only where nobody writes the
+    // string, and where general English writes at least one of the two adjacent pairs often
+    // enough for the pair list to hold it. A piece of two letters is a function word here, never
+    // an acronym (`rest or il` is no reading of `restoril`).
+    let least = r.params.three_word_split_letters;
+    if three_words && unwritten && least > 0 && word.len() >= least && r.lm.has_general_bigrams() {
+        let mut three: Option<(f64, Reading)> = None;
+        for k in cuts() {
+            let (a, rest) = word.split_at(k);
+            let sa = r.lm.stats(a);
+            if !r.usable(&sa) {
+                continue;
+            }
+            for j in (1..rest.len()).filter(|&j| rest.is_char_boundary(j)) {
+                let (b, c) = rest.split_at(j);
+                // A word of the lists across a cut is one piece, not two (`intomusic` is
+                // `into music`, not `in to music`).
+                let listed = |s: &str| r.lm.stats(s).general > 0;
+                let acronym_piece = [a, b, c].iter().any(|x| x.len() < 3 && !is_stopword(x));
+                if acronym_piece
+                    || !side_by_side(a, b)
+                    || !side_by_side(b, c)
+                    || listed(&word[..k + j])
+                    || listed(rest)
+                {
+                    continue;
+                }
+                let (sb, sc) = (r.lm.stats(b), r.lm.stats(c));
+                if !r.usable(&sb)
+                    || !r.usable(&sc)
+                    || !(r.lm.general_pair_known(&sa, &sb) || r.lm.general_pair_known(&sb, &sc))
+                {
+                    continue;
+                }
+                let score = r.lm.ln_unigram(&sa)
+                    + r.lm.ln_bigram(a, &sa, b, &sb)
+                    + r.lm.ln_bigram(b, &sb, c, &sc);
+                if three.as_ref().is_none_or(|t| -score < t.0) {
+                    three = Some((
+                        -score,
+                        Reading {
+                            span: 1,
+                            words: vec![
+                                (a.to_string(), sa),
+                                (b.to_string(), sb),
+                                (c.to_string(), sc),
+                            ],
+                            cost: 2.0 * r.params.split_cost + compound(a, b) + compound(b, c),
+                            kind: Some(EditKind::Split),
+                            distance: 2,
+                        },
+                    ));
+                }
+            }
+        }
+        v.extend(three);
+    }
+    v.into_iter().map(|x| x.1).collect()
 }
 
 /// Whether an unknown word with these `splits` reads as words run together: nobody writes it,
@@ -1849,6 +1917,45 @@ mod tests {
         assert!(inflected_form("analyzer", "analyzed"));
         // `ther` is `there` or `their` with a letter lost, not `the` with one added.
         assert!(inflected_form("ther", "the"));
+    }
+
+    #[test]
+    fn three_word_splits_take_no_acronym_piece() {
+        use crate::index::vocab::Vocabulary;
+        use crate::repair::Lexicon;
+        use std::sync::Arc;
+        let words = [
+            ("rest", 60_000_000),
+            ("or", 2_000_000_000),
+            ("il", 5_000_000),
+            ("bank", 150_000_000),
+            ("of", 13_000_000_000),
+            ("america", 300_000_000),
+        ];
+        let pairs = [
+            ("rest", "or", 10_000_000),
+            ("or", "il", 7_000_000),
+            ("bank", "of", 30_000_000),
+        ];
+        let usage = [("rest", 80_000), ("or", 3_800_000), ("il", 5_000)];
+        let lexicon = Lexicon::from_counts(words, pairs).with_usage(usage);
+        let vocab = Arc::new(Vocabulary::build([("", "nothing here")].into_iter()));
+        let r = Repairer::new(vocab, Some(Arc::new(lexicon)));
+        let read = |word: &str| -> Vec<String> {
+            splits(&r, word, false, true)
+                .iter()
+                .map(|s| {
+                    s.words
+                        .iter()
+                        .map(|w| w.0.as_str())
+                        .collect::<Vec<_>>()
+                        .join(" ")
+                })
+                .collect()
+        };
+        assert_eq!(read("bankofamerica"), ["bank of america"]);
+        // `il` is an acronym beside `or`, which a two-word split may take, a three-word one not.
+        assert!(read("restoril").is_empty(), "{:?}", read("restoril"));
     }
 
     #[test]

@@ -449,6 +449,13 @@ pub struct Params {
     /// (`drnik`, `sydeny`), where an unknown string of five letters otherwise costs under a nat
     /// to keep. 0 turns this off.
     pub unwritten_swap_keep_cost: f64,
+    /// An unknown word of at least this many letters that nobody writes (the usage list lacks
+    /// it) may also be read as three words run together (`bankofamerica`, `howtomake`): three
+    /// words of the lists, none of them across a cut a listed word (`intomusic` stays two), of
+    /// which general English writes at least one adjacent pair often (the pair list holds it).
+    /// Such a reading pays [`Params::split_cost`] twice, and each pair what a two-word split
+    /// pays. 0 turns this off.
+    pub three_word_split_letters: usize,
     /// A function word run into a piece of two or three letters (`ofdna`, `thetv`) is split
     /// where nobody writes the string and people write the piece at least this often per billion
     /// words (`dna`, `tv`, `ibm`: an acronym); a rarer piece beside a function word is more
@@ -570,6 +577,7 @@ impl Default for Params {
             unwritten_typo_letters: 9,
             unwritten_swap_letters: 5,
             unwritten_swap_keep_cost: 2.0,
+            three_word_split_letters: 7,
             acronym_piece_usage: 1000,
             run_together_pays_pairs: true,
             written_apart_margin: 7.5,

@@ -825,6 +825,79 @@ fn a_function_word_run_into_an_acronym_people_write_is_split() {
 }
 
 #[test]
+fn three_words_run_together_into_a_string_nobody_writes_are_split() {
+    let vocab = Arc::new(Vocabulary::build(DOCS.iter().map(|t| ("", *t))));
+    let words = [
+        ("bank", 150_000_000),
+        ("of", 13_000_000_000),
+        ("america", 300_000_000),
+        ("online", 500_000_000),
+        ("in", 9_000_000_000),
+        ("to", 12_000_000_000),
+        ("into", 1_000_000_000),
+        ("music", 400_000_000),
+        ("history", 300_000_000),
+        ("poll", 30_000_000),
+        ("at", 3_000_000_000),
+        ("or", 2_000_000_000),
+        ("pollinator", 300_000),
+    ];
+    let pairs = [
+        ("bank", "of", 30_000_000),
+        ("of", "america", 40_000_000),
+        ("poll", "in", 10_000_000),
+        ("in", "at", 900_000_000),
+        ("at", "or", 300_000_000),
+    ];
+    let usage = [
+        ("bank", 100_000),
+        ("of", 29_000_000),
+        ("america", 150_000),
+        ("online", 200_000),
+        ("in", 19_000_000),
+        ("to", 26_000_000),
+        ("into", 1_300_000),
+        ("music", 190_000),
+        ("history", 150_000),
+        ("poll", 20_000),
+        ("at", 4_000_000),
+        ("or", 3_800_000),
+        ("pollinator", 300),
+    ];
+    let lexicon = Lexicon::from_counts(words, pairs).with_usage(usage);
+    let r = Repairer::new(vocab.clone(), Some(Arc::new(lexicon.clone())));
+    let out = r.repair("bankofamerica online");
+    assert_eq!(out.text, "bank of america online");
+    assert_eq!(out.edits[0].kind, EditKind::Split);
+    assert_eq!(out.edits[0].from, "bankofamerica");
+    assert_eq!(out.edits[0].distance, 2);
+    // Idempotent: the words come back as they are.
+    assert!(!r.repair(&out.text).changed());
+    // A listed word across a cut stays one piece: two words, not `in to music`.
+    assert_eq!(r.repair("history intomusic").text, "history into music");
+    // A word broken in two is no three words run together: its pieces join.
+    assert_eq!(r.repair("history pollinat or").text, "history pollinator");
+    // Off, the string is kept.
+    let off = Repairer::with_params(
+        vocab.clone(),
+        Some(Arc::new(lexicon.clone())),
+        Params {
+            three_word_split_letters: 0,
+            ..Params::default()
+        },
+    );
+    assert!(!off.repair("bankofamerica online").changed());
+    // Nor is a string split where general English writes none of its pairs, or where people
+    // write it (a brand, an address).
+    let unpaired = Lexicon::from_counts(words, []).with_usage(usage);
+    let r = Repairer::new(vocab.clone(), Some(Arc::new(unpaired)));
+    assert!(!r.repair("bankofamerica online").changed());
+    let written = lexicon.with_usage(usage.into_iter().chain([("bankofamerica", 300)]));
+    let r = Repairer::new(vocab, Some(Arc::new(written)));
+    assert!(!r.repair("bankofamerica online").changed());
+}
+
+#[test]
 fn words_run_together_pay_for_their_neighbours_as_a_typo_does() {
     let docs = ["A room is warm in the winter.", "The winter is cold."];
     let vocab = Arc::new(Vocabulary::build(docs.iter().map(|t| ("", *t))));
@@ -1571,6 +1644,14 @@ fn the_real_model_fixes_what_people_type_and_leaves_clean_and_foreign_queries_al
             // ... and so is a shorter one with two letters swapped, a slip of the hand.
             ("hotmial login page", "hotmail login page"),
             ("soccer games tonihgt", "soccer games tonight"),
+            // Three words run together into a string nobody writes.
+            (
+                "bankofamerica online banking",
+                "bank of america online banking",
+            ),
+            ("howtomake bread", "how to make bread"),
+            // ... but never into an acronym and two words (`rest or il`).
+            ("what is restoril medication", "what is restoril medication"),
             // A last letter struck beside the right one is no ending (`worls` is no `world`).
             (
                 "tallest building in the worls",
