@@ -849,16 +849,21 @@ fn splits(r: &Repairer, word: &str, beside_unknown: bool, three_words: bool) -> 
                 // `into music`, not `in to music`).
                 let listed = |s: &str| r.lm.stats(s).general > 0;
                 let acronym_piece = [a, b, c].iter().any(|x| x.len() < 3 && !is_stopword(x));
-                if acronym_piece
-                    || !side_by_side(a, b)
-                    || !side_by_side(b, c)
-                    || listed(&word[..k + j])
-                    || listed(rest)
-                {
+                if acronym_piece || listed(&word[..k + j]) || listed(rest) {
                     continue;
                 }
                 let (sb, sc) = (r.lm.stats(b), r.lm.stats(c));
-                if !r.usable(&sb)
+                // The article `a` is a piece beside a function word it is written after or
+                // before often (`what is a`, `definition of a`).
+                let article = |x: &str, y: &str, sx: &WordStats, sy: &WordStats| {
+                    (x == "a" || y == "a")
+                        && is_stopword(x)
+                        && is_stopword(y)
+                        && r.lm.general_pair_known(sx, sy)
+                };
+                if !(side_by_side(a, b) || article(a, b, &sa, &sb))
+                    || !(side_by_side(b, c) || article(b, c, &sb, &sc))
+                    || !r.usable(&sb)
                     || !r.usable(&sc)
                     || !(r.lm.general_pair_known(&sa, &sb) || r.lm.general_pair_known(&sb, &sc))
                 {

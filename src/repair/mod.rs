@@ -450,9 +450,11 @@ pub struct Params {
     /// to keep. 0 turns this off.
     pub unwritten_swap_keep_cost: f64,
     /// An unknown word of at least this many letters that nobody writes (the usage list lacks
-    /// it) may also be read as three words run together (`bankofamerica`, `howtomake`): three
-    /// words of the lists, none of them across a cut a listed word (`intomusic` stays two), of
-    /// which general English writes at least one adjacent pair often (the pair list holds it).
+    /// it) may also be read as three words run together (`bankofamerica`, `howtomake`,
+    /// `whatisa`): three words of the lists, none of them across a cut a listed word
+    /// (`intomusic` stays two), of two letters only where a function word, of one only where the
+    /// article `a` beside a function word it is listed with (`is a`), of which general English
+    /// writes at least one adjacent pair often (the pair list holds it).
     /// Such a reading pays [`Params::split_cost`] twice, and each pair what a two-word split
     /// pays. 0 turns this off.
     pub three_word_split_letters: usize,

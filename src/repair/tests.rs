@@ -841,6 +841,9 @@ fn three_words_run_together_into_a_string_nobody_writes_are_split() {
         ("at", 3_000_000_000),
         ("or", 2_000_000_000),
         ("pollinator", 300_000),
+        ("what", 1_100_000_000),
+        ("is", 4_700_000_000),
+        ("a", 9_000_000_000),
     ];
     let pairs = [
         ("bank", "of", 30_000_000),
@@ -848,6 +851,8 @@ fn three_words_run_together_into_a_string_nobody_writes_are_split() {
         ("poll", "in", 10_000_000),
         ("in", "at", 900_000_000),
         ("at", "or", 300_000_000),
+        ("what", "is", 900_000_000),
+        ("is", "a", 700_000_000),
     ];
     let usage = [
         ("bank", 100_000),
@@ -863,6 +868,9 @@ fn three_words_run_together_into_a_string_nobody_writes_are_split() {
         ("at", 4_000_000),
         ("or", 3_800_000),
         ("pollinator", 300),
+        ("what", 2_398_833),
+        ("is", 11_748_976),
+        ("a", 21_000_000),
     ];
     let lexicon = Lexicon::from_counts(words, pairs).with_usage(usage);
     let r = Repairer::new(vocab.clone(), Some(Arc::new(lexicon.clone())));
@@ -875,6 +883,8 @@ fn three_words_run_together_into_a_string_nobody_writes_are_split() {
     assert!(!r.repair(&out.text).changed());
     // A listed word across a cut stays one piece: two words, not `in to music`.
     assert_eq!(r.repair("history intomusic").text, "history into music");
+    // The article is a piece beside the function word it goes with.
+    assert_eq!(r.repair("whatisa bank").text, "what is a bank");
     // A word broken in two is no three words run together: its pieces join.
     assert_eq!(r.repair("history pollinat or").text, "history pollinator");
     // Off, the string is kept.
