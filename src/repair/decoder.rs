@@ -332,14 +332,17 @@ pub(crate) fn readings(
                     .iter()
                     .any(|q| q.is_some_and(|q| q.editable && !q.stats.known()));
                 // A piece of a word broken in two joins with its other piece into a word
-                // (`pollinat or`): it is split into two words at most.
+                // (`pollinat or`): it is split into two words at most. Asked only where a
+                // three-word split could be read at all.
                 let joins_neighbour = |a: &str, b: &str| {
                     let s = r.lm.stats(&format!("{a}{b}"));
                     s.general > 0 || s.corpus >= p.min_corpus_count
                 };
-                let broken = prev.is_some_and(|q| joins_neighbour(&q.lower, &w.lower))
-                    || next.is_some_and(|q| joins_neighbour(&w.lower, &q.lower));
-                let mut split = splits(r, &w.lower, beside_unknown, !broken);
+                let three_words = p.three_word_split_letters > 0
+                    && w.lower.len() >= p.three_word_split_letters
+                    && !(prev.is_some_and(|q| joins_neighbour(&q.lower, &w.lower))
+                        || next.is_some_and(|q| joins_neighbour(&w.lower, &q.lower)));
+                let mut split = splits(r, &w.lower, beside_unknown, three_words);
                 // Not a string nobody writes: it is as often words run together
                 // (`latitudeis`) as a word's typo.
                 if usage_names && r.ln_usage(&w.lower).is_some() {
