@@ -57,6 +57,20 @@ pub const TRANSPOSE: f32 = 1.5;
 /// `just`, `soilders`): one slip of the hand, as a swap is, but rarer. Without it the alignment
 /// reads it as a letter dropped and another added (3.8–5.8 nats).
 pub const MOVE: f32 = 2.6;
+/// A long vowel spelt with a silent `e` after its consonant, as `bone` and `cane` spell it,
+/// where the word spells it with two vowels (`brane` for `brain`, `lones` for `loans`, `frute`
+/// for `fruit`, `speke` for `speak`): one sound spelt another word's way, as the rules'
+/// respellings are, where the alignment would read a letter dropped and another added.
+pub const VOWEL_PAIR_AS_SILENT_E: f32 = 1.4;
+/// The vowel pairs [`VOWEL_PAIR_AS_SILENT_E`] reads a silent `e` as: `ai`, `oa`, `ea`, `ee`,
+/// `ui` (first vowel, second vowel).
+const VOWEL_PAIRS: &[(u8, u8)] = &[
+    (b'a', b'i'),
+    (b'o', b'a'),
+    (b'e', b'a'),
+    (b'e', b'e'),
+    (b'u', b'i'),
+];
 /// Extra cost of an edit at the first letter.
 pub const FIRST_LETTER: f32 = 2.0;
 /// The share of [`FIRST_LETTER`] that the first two letters swapped pay (`hte`, `owrk`,
@@ -98,6 +112,20 @@ const RULES: &[(&[u8], &[u8], f32)] = &[
     // `-ight` written as it sounds (`nite`, `lite`).
     (b"ight", b"ite", 1.6),
 ];
+
+/// Whether `typed` is the three letters `meant`, a vowel pair and a consonant, spelt as the
+/// first vowel, the consonant and a silent `e` (`ane` for `ain`; [`VOWEL_PAIR_AS_SILENT_E`]).
+fn vowel_pair_as_silent_e(meant: &[u8], typed: &[u8]) -> bool {
+    let (&[v, w, c], &[tv, tc, e]) = (meant, typed) else {
+        return false;
+    };
+    v == tv
+        && c == tc
+        && e == b'e'
+        && c.is_ascii_lowercase()
+        && !is_vowel(c)
+        && VOWEL_PAIRS.contains(&(v, w))
+}
 
 fn is_vowel(c: u8) -> bool {
     matches!(c, b'a' | b'e' | b'i' | b'o' | b'u' | b'y')
@@ -313,6 +341,9 @@ pub fn cost_with_first_letter(typed: &[u8], meant: &[u8], first_letter: f32) -> 
             if i > 2 && j > 2 && moved(&meant[i - 3..i], &typed[j - 3..j]) {
                 best = best.min(d[(i - 3) % ROWS][j - 3] + MOVE + first(i - 3));
             }
+            if i > 2 && j > 2 && vowel_pair_as_silent_e(&meant[i - 3..i], &typed[j - 3..j]) {
+                best = best.min(d[(i - 3) % ROWS][j - 3] + VOWEL_PAIR_AS_SILENT_E + first(i - 3));
+            }
             for &(rm, rt, c) in rules {
                 if i >= rm.len()
                     && j >= rt.len()
@@ -369,8 +400,9 @@ pub fn rolled_keys(typed: &[u8], mut f: impl FnMut(&[u8])) {
 }
 
 /// Calls `f` with each string `typed` reads as when one sound-alike spelling in it is read the
-/// rules' way (`fone` → `phone`, `thear` → `there`): the words a short word may be meant as,
-/// two or more letters away, which no search of one edit finds.
+/// rules' way (`fone` → `phone`, `thear` → `there`) or a silent `e` as a vowel pair (`brane` →
+/// `brain`, [`VOWEL_PAIR_AS_SILENT_E`]): the words a short word may be meant as, two or more
+/// letters away, which no search of one edit finds.
 pub fn respellings(typed: &[u8], mut f: impl FnMut(&[u8])) {
     let mut buf = Vec::with_capacity(typed.len() + 4);
     for &(rm, rt, _) in RULES.iter().filter(|r| !r.1.is_empty()) {
@@ -383,23 +415,42 @@ pub fn respellings(typed: &[u8], mut f: impl FnMut(&[u8])) {
             f(&buf);
         }
     }
+    for at in 0..typed.len().saturating_sub(2) {
+        for &(v, w) in VOWEL_PAIRS {
+            let pair = [v, w, typed[at + 1]];
+            if vowel_pair_as_silent_e(&pair, &typed[at..at + 3]) {
+                buf.clear();
+                buf.extend_from_slice(&typed[..at]);
+                buf.extend_from_slice(&pair);
+                buf.extend_from_slice(&typed[at + 3..]);
+                f(&buf);
+            }
+        }
+    }
 }
 
 /// Whether `meant` is `typed` with one sound-alike spelling read the rules' way (see
 /// [`respellings`]): the writer spelt the word's sound.
 pub fn is_respelling(typed: &[u8], meant: &[u8]) -> bool {
-    RULES
-        .iter()
-        .filter(|r| !r.1.is_empty())
-        .any(|&(rm, rt, _)| {
-            meant.len() + rt.len() == typed.len() + rm.len()
-                && (0..=typed.len().saturating_sub(rt.len())).any(|at| {
-                    typed[at..].starts_with(rt)
-                        && meant[..at] == typed[..at]
-                        && meant[at..].starts_with(rm)
-                        && meant[at + rm.len()..] == typed[at + rt.len()..]
-                })
-        })
+    let silent_e = typed.len() == meant.len()
+        && (0..typed.len().saturating_sub(2)).any(|at| {
+            typed[..at] == meant[..at]
+                && vowel_pair_as_silent_e(&meant[at..at + 3], &typed[at..at + 3])
+                && typed[at + 3..] == meant[at + 3..]
+        });
+    silent_e
+        || RULES
+            .iter()
+            .filter(|r| !r.1.is_empty())
+            .any(|&(rm, rt, _)| {
+                meant.len() + rt.len() == typed.len() + rm.len()
+                    && (0..=typed.len().saturating_sub(rt.len())).any(|at| {
+                        typed[at..].starts_with(rt)
+                            && meant[..at] == typed[..at]
+                            && meant[at..].starts_with(rm)
+                            && meant[at + rm.len()..] == typed[at + rt.len()..]
+                    })
+            })
 }
 
 fn contains(hay: &[u8], needle: &[u8]) -> bool {
@@ -576,14 +627,26 @@ mod tests {
         assert!(all("bmp").is_empty());
         assert!(is_respelling(b"thear", b"there"));
         assert!(!is_respelling(b"thear", b"their"));
+        // A silent `e` read as the vowel pair the word spells the sound with.
+        assert!(all("brane").contains(&"brain".to_string()));
+        assert!(all("lones").contains(&"loans".to_string()));
+        assert!(all("speke").contains(&"speak".to_string()));
+        assert!(all("speke").contains(&"speek".to_string()));
+        assert!(is_respelling(b"frute", b"fruit"));
+        assert!(!is_respelling(b"brane", b"brian"));
+        assert!(!is_respelling(b"brae", b"brai"));
         // The same strings `respellings` makes, and no others.
-        for typed in ["thear", "nite", "fone", "kwik", "feefee", "bmp", "x"] {
+        for typed in [
+            "thear", "nite", "fone", "kwik", "feefee", "bmp", "x", "brane", "lones",
+        ] {
             let mut made = Vec::new();
             respellings(typed.as_bytes(), |s| made.push(s.to_vec()));
             for m in &made {
                 assert!(is_respelling(typed.as_bytes(), m), "{typed}");
             }
-            for other in ["there", "night", "phone", "quick", "fefee", "bump", ""] {
+            for other in [
+                "there", "night", "phone", "quick", "fefee", "bump", "", "brain", "loans",
+            ] {
                 let other = other.as_bytes();
                 assert_eq!(
                     is_respelling(typed.as_bytes(), other),
@@ -593,6 +656,9 @@ mod tests {
         }
         // And the rule prices it as one sound, not two letters.
         assert!(c("thear", "there") < DEL_OTHER + INS_VOWEL);
+        assert_eq!(c("brane", "brain"), VOWEL_PAIR_AS_SILENT_E);
+        assert_eq!(c("lones", "loans"), VOWEL_PAIR_AS_SILENT_E);
+        assert!(c("brane", "brain") < DEL_VOWEL + INS_VOWEL);
     }
 
     #[test]
