@@ -1201,8 +1201,8 @@ fn real_words(
         }
     }
     let found = lookups.get(r, &w.lower, 1);
-    let context_score =
-        |word: &str, s: &WordStats| with_neighbours(r, prev, next, at_start, word, s);
+    let start = at_start.then(|| question_start_lift(r, words));
+    let context_score = |word: &str, s: &WordStats| with_neighbours(r, prev, next, start, word, s);
     let (with_typed, with_typed_floored) = context_score(&w.lower, &w.stats);
     // The typed word's pairs with its neighbours that the general list holds, each with what
     // reading it as never seen changes: most pairs are not in the list, and then nothing more is
@@ -1329,9 +1329,9 @@ fn homophones_in_context(
     if prev.is_none() && next.is_none() {
         return Vec::new();
     }
-    let own_before = p.real_word_at_start && at == 0;
+    let start = (p.real_word_at_start && at == 0).then(|| question_start_lift(r, words));
     let (with_typed, with_typed_floored) =
-        with_neighbours(r, prev, next, own_before, &w.lower, &w.stats);
+        with_neighbours(r, prev, next, start, &w.lower, &w.stats);
     let mut v: Vec<(f64, Reading)> = sounds
         .iter()
         .filter(|meant| !is_stopword(meant))
@@ -1341,7 +1341,7 @@ fn homophones_in_context(
                 return None;
             }
             let (with_meant, with_meant_floored) =
-                with_neighbours(r, prev, next, own_before, meant, &stats);
+                with_neighbours(r, prev, next, start, meant, &stats);
             let gain = with_meant - with_typed
                 + vote.for_change(at, &w.lower, meant, stats.corpus, p.real_word_vote);
             (gain > p.real_word_cost).then(|| {
@@ -1362,20 +1362,27 @@ fn homophones_in_context(
 }
 
 /// ln P of `word` with the words beside it, from the counts as they are and floored (one look-up
-/// of each pair serves both); with no word before it, its own probability when `own_before` (the
-/// start of a query, where it speaks as the word before would elsewhere), else nothing.
+/// of each pair serves both); with no word before it, its own probability when `start` is the
+/// query's [`question_start_lift`] (the start of a query, where it speaks as the word before
+/// would elsewhere, a question word lifted), else nothing.
 fn with_neighbours(
     r: &Repairer,
     prev: Option<&QueryWord>,
     next: Option<&QueryWord>,
-    own_before: bool,
+    start: Option<f64>,
     word: &str,
     s: &WordStats,
 ) -> (f64, f64) {
     let before = match prev {
         Some(q) => r.lm.ln_bigram_raw_and_floored(&q.lower, &q.stats, word, s),
-        None if own_before => r.lm.ln_unigram_raw_and_floored(s),
-        None => (0.0, 0.0),
+        None => match start {
+            Some(question_start) => {
+                let (raw, floored) = r.lm.ln_unigram_raw_and_floored(s);
+                let lift = start_lift(word, question_start);
+                (raw + lift, floored + lift)
+            }
+            None => (0.0, 0.0),
+        },
     };
     let after = next.map_or((0.0, 0.0), |q| {
         r.lm.ln_bigram_raw_and_floored(word, s, &q.lower, &q.stats)
@@ -1534,8 +1541,8 @@ fn function_word_in_context(r: &Repairer, words: &[QueryWord], at: usize) -> Vec
         return Vec::new();
     }
     let typed = w.lower.as_bytes();
-    let context_score =
-        |word: &str, s: &WordStats| with_neighbours(r, prev, next, at == 0, word, s);
+    let start = (at == 0).then(|| question_start_lift(r, words));
+    let context_score = |word: &str, s: &WordStats| with_neighbours(r, prev, next, start, word, s);
     let pair_counts = |s: &WordStats| {
         [
             prev.map(|q| r.lm.general_pair_count(&q.stats, s)),
@@ -1786,12 +1793,40 @@ pub(crate) struct Transitions {
     scores: std::collections::HashMap<(u32, u32, u32, u32), f64, foldhash::fast::FixedState>,
 }
 
+/// Question words, which begin queries far more often than they come in running English.
+const QUESTION_WORDS: [&str; 7] = ["what", "how", "when", "where", "why", "who", "which"];
+
+/// [`super::Params::question_start_lift`] for a query: nothing where another of its words is
+/// one no list knows, as such a query may be in another language, whose own words read as
+/// English slips (`wat is cappuccino koffie`, Dutch; see
+/// [`super::Params::function_word_start_foreign_cost`]).
+pub(crate) fn question_start_lift(r: &Repairer, words: &[QueryWord]) -> f64 {
+    let foreign = words.iter().skip(1).any(|q| q.editable && !q.stats.known());
+    if foreign {
+        0.0
+    } else {
+        r.params.question_start_lift
+    }
+}
+
+/// What `word` adds to its ln probability as a query's first word, given the query's
+/// [`question_start_lift`].
+fn start_lift(word: &str, question_start: f64) -> f64 {
+    if QUESTION_WORDS.contains(&word) {
+        question_start
+    } else {
+        0.0
+    }
+}
+
 /// The best sequence of readings, as (position, reading index) pairs, and its score. `forced`
-/// positions may only be read as typed.
+/// positions may only be read as typed; a question word read first gains `question_start`
+/// ([`question_start_lift`]).
 pub(crate) fn best_path(
     r: &Repairer,
     readings: &[Vec<Reading>],
     forced: &[usize],
+    question_start: f64,
     memo: &mut Transitions,
 ) -> (Vec<(usize, usize)>, f64) {
     let n = readings.len();
@@ -1826,7 +1861,7 @@ pub(crate) fn best_path(
             let mut best: Option<(f64, usize)> = None;
             for (si, s) in states[b].iter().enumerate() {
                 let lm = match s.back {
-                    None => r.lm.ln_unigram(first_stats),
+                    None => r.lm.ln_unigram(first_stats) + start_lift(first, question_start),
                     Some((pb, _, pri)) => *memo
                         .scores
                         .entry((pb as u32, pri as u32, b as u32, ri as u32))

@@ -340,6 +340,10 @@ pub struct Params {
     /// (`wat is cappuccino koffie`, Dutch, stays), or hold a name, which says nothing either way
     /// (the start's prior before the twenty-fourth round).
     pub function_word_start_foreign_cost: f64,
+    /// Lift, in nats, of a question word (`what`, `how`, `when`, `where`, `why`, `who`, `which`)
+    /// as a query's first word, over its share of running English: queries begin with one far
+    /// more often than sentences do, and running English's counts read `ahat is` as `that is`.
+    pub question_start_lift: f64,
     /// Extra prior cost, in nats, on [`Params::function_word_cost`] of reading a known content
     /// word of four letters or more as the function word it is one letter from, a letter for
     /// another after the first (`how mann calories` → `many`, `how lond should i boil` →
@@ -551,6 +555,7 @@ impl Default for Params {
             unknown_function_word_cost: 6.0,
             function_word_start_cost: 7.0,
             function_word_start_foreign_cost: 8.0,
+            question_start_lift: 3.0,
             function_word_letter_cost: Some(4.0),
             function_word_phrase_association: Some(6.0),
             join_known_cost: 12.0,
@@ -937,8 +942,9 @@ impl Repairer {
         if readings.iter().all(|r| r.len() == 1) {
             return Repaired::unchanged(text);
         }
+        let lift = decoder::question_start_lift(self, &words);
         let mut memo = decoder::Transitions::default();
-        let (path, best) = decoder::best_path(self, &readings, &[], &mut memo);
+        let (path, best) = decoder::best_path(self, &readings, &[], lift, &mut memo);
         let mut edits = Vec::new();
         for &(pos, ri) in &path {
             let rd = &readings[pos][ri];
@@ -950,7 +956,7 @@ impl Repairer {
             let to = match_case(from, &meant.join(" "));
             // How much likelier than reading these words as typed.
             let forced: Vec<usize> = (pos..pos + rd.span).collect();
-            let (_, alt) = decoder::best_path(self, &readings, &forced, &mut memo);
+            let (_, alt) = decoder::best_path(self, &readings, &forced, lift, &mut memo);
             let margin = (best - alt).max(0.0);
             edits.push(Edit {
                 kind,
@@ -1028,10 +1034,11 @@ impl Repairer {
             };
         };
         let readings = decoder::readings(self, &words, retrieved, &mut decoder::Lookups::default());
+        let lift = decoder::question_start_lift(self, &words);
         let mut memo = decoder::Transitions::default();
-        let (path, best_score) = decoder::best_path(self, &readings, &[], &mut memo);
+        let (path, best_score) = decoder::best_path(self, &readings, &[], lift, &mut memo);
         let all: Vec<usize> = (0..words.len()).collect();
-        let (_, typed_score) = decoder::best_path(self, &readings, &all, &mut memo);
+        let (_, typed_score) = decoder::best_path(self, &readings, &all, lift, &mut memo);
         let explained = words
             .iter()
             .zip(&readings)

@@ -437,11 +437,13 @@ fn a_word_one_slip_from_the_function_word_its_neighbours_want_is_read_as_it() {
     assert!(!off.repair("how long dose it take").changed());
     assert!(!off.repair("what is rhe best").changed());
     assert!(!off.repair("hoe to make bread").changed());
-    // The start's lower prior is what reads `hoe`: at the prior elsewhere it stays.
+    // The start's lower prior is what reads `hoe`: at the prior elsewhere, and with no lift for
+    // a question word there, it stays.
     let as_elsewhere = with_params(
         &r,
         Params {
             function_word_start_cost: Params::default().function_word_cost,
+            question_start_lift: 0.0,
             ..Params::default()
         },
     );
@@ -461,7 +463,7 @@ fn a_slip_whose_pairs_are_its_typos_is_read_as_the_function_word() {
     ];
     let pairs: &[(&str, &str, u64)] = &[
         ("so", "what", 50_000_000),
-        ("what", "is", 2_175_000_000),
+        ("what", "is", 260_000_000),
         ("is", "the", 2_000_000_000),
         ("the", "capital", 40_000_000),
         // People write `wat is`, but 160 times less than `what is`: its typos.
@@ -498,11 +500,13 @@ fn a_slip_starting_a_query_is_read_unless_another_word_is_one_no_list_knows() {
     assert_eq!(r.repair("wat is cappuccino").text, "what is cappuccino");
     // Dutch: `koffie` is in no list, and the query may be in a language where `wat` is a word.
     assert!(!r.repair("wat is cappuccino koffie").changed());
-    // At the start's former prior, which such a query still pays, the English one stays too.
+    // At the start's former prior, which such a query still pays, and with no lift for a
+    // question word there (nor does such a query get one), the English one stays too.
     let before = with_params(
         &r,
         Params {
             function_word_start_cost: Params::default().function_word_start_foreign_cost,
+            question_start_lift: 0.0,
             ..Params::default()
         },
     );
@@ -2109,4 +2113,52 @@ fn a_word_only_the_usage_list_holds_is_a_candidate() {
             "bitcion price today"
         );
     }
+}
+
+#[test]
+fn a_question_word_is_the_likelier_first_word_of_a_query() {
+    // Running English writes `that` several times as often as `what`, so its counts read a slip
+    // at a query's start as `that`; queries begin with a question word far more often.
+    let vocab = Arc::new(Vocabulary::build(DOCS.iter().map(|t| ("", *t))));
+    let words = [
+        ("that", 12_000_000_000),
+        ("what", 1_300_000_000),
+        ("hat", 20_000_000),
+        ("is", 9_000_000_000),
+        ("a", 20_000_000_000),
+        ("bond", 30_000_000),
+    ];
+    let pairs = [
+        ("what", "is", 260_000_000),
+        ("that", "is", 2_500_000_000),
+        ("hat", "is", 13_000_000),
+        ("is", "a", 3_000_000_000),
+    ];
+    let lexicon = Arc::new(Lexicon::from_counts(words, pairs));
+    let lifted = Repairer::new(vocab.clone(), Some(lexicon.clone()));
+    let flat = Repairer::with_params(
+        vocab,
+        Some(lexicon),
+        Params {
+            question_start_lift: 0.0,
+            ..Params::default()
+        },
+    );
+    assert_eq!(flat.repair("ahat is a bond").text, "that is a bond");
+    assert_eq!(lifted.repair("ahat is a bond").text, "what is a bond");
+    // A word written as it stands is no slip, and a question word only lifts a query's start.
+    assert!(!lifted.repair("that is a bond").changed());
+    assert_eq!(
+        lifted.repair("a bond ahat is").text,
+        flat.repair("a bond ahat is").text
+    );
+    // Nor where another word is one no list knows: the query may be in another language.
+    assert_eq!(
+        lifted.repair("ahat is a bond qxzv").text,
+        flat.repair("ahat is a bond qxzv").text
+    );
+    assert_eq!(
+        flat.repair("ahat is a bond qxzv").text,
+        "that is a bond qxzv"
+    );
 }
