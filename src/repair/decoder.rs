@@ -284,6 +284,31 @@ pub(crate) fn readings(
                         })
                     })
                     .collect();
+                // A word that sounds as a named one does is named with it: the rule says the
+                // string is a typo of that sound, the neighbours say which word (`ther` names
+                // `there`, and `their` with it: `get ther first shots`). Not another spelling
+                // of the named word (`centre`, `programme`): the usage rule chose between those.
+                let named_sounds: Vec<usize> = scored
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, c)| c.unnamed)
+                    .filter(|(_, c)| {
+                        let word = &*c.reading.words[0].0;
+                        let sounds = r.homophones(word);
+                        scored.iter().any(|n| {
+                            let named = &*n.reading.words[0].0;
+                            !n.unnamed
+                                && sounds.iter().any(|h| **h == *named)
+                                && !spelling_variant(word, named)
+                                && !word.starts_with(named)
+                                && !named.starts_with(word)
+                        })
+                    })
+                    .map(|(k, _)| k)
+                    .collect();
+                for k in named_sounds {
+                    scored[k].unnamed = false;
+                }
                 // What the usage rule names is what the writer meant, and so is a word that
                 // keeps the string's ends fewer edits away than any word it names: the rule says
                 // the string is a typo, the edits say of which word (`sptuce` names `space`,

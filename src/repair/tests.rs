@@ -2162,3 +2162,47 @@ fn a_question_word_is_the_likelier_first_word_of_a_query() {
         "that is a bond qxzv"
     );
 }
+
+#[test]
+fn a_word_that_sounds_as_the_one_the_usage_rule_names_is_named_with_it() {
+    // `ther` is written a two-thousandth as often as `there`, which the usage rule names (one
+    // letter, a silent `e`), and not quite that much less than `their` after its dearer edit:
+    // without the homophone `their` pays for being unnamed, though its pair says it is meant.
+    let words = [
+        ("there", 700_000_000),
+        ("their", 780_000_000),
+        ("get", 1_000_000_000),
+        ("first", 600_000_000),
+        ("shots", 20_000_000),
+    ];
+    let pairs = [
+        ("get", "their", 190_000_000),
+        ("get", "there", 175_000_000),
+        ("their", "first", 323_000_000),
+        ("there", "first", 14_000_000),
+        ("first", "shots", 2_000_000),
+    ];
+    let usage = [
+        ("there", 2_500_000),
+        ("their", 2_000_000),
+        ("ther", 1_259),
+        ("get", 1_000_000),
+        ("first", 600_000),
+        ("shots", 20_000),
+    ];
+    let vocab = Arc::new(Vocabulary::build(DOCS[..4].iter().map(|t| ("", *t))));
+    let plain = Lexicon::from_counts(words, pairs).with_usage(usage);
+    let sounds = Lexicon::from_counts(words, pairs)
+        .with_usage(usage)
+        .with_homophones([&["their", "there"][..]]);
+    let without = Repairer::new(vocab.clone(), Some(Arc::new(plain)));
+    let with = Repairer::new(vocab, Some(Arc::new(sounds)));
+    assert_eq!(
+        without.repair("get ther first shots").text,
+        "get there first shots"
+    );
+    assert_eq!(
+        with.repair("get ther first shots").text,
+        "get their first shots"
+    );
+}
