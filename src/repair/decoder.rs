@@ -1639,14 +1639,8 @@ fn function_word_in_context(r: &Repairer, words: &[QueryWord], at: usize) -> Vec
     } else {
         // A query with another word no list knows may be in another language, whose own
         // words read as English slips (`wat is cappuccino koffie`, Dutch).
-        let foreign = || {
-            words
-                .iter()
-                .enumerate()
-                .any(|(j, q)| j != at && q.editable && !q.stats.known())
-        };
         let place = match at {
-            0 if foreign() => p.function_word_start_foreign_cost,
+            0 if another_word_unknown(words, at) => p.function_word_start_foreign_cost,
             0 => p.function_word_start_cost,
             _ => p.function_word_cost,
         };
@@ -1818,6 +1812,15 @@ pub(crate) struct Transitions {
     scores: std::collections::HashMap<(u32, u32, u32, u32), f64, foldhash::fast::FixedState>,
 }
 
+/// Whether a word of the query other than the one at `at` is editable and known to no list:
+/// the sign that the query may be in another language.
+fn another_word_unknown(words: &[QueryWord], at: usize) -> bool {
+    words
+        .iter()
+        .enumerate()
+        .any(|(j, q)| j != at && q.editable && !q.stats.known())
+}
+
 /// Question words, which begin queries far more often than they come in running English.
 const QUESTION_WORDS: [&str; 7] = ["what", "how", "when", "where", "why", "who", "which"];
 
@@ -1826,8 +1829,7 @@ const QUESTION_WORDS: [&str; 7] = ["what", "how", "when", "where", "why", "who",
 /// English slips (`wat is cappuccino koffie`, Dutch; see
 /// [`super::Params::function_word_start_foreign_cost`]).
 pub(crate) fn question_start_lift(r: &Repairer, words: &[QueryWord]) -> f64 {
-    let foreign = words.iter().skip(1).any(|q| q.editable && !q.stats.known());
-    if foreign {
+    if another_word_unknown(words, 0) {
         0.0
     } else {
         r.params.question_start_lift
