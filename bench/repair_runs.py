@@ -11,6 +11,8 @@ import subprocess
 import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# scripts/setup's assets: `$CAPOT_ASSETS`, as the setup script and the tests read it, else `assets/`.
+ASSETS = os.environ.get("CAPOT_ASSETS") or os.path.join(ROOT, "assets")
 
 
 def arguments(doc):
@@ -21,7 +23,7 @@ def arguments(doc):
     ap.add_argument("--index", required=True)
     ap.add_argument("--params", action="append", default=[])
     ap.add_argument("--queries", default=os.path.join(ROOT, "../shared/data/marco-dev-queries/queries.tsv"))
-    ap.add_argument("--lexicon", default=os.path.join(ROOT, "assets/lexicon/frequency_dictionary_en_82_765.txt"))
+    ap.add_argument("--lexicon", default=os.path.join(ASSETS, "lexicon/frequency_dictionary_en_82_765.txt"))
     ap.add_argument("--seed", type=int, default=1)
     return ap
 

@@ -20,7 +20,7 @@ import random
 import re
 import sys
 
-from repair_runs import ROOT, arguments, tally
+from repair_runs import ASSETS, ROOT, arguments, tally
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LETTERS = "abcdefghijklmnopqrstuvwxyz"
@@ -43,7 +43,7 @@ def typo(word, rng):
 
 def main():
     ap = arguments(__doc__)
-    ap.add_argument("--usage", default=os.path.join(ROOT, "assets/lexicon/wordfreq_large_en.txt"))
+    ap.add_argument("--usage", default=os.path.join(ASSETS, "lexicon/wordfreq_large_en.txt"))
     ap.add_argument("--least", type=int, default=100, help="writings per billion words a word needs")
     a = ap.parse_args()
 
