@@ -948,6 +948,10 @@ fn another_form(r: &Repairer, typed: &str, meant: &str) -> bool {
     }
     match (r.ln_usage(typed), r.ln_usage(meant)) {
         (Some(t), Some(m)) => m - t <= r.params.variant_usage_margin,
+        // Every accepted spelling of a word people write is written too (`theatre`, `colour`):
+        // one nobody writes is a slip (`numbre`), as an inflection nobody writes need not be
+        // (a rare word's plural).
+        (None, Some(_)) => !spelling_variant(typed, meant) || inflected_form(typed, meant),
         _ => true,
     }
 }

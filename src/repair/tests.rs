@@ -1397,6 +1397,39 @@ fn a_short_or_inflected_misspelling_people_write_is_read_as_the_word_they_mean()
 }
 
 #[test]
+fn a_spelling_nobody_writes_is_a_slip_not_a_variant() {
+    // `-re` for `-er` is how `theatre` is spelt, but every accepted spelling of a word people
+    // write is written too: `numbre`, which nobody writes, is `number` mistyped.
+    let vocab = Arc::new(Vocabulary::build(DOCS.iter().map(|t| ("", *t))));
+    let words = [
+        ("routing", 5_000_000),
+        ("number", 500_000_000),
+        ("theater", 20_000_000),
+        ("tickets", 30_000_000),
+    ];
+    let pairs = [
+        ("routing", "number", 400_000),
+        ("theater", "tickets", 900_000),
+    ];
+    let usage = [
+        ("routing", 9_000),
+        ("number", 400_000),
+        ("theater", 20_000),
+        ("theatre", 15_000),
+        ("tickets", 40_000),
+    ];
+    let r = Repairer::new(
+        vocab,
+        Some(Arc::new(
+            Lexicon::from_counts(words, pairs).with_usage(usage),
+        )),
+    );
+    assert_eq!(r.repair("routing numbre").text, "routing number");
+    // A spelling people write is a choice, whatever the pair list holds.
+    assert!(!r.repair("theatre tickets").changed());
+}
+
+#[test]
 fn a_written_typo_is_read_as_the_word_the_usage_list_names_whatever_the_pairs_prefer() {
     let vocab = Arc::new(Vocabulary::build(DOCS.iter().map(|t| ("", *t))));
     let words = [
