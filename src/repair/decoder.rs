@@ -1850,9 +1850,23 @@ fn start_lift(word: &str, question_start: f64) -> f64 {
     }
 }
 
+/// Words that ask about the word before them, which end queries far more often than they come
+/// in running English (see [`super::Params::frame_end_lift`]).
+const FRAME_END_WORDS: [&str; 5] = ["meaning", "definition", "define", "synonym", "synonyms"];
+
+/// What `word` adds to its ln probability as the last word of a query of `words` words.
+fn end_lift(r: &Repairer, word: &str, words: usize) -> f64 {
+    if words >= 2 && FRAME_END_WORDS.contains(&word) {
+        r.params.frame_end_lift
+    } else {
+        0.0
+    }
+}
+
 /// The best sequence of readings, as (position, reading index) pairs, and its score. `forced`
 /// positions may only be read as typed; a question word read first gains `question_start`
-/// ([`question_start_lift`]).
+/// ([`question_start_lift`]), a word that asks about the one before it read last
+/// [`super::Params::frame_end_lift`].
 pub(crate) fn best_path(
     r: &Repairer,
     readings: &[Vec<Reading>],
@@ -1905,6 +1919,11 @@ pub(crate) fn best_path(
             }
             let Some((score, si)) = best else { continue };
             let (last, last_stats) = rd.words[rd.words.len() - 1].clone();
+            let score = if to == n {
+                score + end_lift(r, &last, n)
+            } else {
+                score
+            };
             match states[to].iter_mut().find(|s| s.word == last) {
                 Some(s) if s.score >= score => {}
                 Some(s) => {

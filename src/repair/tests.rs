@@ -2197,6 +2197,44 @@ fn a_question_word_is_the_likelier_first_word_of_a_query() {
 }
 
 #[test]
+fn a_word_that_asks_about_the_one_before_is_the_likelier_last_word_of_a_query() {
+    // Kept as typed, an unknown string pays for no pair; `meaning` pays for one no list can
+    // hold (`trod meaning`). Queries end `X meaning` far more often than sentences do.
+    let vocab = Arc::new(Vocabulary::build(DOCS.iter().map(|t| ("", *t))));
+    let words = [
+        ("trod", 180_000),
+        ("meaning", 60_000_000),
+        ("meeting", 65_000_000),
+        ("of", 13_000_000_000),
+        // The rest of English: the two words are as rare as in a full list.
+        ("the", 400_000_000_000),
+    ];
+    let usage = [("trod", 350), ("meaning", 90_000), ("meeting", 95_000)];
+    let lexicon =
+        Arc::new(Lexicon::from_counts(words, [("meaning", "of", 20_000_000)]).with_usage(usage));
+    let lifted = Repairer::new(vocab.clone(), Some(lexicon.clone()));
+    let flat = Repairer::with_params(
+        vocab,
+        Some(lexicon),
+        Params {
+            frame_end_lift: 0.0,
+            ..Params::default()
+        },
+    );
+    assert!(!flat.repair("trod meaing").changed());
+    assert_eq!(lifted.repair("trod meaing").text, "trod meaning");
+    // Only a query's last word, and only after a word it asks about.
+    for query in ["meaing trod", "meaing"] {
+        assert_eq!(
+            lifted.repair(query).text,
+            flat.repair(query).text,
+            "{query}"
+        );
+    }
+    assert!(!lifted.repair("trod meeting").changed());
+}
+
+#[test]
 fn a_word_that_sounds_as_the_one_the_usage_rule_names_is_named_with_it() {
     // `ther` is written a two-thousandth as often as `there`, which the usage rule names (one
     // letter, a silent `e`), and not quite that much less than `their` after its dearer edit:
