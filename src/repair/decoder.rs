@@ -1644,7 +1644,7 @@ fn function_word_in_context(r: &Repairer, words: &[QueryWord], at: usize) -> Vec
         // A query with another word no list knows may be in another language, whose own
         // words read as English slips (`wat is cappuccino koffie`, Dutch).
         let place = match at {
-            0 if another_word_unknown(words, at) => p.function_word_start_foreign_cost,
+            0 if another_word_unknown(r, words, at) => p.function_word_start_foreign_cost,
             0 => p.function_word_start_cost,
             _ => p.function_word_cost,
         };
@@ -1817,12 +1817,17 @@ pub(crate) struct Transitions {
 }
 
 /// Whether a word of the query other than the one at `at` is editable and known to no list:
-/// the sign that the query may be in another language.
-fn another_word_unknown(words: &[QueryWord], at: usize) -> bool {
-    words
-        .iter()
-        .enumerate()
-        .any(|(j, q)| j != at && q.editable && !q.stats.known())
+/// the sign that the query may be in another language. A word English writes as often as the
+/// usage list's candidates are (`powershell`, `usaid`) is no such sign; one written as rarely
+/// as another language's words are in English text is (`koffie`, `lunula`).
+fn another_word_unknown(r: &Repairer, words: &[QueryWord], at: usize) -> bool {
+    let least = r.params.usage_candidate_per_billion;
+    words.iter().enumerate().any(|(j, q)| {
+        j != at
+            && q.editable
+            && !q.stats.known()
+            && (least == 0 || r.lm.usage(&q.lower).is_none_or(|u| u < least))
+    })
 }
 
 /// Question words, which begin queries far more often than they come in running English.
@@ -1833,7 +1838,7 @@ const QUESTION_WORDS: [&str; 7] = ["what", "how", "when", "where", "why", "who",
 /// English slips (`wat is cappuccino koffie`, Dutch; see
 /// [`super::Params::function_word_start_foreign_cost`]).
 pub(crate) fn question_start_lift(r: &Repairer, words: &[QueryWord]) -> f64 {
-    if another_word_unknown(words, 0) {
+    if another_word_unknown(r, words, 0) {
         0.0
     } else {
         r.params.question_start_lift

@@ -336,9 +336,10 @@ pub struct Params {
     /// pays [`Params::corpus_word_cost`] on top of either (`aol email` stays).
     pub function_word_start_cost: f64,
     /// [`Params::function_word_start_cost`] where another word of the query is one no list
-    /// knows: such a query may be in another language, whose own words read as English slips
-    /// (`wat is cappuccino koffie`, Dutch, stays), or hold a name, which says nothing either way
-    /// (the start's prior before the twenty-fourth round).
+    /// knows, nor the usage list from [`Params::usage_candidate_per_billion`] on: such a query
+    /// may be in another language, whose own words read as English slips (`wat is cappuccino
+    /// koffie`, Dutch, stays), or hold a name, which says nothing either way (the start's prior
+    /// before the twenty-fourth round).
     pub function_word_start_foreign_cost: f64,
     /// Lift, in nats, of a question word (`what`, `how`, `when`, `where`, `why`, `who`, `which`)
     /// as a query's first word, over its share of running English: queries begin with one far

@@ -2197,6 +2197,35 @@ fn a_question_word_is_the_likelier_first_word_of_a_query() {
 }
 
 #[test]
+fn a_word_english_writes_is_no_sign_of_another_language() {
+    // A word no list of words knows may be another language's, and then so may the query's
+    // first word (`wat is cappuccino koffie`, Dutch); one English writes as often as the usage
+    // list's candidates (`bitcoin`) is no such sign, one it writes as rarely as `koffie` is.
+    let vocab = Arc::new(Vocabulary::build(DOCS.iter().map(|t| ("", *t))));
+    let words = [
+        ("that", 12_000_000_000),
+        ("what", 1_300_000_000),
+        ("is", 9_000_000_000),
+    ];
+    let pairs = [("what", "is", 260_000_000), ("that", "is", 2_500_000_000)];
+    let usage = [
+        ("that", 5_000_000),
+        ("what", 1_000_000),
+        ("is", 9_000_000),
+        ("bitcoin", 170_000),
+        ("koffie", 19),
+    ];
+    let r = Repairer::new(
+        vocab,
+        Some(Arc::new(
+            Lexicon::from_counts(words, pairs).with_usage(usage),
+        )),
+    );
+    assert_eq!(r.repair("ahat is bitcoin").text, "what is bitcoin");
+    assert_eq!(r.repair("ahat is koffie").text, "that is koffie");
+}
+
+#[test]
 fn a_word_that_asks_about_the_one_before_is_the_likelier_last_word_of_a_query() {
     // Kept as typed, an unknown string pays for no pair; `meaning` pays for one no list can
     // hold (`trod meaning`). Queries end `X meaning` far more often than sentences do.
