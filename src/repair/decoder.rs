@@ -1856,13 +1856,23 @@ fn start_lift(word: &str, question_start: f64) -> f64 {
 }
 
 /// Words that ask about the word before them, which end queries far more often than they come
-/// in running English (see [`super::Params::frame_end_lift`]).
+/// in running English (see [`super::Params::frame_word_lift`]).
 const FRAME_END_WORDS: [&str; 5] = ["meaning", "definition", "define", "synonym", "synonyms"];
 
-/// What `word` adds to its ln probability as the last word of a query of `words` words.
-fn end_lift(r: &Repairer, word: &str, words: usize) -> f64 {
-    if words >= 2 && FRAME_END_WORDS.contains(&word) {
-        r.params.frame_end_lift
+/// Words that ask about the words after them, which begin queries far more often than they come
+/// in running English (`define X`, `definition of X`, `meaning of X`).
+const FRAME_START_WORDS: [&str; 3] = ["define", "definition", "meaning"];
+
+/// What `word` adds to its ln probability as the first (`last` false) or the last word of a
+/// query of `words` words ([`super::Params::frame_word_lift`]).
+fn frame_lift(r: &Repairer, word: &str, last: bool, words: usize) -> f64 {
+    let frame: &[&str] = if last {
+        &FRAME_END_WORDS
+    } else {
+        &FRAME_START_WORDS
+    };
+    if words >= 2 && frame.contains(&word) {
+        r.params.frame_word_lift
     } else {
         0.0
     }
@@ -1870,8 +1880,8 @@ fn end_lift(r: &Repairer, word: &str, words: usize) -> f64 {
 
 /// The best sequence of readings, as (position, reading index) pairs, and its score. `forced`
 /// positions may only be read as typed; a question word read first gains `question_start`
-/// ([`question_start_lift`]), a word that asks about the one before it read last
-/// [`super::Params::frame_end_lift`].
+/// ([`question_start_lift`]), a word that asks about the others read first or last
+/// [`super::Params::frame_word_lift`].
 pub(crate) fn best_path(
     r: &Repairer,
     readings: &[Vec<Reading>],
@@ -1880,6 +1890,14 @@ pub(crate) fn best_path(
     memo: &mut Transitions,
 ) -> (Vec<(usize, usize)>, f64) {
     let n = readings.len();
+    // A frame word read first is lifted over a string nobody writes: one people write there
+    // is as often a first name before a surname (`defne jones`).
+    let frame_start = readings
+        .first()
+        .and_then(|rs| rs.first())
+        .is_some_and(|rd| {
+            rd.kind.is_none() && rd.words.len() == 1 && r.lm.usage(&rd.words[0].0).is_none()
+        });
     let mut states: Vec<Vec<State>> = (0..=n).map(|_| Vec::new()).collect();
     states[0].push(State {
         word: String::new(),
@@ -1911,7 +1929,15 @@ pub(crate) fn best_path(
             let mut best: Option<(f64, usize)> = None;
             for (si, s) in states[b].iter().enumerate() {
                 let lm = match s.back {
-                    None => r.lm.ln_unigram(first_stats) + start_lift(first, question_start),
+                    None => {
+                        r.lm.ln_unigram(first_stats)
+                            + start_lift(first, question_start)
+                            + if frame_start {
+                                frame_lift(r, first, false, n)
+                            } else {
+                                0.0
+                            }
+                    }
                     Some((pb, _, pri)) => *memo
                         .scores
                         .entry((pb as u32, pri as u32, b as u32, ri as u32))
@@ -1925,7 +1951,7 @@ pub(crate) fn best_path(
             let Some((score, si)) = best else { continue };
             let (last, last_stats) = rd.words[rd.words.len() - 1].clone();
             let score = if to == n {
-                score + end_lift(r, &last, n)
+                score + frame_lift(r, &last, true, n)
             } else {
                 score
             };

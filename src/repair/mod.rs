@@ -346,11 +346,13 @@ pub struct Params {
     /// more often than sentences do, and running English's counts read `ahat is` as `that is`.
     pub question_start_lift: f64,
     /// Lift, in nats, of a word that asks about the word before it (`meaning`, `definition`,
-    /// `define`, `synonym`, `synonyms`) as a query's last word, over its share of running
-    /// English: queries end `X meaning` and `X definition` far more often than sentences do, and
-    /// kept as typed an unknown string pays for no pair, where the word it stands for pays for
-    /// one the lists cannot hold (`trod meaing`, `task defition`). 0 turns it off.
-    pub frame_end_lift: f64,
+    /// `define`, `synonym`, `synonyms`) as a query's last word, and of one that asks about the
+    /// words after it (`define`, `definition`, `meaning`) as its first, over its share of
+    /// running English: queries end `X meaning` and begin `define X` far more often than
+    /// sentences do, and kept as typed an unknown string pays for no pair, where the word it
+    /// stands for pays for one the lists cannot hold (`trod meaing`, `deqine anomaly`). 0 turns
+    /// it off.
+    pub frame_word_lift: f64,
     /// Extra prior cost, in nats, on [`Params::function_word_cost`] of reading a known content
     /// word of four letters or more as the function word it is one letter from, a letter for
     /// another after the first (`how mann calories` → `many`, `how lond should i boil` →
@@ -563,7 +565,7 @@ impl Default for Params {
             function_word_start_cost: 7.0,
             function_word_start_foreign_cost: 8.0,
             question_start_lift: 3.0,
-            frame_end_lift: 3.0,
+            frame_word_lift: 3.0,
             function_word_letter_cost: Some(4.0),
             function_word_phrase_association: Some(6.0),
             join_known_cost: 12.0,

@@ -2226,19 +2226,28 @@ fn a_word_english_writes_is_no_sign_of_another_language() {
 }
 
 #[test]
-fn a_word_that_asks_about_the_one_before_is_the_likelier_last_word_of_a_query() {
+fn a_word_that_asks_about_the_others_is_the_likelier_first_or_last_word_of_a_query() {
     // Kept as typed, an unknown string pays for no pair; `meaning` pays for one no list can
-    // hold (`trod meaning`). Queries end `X meaning` far more often than sentences do.
+    // hold (`trod meaning`). Queries end `X meaning` and begin `define X` far more often than
+    // sentences do.
     let vocab = Arc::new(Vocabulary::build(DOCS.iter().map(|t| ("", *t))));
     let words = [
         ("trod", 180_000),
         ("meaning", 60_000_000),
         ("meeting", 65_000_000),
+        ("define", 40_000_000),
         ("of", 13_000_000_000),
-        // The rest of English: the two words are as rare as in a full list.
+        // The rest of English: the words are as rare as in a full list.
         ("the", 400_000_000_000),
     ];
-    let usage = [("trod", 350), ("meaning", 90_000), ("meeting", 95_000)];
+    let usage = [
+        ("trod", 350),
+        ("meaning", 90_000),
+        ("meeting", 95_000),
+        ("define", 30_000),
+        // A first name people write.
+        ("defne", 21),
+    ];
     let lexicon =
         Arc::new(Lexicon::from_counts(words, [("meaning", "of", 20_000_000)]).with_usage(usage));
     let lifted = Repairer::new(vocab.clone(), Some(lexicon.clone()));
@@ -2246,14 +2255,17 @@ fn a_word_that_asks_about_the_one_before_is_the_likelier_last_word_of_a_query() 
         vocab,
         Some(lexicon),
         Params {
-            frame_end_lift: 0.0,
+            frame_word_lift: 0.0,
             ..Params::default()
         },
     );
     assert!(!flat.repair("trod meaing").changed());
     assert_eq!(lifted.repair("trod meaing").text, "trod meaning");
-    // Only a query's last word, and only after a word it asks about.
-    for query in ["meaing trod", "meaing"] {
+    assert!(!flat.repair("deqine trod").changed());
+    assert_eq!(lifted.repair("deqine trod").text, "define trod");
+    // Only a query's first or last word, beside a word it asks about; first, not in place of a
+    // string people write (a first name before a surname).
+    for query in ["trod meaing trod", "meaing", "defne trod"] {
         assert_eq!(
             lifted.repair(query).text,
             flat.repair(query).text,
