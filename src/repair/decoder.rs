@@ -198,13 +198,21 @@ pub(crate) fn readings(
                 let unwritten_swap = unwritten
                     && p.unwritten_swap_letters > 0
                     && letters >= p.unwritten_swap_letters;
-                // A word the lists hold is the string with two letters swapped back: kept as
-                // typed, it pays for being no name but a slip.
+                // Whether `meant` is the string with two letters after the first swapped back,
+                // or, with `unwritten_respelling`, with a sound spelt the rules' way (`fawcet`):
+                // how a word the writer knows goes wrong, and a name rarely differs.
+                let slip_or_sound = |meant: &str| {
+                    swapped_after_first(w.lower.as_bytes(), meant.as_bytes())
+                        || p.unwritten_respelling
+                            && error_model::is_respelling(w.lower.as_bytes(), meant.as_bytes())
+                };
+                // A word the lists hold is the string so read: kept as typed, it pays for being
+                // no name but a slip.
                 if unwritten_swap
                     && !w.stats.known()
-                    && found.iter().any(|&(id, _)| {
-                        swapped_after_first(w.lower.as_bytes(), r.candidates.word(id).as_bytes())
-                    })
+                    && found
+                        .iter()
+                        .any(|&(id, _)| slip_or_sound(r.candidates.word(id)))
                 {
                     rs[0].cost += p.unwritten_swap_keep_cost;
                 }
@@ -242,9 +250,7 @@ pub(crate) fn readings(
                         // together (`anhydrate`, `latitudeis`). Two edits away, a term:
                         // `primase` is no `promise`.
                         let unwritten_typo_of = || {
-                            (unwritten_long
-                                || unwritten_swap
-                                    && swapped_after_first(w.lower.as_bytes(), meant.as_bytes()))
+                            (unwritten_long || unwritten_swap && slip_or_sound(meant))
                                 && keeps_ends(w.lower.as_bytes(), meant.as_bytes())
                                 && !*run_together_words
                                     .get_or_init(|| listed_words_run_together(r, &w.lower))
@@ -252,7 +258,12 @@ pub(crate) fn readings(
                         let named = written_typo
                             && keeps_ends(w.lower.as_bytes(), meant.as_bytes())
                             && written_far_more(r, &w.lower, meant, usage_channel);
-                        let floor_gap = if d == 1 && (named || unwritten_typo_of()) {
+                        // Two edits apart, only a sound spelt another way (`mekanic`).
+                        let near = d == 1
+                            || d == 2
+                                && p.unwritten_respelling
+                                && error_model::is_respelling(w.lower.as_bytes(), meant.as_bytes());
+                        let floor_gap = if near && (named || unwritten_typo_of()) {
                             (p.ln_unknown_word - r.lm.ln_unigram(&stats)).max(0.0)
                         } else {
                             0.0

@@ -111,6 +111,12 @@ const RULES: &[(&[u8], &[u8], f32)] = &[
     (b"ere", b"ear", 1.2),
     // `-ight` written as it sounds (`nite`, `lite`).
     (b"ight", b"ite", 1.6),
+    // The vowel of `law` spelt as in `saw` where the word spells it `au` (`fawcet`, `nawsea`).
+    (b"au", b"aw", 1.4),
+    // The `ch` of Greek words, which sounds `k`, written so (`stomak`, `skool`, `karisma`).
+    (b"ch", b"k", 1.8),
+    // A final `-y` kept before `-s` where English writes `-ies` (`familys`, `citys`).
+    (b"ies", b"ys", 1.4),
 ];
 
 /// Whether `typed` is the three letters `meant`, a vowel pair and a consonant, spelt as the
@@ -633,6 +639,12 @@ mod tests {
         assert!(all("speke").contains(&"speak".to_string()));
         assert!(all("speke").contains(&"speek".to_string()));
         assert!(is_respelling(b"frute", b"fruit"));
+        // `aw` for `au`, `k` for a Greek `ch`, `-ys` for `-ies`.
+        assert!(is_respelling(b"fawcet", b"faucet"));
+        assert!(is_respelling(b"stomak", b"stomach"));
+        assert!(is_respelling(b"citys", b"cities"));
+        assert!(all("skool").contains(&"school".to_string()));
+        assert!(c("fawcet", "faucet") < c("fancet", "faucet"));
         assert!(!is_respelling(b"brane", b"brian"));
         assert!(!is_respelling(b"brae", b"brai"));
         // The same strings `respellings` makes, and no others.

@@ -456,11 +456,17 @@ pub struct Params {
     /// of the hand, which names and terms the lists lack rarely are, where a letter for another
     /// or one more is as often a name (`canopius`, `doffer`). 0 turns this off.
     pub unwritten_swap_letters: usize,
+    /// As [`Params::unwritten_swap_letters`], where the word spells the string's sound the
+    /// error model's rules' way (`fawcet` for `faucet`, `stomak` for `stomach`): people write a
+    /// word they know by its sound, and a name the lists lack rarely differs from a word by a
+    /// sound spelt another way alone.
+    pub unwritten_respelling: bool,
     /// Nats that keeping such a string as typed costs more (from
     /// [`Params::unwritten_swap_letters`] letters, unknown to the corpus too): a word the lists
     /// hold with two of its letters swapped is that word's typo far more often than a name
-    /// (`drnik`, `sydeny`), where an unknown string of five letters otherwise costs under a nat
-    /// to keep. 0 turns this off.
+    /// (`drnik`, `sydeny`), and so is one with a sound spelt another way
+    /// ([`Params::unwritten_respelling`]: `fawcet`), where an unknown string of five letters
+    /// otherwise costs under a nat to keep. 0 turns this off.
     pub unwritten_swap_keep_cost: f64,
     /// An unknown word of at least this many letters that nobody writes (the usage list lacks
     /// it) may also be read as three words run together (`bankofamerica`, `howtomake`,
@@ -593,6 +599,7 @@ impl Default for Params {
             written_word_usage: 40,
             unwritten_typo_letters: 9,
             unwritten_swap_letters: 5,
+            unwritten_respelling: true,
             unwritten_swap_keep_cost: 2.0,
             three_word_split_letters: 7,
             acronym_piece_usage: 1000,
