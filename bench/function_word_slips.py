@@ -70,7 +70,7 @@ def main():
         cases.append((qid, " ".join(typed), text, words[i], slip))
     rng.shuffle(cases)
     cases = cases[: a.count]
-    tally(a.capot, a.index, cases, a.params, lambda x, y: x == y, lambda c: f"{c[4]} for {c[3]}")
+    tally(a.capot, a.index, cases, a.params, lambda x, y: x == y, lambda c: f"{c[4]} for {c[3]}", a.dump)
     return 0
 
 

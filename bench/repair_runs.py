@@ -25,6 +25,9 @@ def arguments(doc):
     ap.add_argument("--queries", default=os.path.join(ROOT, "../shared/data/marco-dev-queries/queries.tsv"))
     ap.add_argument("--lexicon", default=os.path.join(ASSETS, "lexicon/frequency_dictionary_en_82_765.txt"))
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--dump", metavar="FILE",
+                    help="also write each case to FILE (TSV: params, outcome -- restored, left or "
+                         "changed to something else --, label, typed, repaired, clean)")
     return ap
 
 
@@ -45,11 +48,13 @@ def repaired(capot, index, cases, params_list):
         os.unlink(typed_file)
 
 
-def tally(capot, index, cases, params_list, same, label):
+def tally(capot, index, cases, params_list, same, label, dump=None):
     """Repairs `cases` (`(qid, typed text, clean text, ...)` tuples) once per settings string and
     prints how many came back clean (`same(repaired, clean)`), how many changed to something else,
-    and the cases most often left, named by `label(case)`."""
+    and the cases most often left, named by `label(case)`; with `dump`, a file name, writes every
+    case there too, one TSV line each."""
     truth = {c[0]: c for c in cases}
+    rows = []
     for params, out in repaired(capot, index, cases, params_list):
         restored = wrong = 0
         left = collections.Counter()
@@ -58,9 +63,17 @@ def tally(capot, index, cases, params_list, same, label):
             typed, clean = case[1], case[2]
             if same(text, clean):
                 restored += 1
+                outcome = "restored"
             else:
                 left[label(case)] += 1
-                wrong += not same(text, typed)
+                changed = not same(text, typed)
+                wrong += changed
+                outcome = "changed" if changed else "left"
+            rows.append((params, outcome, label(case), typed, text, clean))
         n = len(cases)
         print(f"params {params}: {restored}/{n} restored ({100 * restored / n:.1f}%), {wrong} changed to something else")
         print("  most often left: " + ", ".join(f"{l} ({k})" for l, k in left.most_common(12)))
+    if dump:
+        with open(dump, "w") as f:
+            f.write("params\toutcome\tlabel\ttyped\trepaired\tclean\n")
+            f.writelines("\t".join(str(x).replace("\t", " ") for x in row) + "\n" for row in rows)

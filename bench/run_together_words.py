@@ -43,7 +43,7 @@ def main():
         cases.append((qid, " ".join(typed), text, run))
     rng.shuffle(cases)
     cases = cases[: a.count]
-    tally(a.capot, a.index, cases, a.params, lambda x, y: x.lower() == y.lower(), lambda c: c[3].lower())
+    tally(a.capot, a.index, cases, a.params, lambda x, y: x.lower() == y.lower(), lambda c: c[3].lower(), a.dump)
     return 0
 
 

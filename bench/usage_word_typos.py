@@ -70,7 +70,7 @@ def main():
             continue
         cases.append((qid, " ".join(words[:i] + [typed] + words[i + 1:]), text, words[i]))
     same = lambda x, y: x.lower().split() == y.lower().split()
-    tally(a.capot, a.index, cases, a.params, same, lambda c: c[3])
+    tally(a.capot, a.index, cases, a.params, same, lambda c: c[3], a.dump)
     return 0
 
 
