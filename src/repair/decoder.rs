@@ -198,29 +198,37 @@ pub(crate) fn readings(
                 let unwritten_swap = unwritten
                     && p.unwritten_swap_letters > 0
                     && letters >= p.unwritten_swap_letters;
-                // Whether `meant` is the string with two letters after the first swapped back,
-                // or, with `unwritten_respelling`, with a sound spelt the rules' way (`fawcet`):
-                // how a word the writer knows goes wrong, and a name rarely differs.
-                let slip_or_sound = |meant: &str| {
-                    swapped_after_first(w.lower.as_bytes(), meant.as_bytes())
-                        || p.unwritten_respelling
-                            && error_model::is_respelling(w.lower.as_bytes(), meant.as_bytes())
+                // Per candidate of such a string: whether it is the word with two letters after
+                // the first swapped, or, with `unwritten_respelling`, with its sound spelt the
+                // rules' way (`fawcet`): how a word the writer knows goes wrong, and a name
+                // rarely differs from a word so.
+                let slips: Vec<(bool, bool)> = if unwritten_swap {
+                    found
+                        .iter()
+                        .map(|&(id, _)| {
+                            let meant = r.candidates.word(id).as_bytes();
+                            (
+                                swapped_after_first(w.lower.as_bytes(), meant),
+                                p.unwritten_respelling
+                                    && error_model::is_respelling(w.lower.as_bytes(), meant),
+                            )
+                        })
+                        .collect()
+                } else {
+                    Vec::new()
                 };
                 // A word the lists hold is the string so read: kept as typed, it pays for being
                 // no name but a slip.
-                if unwritten_swap
-                    && !w.stats.known()
-                    && found
-                        .iter()
-                        .any(|&(id, _)| slip_or_sound(r.candidates.word(id)))
-                {
+                if !w.stats.known() && slips.iter().any(|&(swapped, respelt)| swapped || respelt) {
                     rs[0].cost += p.unwritten_swap_keep_cost;
                 }
                 let run_together_words = std::cell::OnceCell::new();
                 let mut scored: Vec<Candidate> = found
                     .iter()
-                    .filter_map(|&(id, d)| {
+                    .enumerate()
+                    .filter_map(|(k, &(id, d))| {
                         let meant = r.candidates.word(id);
+                        let (swapped, respelt) = slips.get(k).copied().unwrap_or_default();
                         if another_form(r, &w.lower, meant) || (written_word && d >= 2) {
                             return None;
                         }
@@ -250,7 +258,7 @@ pub(crate) fn readings(
                         // together (`anhydrate`, `latitudeis`). Two edits away, a term:
                         // `primase` is no `promise`.
                         let unwritten_typo_of = || {
-                            (unwritten_long || unwritten_swap && slip_or_sound(meant))
+                            (unwritten_long || swapped || respelt)
                                 && keeps_ends(w.lower.as_bytes(), meant.as_bytes())
                                 && !*run_together_words
                                     .get_or_init(|| listed_words_run_together(r, &w.lower))
@@ -259,10 +267,7 @@ pub(crate) fn readings(
                             && keeps_ends(w.lower.as_bytes(), meant.as_bytes())
                             && written_far_more(r, &w.lower, meant, usage_channel);
                         // Two edits apart, only a sound spelt another way (`mekanic`).
-                        let near = d == 1
-                            || d == 2
-                                && p.unwritten_respelling
-                                && error_model::is_respelling(w.lower.as_bytes(), meant.as_bytes());
+                        let near = d == 1 || d == 2 && respelt;
                         let floor_gap = if near && (named || unwritten_typo_of()) {
                             (p.ln_unknown_word - r.lm.ln_unigram(&stats)).max(0.0)
                         } else {
