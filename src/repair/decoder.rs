@@ -640,12 +640,19 @@ fn written_far_more(r: &Repairer, typed: &str, meant: &str, channel: Option<f64>
 /// `humana`): two keys rolled at one end (`todya`, `ahve`) or a silent `e` added (`stomache`)
 /// or lost (`befor`) count as kept.
 fn keeps_ends(t: &[u8], m: &[u8]) -> bool {
-    let first_kept = t.first() == m.first() || ends_swapped(t, m, 0);
+    let first_kept = t.first() == m.first() || ends_swapped(t, m, 0) || first_lost(t, m);
     let last_kept = t.last() == m.last()
         || ends_swapped(t, m, t.len().saturating_sub(2))
         || silent_e_added(t, m)
         || silent_e_added(m, t);
     first_kept && last_kept
+}
+
+/// Whether `typed` is a word of seven letters or more with its first letter left out
+/// (`efinition`, `nformation`): the key struck too lightly, where names and brands add letters
+/// to a word rather than take its first away.
+fn first_lost(t: &[u8], m: &[u8]) -> bool {
+    m.len() >= 7 && m.len() == t.len() + 1 && m[1..] == *t
 }
 
 /// Whether `typed` is `meant` with an `e` put after its last consonant (`stomache`,

@@ -1398,6 +1398,39 @@ fn a_string_nobody_writes_that_spells_a_rare_word_s_sound_is_its_typo() {
 }
 
 #[test]
+fn a_long_word_with_its_first_letter_lost_keeps_its_ends() {
+    // `efinition` is no name: names put letters before a word, they do not take its first
+    // away. Read as keeping the word's ends, the string nobody writes is the word's typo, and
+    // the corpus's own copies of it (a drop capital lost in scraping) are typos too.
+    let scraped = [
+        "D efinition of laws: efinition and definition.",
+        "efinition",
+    ];
+    let vocab = Arc::new(Vocabulary::build(
+        DOCS.iter().chain(&scraped).map(|t| ("", *t)),
+    ));
+    let words = [
+        ("the", 23_000_000_000),
+        ("laws", 45_000_000),
+        ("definition", 60_000_000),
+        ("travel", 50_000_000),
+        ("plans", 40_000_000),
+    ];
+    let lexicon = Lexicon::from_counts(words, []);
+    let usage = [
+        ("the", 53_000_000),
+        ("laws", 77_000),
+        ("definition", 30_000),
+        ("travel", 20_000),
+        ("plans", 10_000),
+    ];
+    let r = Repairer::new(vocab, Some(Arc::new(lexicon.with_usage(usage))));
+    assert_eq!(r.repair("laws efinition").text, "laws definition");
+    // A shorter word so shortened is as often a word or a name of its own.
+    assert!(!r.repair("ravel plans").changed());
+}
+
+#[test]
 fn a_short_or_inflected_misspelling_people_write_is_read_as_the_word_they_mean() {
     let vocab = Arc::new(Vocabulary::build(DOCS.iter().map(|t| ("", *t))));
     let words = [
