@@ -637,8 +637,9 @@ fn written_far_more(r: &Repairer, typed: &str, meant: &str, channel: Option<f64>
 
 /// Whether `typed` keeps `meant`'s first and last letters, as people's misspellings of long
 /// words do, where names and brands put a letter before or after a word (`usaid`, `vcenter`,
-/// `humana`): two keys rolled at one end (`todya`, `ahve`) or a silent `e` added (`stomache`)
-/// or lost (`befor`) count as kept.
+/// `humana`): two keys rolled at one end (`todya`, `ahve`), a silent `e` added (`stomache`)
+/// or lost (`befor`), or the first letter of a long word lost (`efinition`, [`first_lost`])
+/// count as kept.
 fn keeps_ends(t: &[u8], m: &[u8]) -> bool {
     let first_kept = t.first() == m.first() || ends_swapped(t, m, 0) || first_lost(t, m);
     let last_kept = t.last() == m.last()
@@ -648,9 +649,9 @@ fn keeps_ends(t: &[u8], m: &[u8]) -> bool {
     first_kept && last_kept
 }
 
-/// Whether `typed` is a word of seven letters or more with its first letter left out
-/// (`efinition`, `nformation`): the key struck too lightly, where names and brands add letters
-/// to a word rather than take its first away.
+/// Whether `t` (typed) is `m` (meant), a word of seven letters or more, with its first letter
+/// left out (`efinition`, `nformation`): the key struck too lightly, where names and brands add
+/// letters to a word rather than take its first away.
 fn first_lost(t: &[u8], m: &[u8]) -> bool {
     m.len() >= 7 && m.len() == t.len() + 1 && m[1..] == *t
 }
