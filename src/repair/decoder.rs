@@ -198,28 +198,32 @@ pub(crate) fn readings(
                 let unwritten_swap = unwritten
                     && p.unwritten_swap_letters > 0
                     && letters >= p.unwritten_swap_letters;
-                // Per candidate of such a string: whether it is the word with two letters after
-                // the first swapped, or, with `unwritten_respelling`, with its sound spelt the
-                // rules' way (`fawcet`): how a word the writer knows goes wrong, and a name
-                // rarely differs from a word so.
-                let slips: Vec<(bool, bool)> = if unwritten_swap {
+                // Per candidate of such a string: how a word the writer knows goes wrong, where a
+                // name rarely differs from a word so (see `Slip`).
+                let slips: Vec<Slip> = if unwritten_swap {
                     found
                         .iter()
                         .map(|&(id, _)| {
-                            let meant = r.candidates.word(id).as_bytes();
-                            (
-                                swapped_after_first(w.lower.as_bytes(), meant),
-                                p.unwritten_respelling
-                                    && error_model::is_respelling(w.lower.as_bytes(), meant),
-                            )
+                            let (t, m) = (w.lower.as_bytes(), r.candidates.word(id).as_bytes());
+                            Slip {
+                                swapped: swapped_after_first(t, m),
+                                respelt: p.unwritten_respelling && error_model::is_respelling(t, m),
+                                doubled: p.unwritten_doubling_moved && doubling_moved(t, m),
+                                first_lost: p.unwritten_first_lost
+                                    && first_letter_lost(prev.map(|q| q.lower.as_str()), t, m),
+                            }
                         })
                         .collect()
                 } else {
                     Vec::new()
                 };
                 // A word the lists hold is the string so read: kept as typed, it pays for being
-                // no name but a slip.
-                if !w.stats.known() && slips.iter().any(|&(swapped, respelt)| swapped || respelt) {
+                // no name but a slip. A doubling moved or a first letter lost lowers that word
+                // alone: its edits are as often another word's (`motoo` is `motto` so, and
+                // `motor` a letter off; `rellis` is `trellis` so, and `rolls` two off).
+                let keep_pays_slip =
+                    !w.stats.known() && slips.iter().any(|s| s.swapped || s.respelt);
+                if keep_pays_slip {
                     rs[0].cost += p.unwritten_swap_keep_cost;
                 }
                 let run_together_words = std::cell::OnceCell::new();
@@ -228,7 +232,7 @@ pub(crate) fn readings(
                     .enumerate()
                     .filter_map(|(k, &(id, d))| {
                         let meant = r.candidates.word(id);
-                        let (swapped, respelt) = slips.get(k).copied().unwrap_or_default();
+                        let slip = slips.get(k).copied().unwrap_or_default();
                         if another_form(r, &w.lower, meant) || (written_word && d >= 2) {
                             return None;
                         }
@@ -258,7 +262,11 @@ pub(crate) fn readings(
                         // together (`anhydrate`, `latitudeis`). Two edits away, a term:
                         // `primase` is no `promise`.
                         let unwritten_typo_of = || {
-                            (unwritten_long || swapped || respelt)
+                            (unwritten_long
+                                || slip.swapped
+                                || slip.respelt
+                                || slip.doubled
+                                || slip.first_lost)
                                 && keeps_ends(w.lower.as_bytes(), meant.as_bytes())
                                 && !*run_together_words
                                     .get_or_init(|| listed_words_run_together(r, &w.lower))
@@ -266,8 +274,9 @@ pub(crate) fn readings(
                         let named = written_typo
                             && keeps_ends(w.lower.as_bytes(), meant.as_bytes())
                             && written_far_more(r, &w.lower, meant, usage_channel);
-                        // Two edits apart, only a sound spelt another way (`mekanic`).
-                        let near = d == 1 || d == 2 && respelt;
+                        // Two edits apart, only a sound spelt another way (`mekanic`) or a
+                        // doubling moved (`dissmis`).
+                        let near = d == 1 || d == 2 && (slip.respelt || slip.doubled);
                         let floor_gap = if near && (named || unwritten_typo_of()) {
                             (p.ln_unknown_word - r.lm.ln_unigram(&stats)).max(0.0)
                         } else {
@@ -277,8 +286,18 @@ pub(crate) fn readings(
                             && !named
                             && !named_by_usage(r, &w.lower, meant, usage_channel)
                             && !error_model::is_respelling(w.lower.as_bytes(), meant.as_bytes());
+                        // What a slip's keeping pays, where the slip lowers the word instead.
+                        let slip_pays = if (slip.doubled || slip.first_lost)
+                            && !keep_pays_slip
+                            && !w.stats.known()
+                        {
+                            p.unwritten_swap_keep_cost
+                        } else {
+                            0.0
+                        };
                         let cost = cost + extra
                             - floor_gap
+                            - slip_pays
                             - r.context_bonus(meant, stats.corpus, letters, words)
                             - vote.for_change(i, &w.lower, meant, stats.corpus, p.vote_bonus);
                         let rank = cost - r.lm.ln_unigram(&stats);
@@ -663,6 +682,41 @@ fn silent_e_added(t: &[u8], m: &[u8]) -> bool {
         && t.starts_with(m)
         && t.last() == Some(&b'e')
         && m.last().is_some_and(|c| !b"aeiouy".contains(c))
+}
+
+/// How a string nobody writes is a word's slip ([`swapped_after_first`], and with
+/// [`super::Params::unwritten_respelling`], [`super::Params::unwritten_doubling_moved`] and
+/// [`super::Params::unwritten_first_lost`]).
+#[derive(Clone, Copy, Default)]
+struct Slip {
+    /// Two letters after the first swapped (`walmrat`).
+    swapped: bool,
+    /// The word's sound spelt the error model's rules' way (`fawcet`), one or two edits away.
+    respelt: bool,
+    /// A letter doubled in another place (`hapenn`), one or two edits away.
+    doubled: bool,
+    /// The first letter of a word of seven letters or more lost (`ervice`; [`first_letter_lost`]).
+    first_lost: bool,
+}
+
+/// Whether `typed` is `meant` with a letter doubled in another place, the letters the same and
+/// in the same order once each doubled one is written once (`hapenn` for `happen`, `dissmis`
+/// for `dismiss`, `scrren` for `screen`).
+fn doubling_moved(typed: &[u8], meant: &[u8]) -> bool {
+    fn once(s: &[u8]) -> impl Iterator<Item = u8> + '_ {
+        s.iter()
+            .enumerate()
+            .filter(|&(i, c)| i == 0 || s[i - 1] != *c)
+            .map(|(_, &c)| c)
+    }
+    typed.len() == meant.len() && typed != meant && once(typed).eq(once(meant))
+}
+
+/// Whether `typed` is `meant` with its first letter lost ([`first_lost`]) where the word before
+/// it is not that letter alone: `a ccounts` is a word broken after its first letter, which the
+/// join reads, not `a` before `accounts` with its `a` lost.
+fn first_letter_lost(before: Option<&str>, typed: &[u8], meant: &[u8]) -> bool {
+    first_lost(typed, meant) && before.is_none_or(|b| b.as_bytes() != &meant[..1])
 }
 
 /// Whether `typed` is `meant` with two adjacent letters swapped, not the first (`walmrat` for
@@ -2052,6 +2106,29 @@ mod tests {
         ] {
             assert!(!spelling_variant(typed, meant), "{typed}/{meant}");
         }
+    }
+
+    #[test]
+    fn a_doubling_moved_keeps_the_letters_in_order() {
+        assert!(doubling_moved(b"hapenn", b"happen"));
+        assert!(doubling_moved(b"dissmis", b"dismiss"));
+        assert!(doubling_moved(b"begginers", b"beginners"));
+        assert!(doubling_moved(b"scrren", b"screen"));
+        // One doubling added or dropped is one edit, and another letter no doubling.
+        assert!(!doubling_moved(b"hapen", b"happen"));
+        assert!(!doubling_moved(b"happen", b"happen"));
+        assert!(!doubling_moved(b"hapenm", b"happen"));
+        assert!(!doubling_moved(b"hpapen", b"happen"));
+    }
+
+    #[test]
+    fn a_first_letter_standing_alone_before_the_rest_is_not_lost() {
+        assert!(first_letter_lost(None, b"ccounts", b"accounts"));
+        assert!(first_letter_lost(Some("the"), b"ccounts", b"accounts"));
+        assert!(!first_letter_lost(Some("a"), b"ccounts", b"accounts"));
+        assert!(!first_letter_lost(Some("n"), b"europathic", b"neuropathic"));
+        // From seven letters: shorter words lose their first letter into other words.
+        assert!(!first_letter_lost(None, b"lbow", b"elbow"));
     }
 
     #[test]

@@ -461,6 +461,19 @@ pub struct Params {
     /// word they know by its sound, and a name the lists lack rarely differs from a word by a
     /// sound spelt another way alone.
     pub unwritten_respelling: bool,
+    /// As [`Params::unwritten_respelling`], where the word is the string with its doubled
+    /// letter doubled elsewhere, one or two edits away (`hapenn` for `happen`, `dissmis` for
+    /// `dismiss`, `begginers` for `beginners`): the writer knew the letters and not which of
+    /// them English doubles. The word costs [`Params::unwritten_swap_keep_cost`] less rather
+    /// than the string more: the string's other readings gain nothing (`motoo` is `motto` so,
+    /// not `motor`).
+    pub unwritten_doubling_moved: bool,
+    /// As [`Params::unwritten_doubling_moved`], where the word is the string with its first
+    /// letter put back, a word of seven letters or more (`ervice` for `service`, `ontains` for
+    /// `contains`): a key struck too lightly, where names add letters to a word rather than take
+    /// its first away. Not after that letter alone (`a ccounts`: a word broken in two, which the
+    /// join reads).
+    pub unwritten_first_lost: bool,
     /// Nats that keeping such a string as typed costs more (from
     /// [`Params::unwritten_swap_letters`] letters, unknown to the corpus too): a word the lists
     /// hold with two of its letters swapped is that word's typo far more often than a name
@@ -600,6 +613,8 @@ impl Default for Params {
             unwritten_typo_letters: 9,
             unwritten_swap_letters: 5,
             unwritten_respelling: true,
+            unwritten_doubling_moved: true,
+            unwritten_first_lost: true,
             unwritten_swap_keep_cost: 2.0,
             three_word_split_letters: 7,
             acronym_piece_usage: 1000,

@@ -1398,6 +1398,68 @@ fn a_string_nobody_writes_that_spells_a_rare_word_s_sound_is_its_typo() {
 }
 
 #[test]
+fn a_string_nobody_writes_with_a_doubling_moved_is_its_word_s_typo() {
+    // `dismiss` sits at the model's floor, below an unknown word kept as typed. Nobody writes
+    // `dissmis`: its letters are the word's, with another of them doubled, how a writer who
+    // knows the word but not which letter English doubles spells it.
+    let vocab = Arc::new(Vocabulary::build(DOCS.iter().map(|t| ("", *t))));
+    let words = [
+        ("the", 23_000_000_000),
+        ("claim", 60_000_000),
+        ("dismiss", 100_000),
+        ("motto", 100_000),
+        ("motor", 50_000_000),
+        ("club", 60_000_000),
+    ];
+    let lexicon = Lexicon::from_counts(words, []);
+    let usage = [
+        ("the", 53_000_000),
+        ("claim", 60_000),
+        ("dismiss", 2_000),
+        ("motto", 2_000),
+        ("motor", 50_000),
+        ("club", 60_000),
+    ];
+    let r = Repairer::new(vocab, Some(Arc::new(lexicon.with_usage(usage))));
+    assert_eq!(r.repair("dissmis the claim").text, "dismiss the claim");
+    let without = with_params(
+        &r,
+        Params {
+            unwritten_doubling_moved: false,
+            ..Params::default()
+        },
+    );
+    assert!(!without.repair("dissmis the claim").changed());
+    // The doubling lifts the word it spells, not the string's other readings: `motoo` is
+    // `motto` so, and no likelier `motor` for it.
+    assert_ne!(r.repair("motoo club").text, "motor club");
+}
+
+#[test]
+fn a_string_nobody_writes_that_is_a_long_word_less_its_first_letter_is_its_typo() {
+    // A key struck too lightly: nobody writes `ervice`, and names add letters to a word rather
+    // than take its first away.
+    let vocab = Arc::new(Vocabulary::build(DOCS.iter().map(|t| ("", *t))));
+    let words = [
+        ("the", 23_000_000_000),
+        ("service", 40_000_000),
+        ("club", 60_000_000),
+    ];
+    let lexicon = Lexicon::from_counts(words, []);
+    let usage = [("the", 53_000_000), ("service", 2_000), ("club", 60_000)];
+    let r = Repairer::new(vocab, Some(Arc::new(lexicon.with_usage(usage))));
+    assert_eq!(r.repair("ervice club").text, "service club");
+    let without = with_params(
+        &r,
+        Params {
+            unwritten_first_lost: false,
+            ..Params::default()
+        },
+    );
+    assert!(!without.repair("ervice club").changed());
+}
+
+#[test]
 fn a_long_word_with_its_first_letter_lost_keeps_its_ends() {
     // `efinition` is no name: names put letters before a word, they do not take its first
     // away. Read as keeping the word's ends, the string nobody writes is the word's typo, and
