@@ -117,6 +117,12 @@ const RULES: &[(&[u8], &[u8], f32)] = &[
     (b"ch", b"k", 1.8),
     // A final `-y` kept before `-s` where English writes `-ies` (`familys`, `citys`).
     (b"ies", b"ys", 1.4),
+    // The `s` sound before `e` spelt with the letter English did not choose (`sence`,
+    // `responce`; `choise`, `sentense`): priced as the letters' sound-alike substitution, so
+    // that it names the spelling a sound's without making it cheaper beside other edits
+    // (`distace` is no nearer `disease`).
+    (b"se", b"ce", SUB_PHONETIC),
+    (b"ce", b"se", SUB_PHONETIC),
 ];
 
 /// Whether `typed` is the three letters `meant`, a vowel pair and a consonant, spelt as the
@@ -645,6 +651,12 @@ mod tests {
         assert!(is_respelling(b"citys", b"cities"));
         assert!(all("skool").contains(&"school".to_string()));
         assert!(c("fawcet", "faucet") < c("fancet", "faucet"));
+        // The `s` sound before `e` spelt with the other letter, priced as the letters' own
+        // substitution.
+        assert!(is_respelling(b"sence", b"sense"));
+        assert!(is_respelling(b"choise", b"choice"));
+        assert!(!is_respelling(b"sence", b"since"));
+        assert_eq!(c("sence", "sense"), SUB_PHONETIC);
         assert!(!is_respelling(b"brane", b"brian"));
         assert!(!is_respelling(b"brae", b"brai"));
         // The same strings `respellings` makes, and no others.
