@@ -2,6 +2,7 @@
 //! word's readings (as typed, a non-word or real-word correction, a split, a join with the next
 //! word), scored by the error model and the language model.
 
+use super::candidates::MAX_EDITS;
 use super::error_model::{self, JOIN};
 use super::language_model::WordStats;
 use super::query::{defined_word, QueryWord, MIN_CONTEXT_CHARS};
@@ -203,9 +204,10 @@ pub(crate) fn readings(
                 let slips: Vec<Slip> = if unwritten_swap {
                     found
                         .iter()
-                        .map(|&(id, _)| {
+                        .map(|&(id, d)| {
                             let (t, m) = (w.lower.as_bytes(), r.candidates.word(id).as_bytes());
                             Slip {
+                                sounded: d > MAX_EDITS,
                                 swapped: swapped_after_first(t, m),
                                 respelt: p.unwritten_respelling && error_model::is_respelling(t, m),
                                 doubled: p.unwritten_doubling_moved && doubling_moved(t, m),
@@ -275,7 +277,8 @@ pub(crate) fn readings(
                             && keeps_ends(w.lower.as_bytes(), meant.as_bytes())
                             && written_far_more(r, &w.lower, meant, usage_channel);
                         // Two edits apart, only a sound spelt another way (`mekanic`) or a
-                        // doubling moved (`dissmis`).
+                        // doubling moved (`dissmis`); three or more, nothing (a word found by
+                        // its sound is lowered, not lifted: `caracciola` is no `caracalla`).
                         let near = d == 1 || d == 2 && (slip.respelt || slip.doubled);
                         let floor_gap = if near && (named || unwritten_typo_of()) {
                             (p.ln_unknown_word - r.lm.ln_unigram(&stats)).max(0.0)
@@ -287,7 +290,7 @@ pub(crate) fn readings(
                             && !named_by_usage(r, &w.lower, meant, usage_channel)
                             && !error_model::is_respelling(w.lower.as_bytes(), meant.as_bytes());
                         // What a slip's keeping pays, where the slip lowers the word instead.
-                        let slip_pays = if (slip.doubled || slip.first_lost)
+                        let slip_pays = if (slip.doubled || slip.first_lost || slip.sounded)
                             && !keep_pays_slip
                             && !w.stats.known()
                         {
@@ -534,8 +537,32 @@ fn candidates_of(r: &Repairer, typed: &str, lookups: &mut Lookups) -> Vec<(u32, 
     } else {
         short_word_candidates(r, typed, lookups)
     };
+    sound_candidates(r, typed, &mut found);
     r.drop_rarer_usage_words(&mut found);
     found
+}
+
+/// Adds to `found` the words that sound as `typed` does, three to
+/// [`super::Params::sound_edits`] edits away, where `typed` is a long string nobody writes
+/// ([`super::Params::sound_letters`]) and no word found keeps its ends, that keep them: a word
+/// written by ear (`nessisary`). One that does not is as often another word's sound
+/// (`yeparate` is `operate`'s, and `separate` a key off).
+fn sound_candidates(r: &Repairer, typed: &str, found: &mut Vec<(u32, u8)>) {
+    let p = &r.params;
+    let keeps =
+        |&(id, _): &(u32, u8)| keeps_ends(typed.as_bytes(), r.candidates.word(id).as_bytes());
+    if !r.looks_up_sounds(typed) || found.iter().any(keeps) {
+        return;
+    }
+    let mut ids = Vec::new();
+    r.sounds.lookup(typed, &mut ids);
+    for id in ids {
+        let meant = r.candidates.word(id).as_bytes();
+        let d = error_model::distance(typed.as_bytes(), meant, p.sound_edits);
+        if d > MAX_EDITS && d <= p.sound_edits && keeps_ends(typed.as_bytes(), meant) {
+            found.push((id, d));
+        }
+    }
 }
 
 /// Candidates of a word shorter than [`super::Params::two_edits_from`]: one edit away, or two
@@ -596,10 +623,14 @@ fn letter_rate(p: &super::Params, letters: usize) -> f64 {
 /// are that word's typos ([`super::Params::typo_usage_margin`], or
 /// [`super::Params::short_word_typo_usage_margin`] for words shorter than
 /// [`super::Params::long_word`]). A string nobody writes counts as written once in a billion
-/// words. False without a usage list.
+/// words. False without a usage list. Words found by their sound alone
+/// ([`super::Params::sound_letters`]) are not asked: the rule weighs a slip's few edits, and a
+/// word three edits off that keeps the string's ends would outrank the nearer word that does not
+/// (`dweather` names `dither`, not `weather`).
 fn typo_of_a_written_word(r: &Repairer, typed: &str, found: &[(u32, u8)]) -> bool {
     found
         .iter()
+        .filter(|&&(_, d)| d <= MAX_EDITS)
         .any(|&(id, _)| written_as_typo_of(r, typed, r.candidates.word(id)))
 }
 
@@ -697,6 +728,9 @@ struct Slip {
     doubled: bool,
     /// The first letter of a word of seven letters or more lost (`ervice`; [`first_letter_lost`]).
     first_lost: bool,
+    /// The word's sound written by ear, three or more edits away (`nessisary`;
+    /// [`super::Params::sound_letters`]): lowered as a doubling moved is, never lifted.
+    sounded: bool,
 }
 
 /// Whether `typed` is `meant` with a letter doubled in another place, the letters the same and

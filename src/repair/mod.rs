@@ -25,6 +25,7 @@ pub mod language_model;
 pub mod lexicon;
 mod query;
 pub mod retrieved;
+pub mod sounds;
 
 use std::fmt;
 use std::str::FromStr;
@@ -474,6 +475,19 @@ pub struct Params {
     /// its first away. Not after that letter alone (`a ccounts`: a word broken in two, which the
     /// join reads).
     pub unwritten_first_lost: bool,
+    /// An unknown word of at least this many letters that nobody writes (the usage list lacks
+    /// it), and that keeps the first and last letters of no word within two edits, is also
+    /// looked up by its sound ([`sounds`]): the words three to [`Params::sound_edits`] edits
+    /// away with its consonants and syllables and its first and last letters (`nessisary` for
+    /// `necessary`, `sucesfuly` for `successfully`), which no search of two edits reaches. Such
+    /// a word is the string's slip as a doubling moved is ([`Params::unwritten_doubling_moved`]):
+    /// lowered by [`Params::unwritten_swap_keep_cost`], but not lifted to the floor's gap: a
+    /// rare word three edits off is as often a name's look-alike (`caracciola` is no
+    /// `caracalla`). A word within two edits that keeps the ends is what a slip more often
+    /// means, and stops the look-up. 0 turns this off.
+    pub sound_letters: usize,
+    /// The most letter edits a word found by its sound may be from the typed string.
+    pub sound_edits: u8,
     /// Nats that keeping such a string as typed costs more (from
     /// [`Params::unwritten_swap_letters`] letters, unknown to the corpus too): a word the lists
     /// hold with two of its letters swapped is that word's typo far more often than a name
@@ -615,6 +629,8 @@ impl Default for Params {
             unwritten_respelling: true,
             unwritten_doubling_moved: true,
             unwritten_first_lost: true,
+            sound_letters: 7,
+            sound_edits: 4,
             unwritten_swap_keep_cost: 2.0,
             three_word_split_letters: 7,
             acronym_piece_usage: 1000,
@@ -636,6 +652,10 @@ impl Default for Params {
     }
 }
 
+/// The fewest consonant classes a sound key files a word under: shorter keys hold too many
+/// words to tell a misspelling by ear from a word that sounds alike.
+const SOUND_KEY_MIN: usize = 3;
+
 /// ln of a usage list's count per billion words.
 fn ln_usage(per_billion: u64) -> f64 {
     (per_billion.max(1) as f64 * 1e-9).ln()
@@ -648,6 +668,8 @@ pub struct Repairer {
     lexicon: Option<Arc<Lexicon>>,
     pub(crate) lm: LanguageModel,
     pub(crate) candidates: CandidateIndex,
+    /// The candidates filed by sound ([`Params::sound_letters`]), with the same ids.
+    pub(crate) sounds: sounds::SoundIndex,
     pub(crate) candidate_stats: Vec<WordStats>,
     /// The first candidate id of the words only the usage list holds
     /// ([`Params::usage_candidate_per_billion`]).
@@ -753,11 +775,13 @@ impl Repairer {
             }
         }
         let candidates = CandidateIndex::build(words.iter().map(String::as_str));
+        let sounds = sounds::SoundIndex::build(words.iter().map(String::as_str), SOUND_KEY_MIN);
         Repairer {
             vocab,
             lexicon,
             lm,
             candidates,
+            sounds,
             candidate_stats,
             usage_words_from,
             params,
@@ -821,7 +845,9 @@ impl Repairer {
             corpus_bigrams: self.lm.has_corpus_bigrams(),
             general_bigrams: self.lm.has_general_bigrams(),
             missing,
-            heap_bytes: self.candidates.heap_bytes() + self.candidate_stats.len() * 32,
+            heap_bytes: self.candidates.heap_bytes()
+                + self.sounds.heap_bytes()
+                + self.candidate_stats.len() * 32,
         }
     }
 
@@ -902,6 +928,13 @@ impl Repairer {
             && self.has_usage()
             && self.rare_start(typed)
             && self.ln_usage(typed).is_none()
+    }
+
+    /// Whether `typed` is a string nobody writes, long enough to be looked up by its sound
+    /// ([`Params::sound_letters`]).
+    pub(crate) fn looks_up_sounds(&self, typed: &str) -> bool {
+        let letters = self.params.sound_letters;
+        letters > 0 && typed.len() >= letters && self.has_usage() && self.ln_usage(typed).is_none()
     }
 
     /// Whether a usage list is loaded.

@@ -1460,6 +1460,55 @@ fn a_string_nobody_writes_that_is_a_long_word_less_its_first_letter_is_its_typo(
 }
 
 #[test]
+fn a_long_string_nobody_writes_that_sounds_as_a_word_is_its_typo() {
+    // Written by ear: `nessisary` is three edits from `necessary`, beyond the delete index's
+    // two, but its consonants sound as the word's do. Nobody writes it, and a name rarely
+    // spells a common word's sound.
+    let vocab = Arc::new(Vocabulary::build(DOCS.iter().map(|t| ("", *t))));
+    let words = [
+        ("is", 4_700_000_000),
+        ("it", 2_800_000_000),
+        ("necessary", 40_000_000),
+        ("nursery", 5_000_000),
+        ("to", 12_000_000_000),
+        ("eat", 29_000_000),
+    ];
+    let lexicon = Lexicon::from_counts(words, []);
+    let usage = [
+        ("is", 11_000_000),
+        ("it", 8_900_000),
+        ("necessary", 60_000),
+        ("nursery", 9_000),
+        ("to", 26_000_000),
+        ("eat", 130_000),
+    ];
+    let r = Repairer::new(vocab, Some(Arc::new(lexicon.with_usage(usage))));
+    assert_eq!(
+        r.repair("is it nessisary to eat").text,
+        "is it necessary to eat"
+    );
+    let without = with_params(
+        &r,
+        Params {
+            sound_letters: 0,
+            ..Params::default()
+        },
+    );
+    assert!(!without.repair("is it nessisary to eat").changed());
+    // A string people write is a word of its own (a name, a term): not looked up by sound.
+    let written = Lexicon::from_counts(words, []).with_usage(
+        usage
+            .iter()
+            .copied()
+            .chain([("nessisary", 50)])
+            .collect::<Vec<_>>(),
+    );
+    let vocab = Arc::new(Vocabulary::build(DOCS.iter().map(|t| ("", *t))));
+    let r = Repairer::new(vocab, Some(Arc::new(written)));
+    assert!(!r.repair("is it nessisary to eat").changed());
+}
+
+#[test]
 fn a_long_word_with_its_first_letter_lost_keeps_its_ends() {
     // `efinition` is no name: names put letters before a word, they do not take its first
     // away. Read as keeping the word's ends, the string nobody writes is the word's typo, and
