@@ -166,6 +166,10 @@ pub struct RepairEvalArgs {
     /// Write the whole report, with misses and every clean query changed, to this JSON file.
     #[arg(long, value_name = "FILE")]
     pub out: Option<PathBuf>,
+    /// Misses and collateral changes `--out` keeps per set of errors, the first ones (the
+    /// counts cover every query); a number above the queries' keeps them all.
+    #[arg(long, value_name = "N", default_value_t = eval::EXAMPLES)]
+    pub examples: usize,
     /// Also measure meaning with this encoder bundle (the base encoder, as TREC DL-typo does):
     /// per set of errors, the mean cosine between each clean query's encoding and the typed
     /// one's, and the repaired one's. Runs on `--device`; need not fit the index.
@@ -305,6 +309,7 @@ fn run_eval(args: RepairEvalArgs, global: &GlobalArgs) -> anyhow::Result<()> {
             Some(list),
             args.seed,
             &retrieve,
+            args.examples,
         );
         injected.push((format!("misspell {}", path.display()), r));
         bar.inc(1);
@@ -315,7 +320,15 @@ fn run_eval(args: RepairEvalArgs, global: &GlobalArgs) -> anyhow::Result<()> {
     ];
     for (_, injection, what) in others.into_iter().filter(|o| o.0) {
         bar.set_message(what);
-        let r = eval::injected(&repairer, &queries, injection, None, args.seed, &retrieve);
+        let r = eval::injected(
+            &repairer,
+            &queries,
+            injection,
+            None,
+            args.seed,
+            &retrieve,
+            args.examples,
+        );
         injected.push((injection.as_str().to_string(), r));
         bar.inc(1);
     }

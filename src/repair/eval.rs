@@ -49,9 +49,10 @@ pub struct InjectionReport {
     pub restored_rate: f64,
     /// other_changed / other_words.
     pub other_changed_rate: f64,
-    /// Up to 200 queries that were not restored: (clean, noisy, repaired).
+    /// The first queries that were not restored, as many as [`injected`] was asked to keep:
+    /// (clean, noisy, repaired).
     pub misses: Vec<(String, String, String)>,
-    /// Up to 200 queries where another word changed: (clean, noisy, repaired).
+    /// The first queries where another word changed, as many: (clean, noisy, repaired).
     pub collateral: Vec<(String, String, String)>,
     /// How near the typed and the repaired queries' encodings come to the clean ones', when
     /// measured ([`meaning`]).
@@ -168,7 +169,12 @@ fn kept(a: &[String], b: &[String]) -> Vec<bool> {
     out
 }
 
-/// Injects one error into each query (`(id, text)`) under `seed`, repairs it and scores it.
+/// How many misses and collateral changes a report keeps per set of errors unless asked
+/// otherwise (`capot repair eval --examples`).
+pub const EXAMPLES: usize = 200;
+
+/// Injects one error into each query (`(id, text)`) under `seed`, repairs it and scores it,
+/// keeping the first `examples` misses and collateral changes.
 pub fn injected(
     repairer: &Repairer,
     queries: &[(String, String)],
@@ -176,6 +182,7 @@ pub fn injected(
     misspellings: Option<&Misspellings>,
     seed: u64,
     retrieve: &Retrieve<'_>,
+    examples: usize,
 ) -> InjectionReport {
     let neighbours = |w: &str| repairer.real_word_neighbours(w);
     let mut r = InjectionReport::default();
@@ -198,7 +205,7 @@ pub fn injected(
             Injection::Boundary => {
                 if cw == rw {
                     r.restored += 1;
-                } else if r.misses.len() < 200 {
+                } else if r.misses.len() < examples {
                     r.misses.push(triple());
                 }
             }
@@ -213,7 +220,7 @@ pub fn injected(
                 let k = kept(&cw, &rw);
                 if k.get(at).copied().unwrap_or(false) && cw.get(at) == Some(&target) {
                     r.restored += 1;
-                } else if r.misses.len() < 200 {
+                } else if r.misses.len() < examples {
                     r.misses.push(triple());
                 }
                 let others = k.iter().enumerate().filter(|(i, _)| *i != at);
@@ -224,7 +231,7 @@ pub fn injected(
                 }
                 r.other_words += n;
                 r.other_changed += changed;
-                if changed > 0 && r.collateral.len() < 200 {
+                if changed > 0 && r.collateral.len() < examples {
                     r.collateral.push(triple());
                 }
             }
@@ -265,6 +272,34 @@ pub fn clean(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_report_keeps_as_many_misses_as_asked_and_counts_them_all() {
+        // No vocabulary: no joined or split word is put back, every query is a miss.
+        let vocab = crate::index::vocab::Vocabulary::build(std::iter::empty::<(&str, &str)>());
+        let repairer = Repairer::new(std::sync::Arc::new(vocab), None);
+        let queries: Vec<(String, String)> = (0..6)
+            .map(|i| (format!("q{i}"), "cheap flights to paris france".to_string()))
+            .collect();
+        let report = |examples| {
+            injected(
+                &repairer,
+                &queries,
+                Injection::Boundary,
+                None,
+                0,
+                &|_| None,
+                examples,
+            )
+        };
+        let all = report(usize::MAX);
+        assert_eq!(all.queries, 6);
+        assert_eq!(all.restored, 0);
+        assert_eq!(all.misses.len(), 6);
+        let two = report(2);
+        assert_eq!((two.queries, two.restored, two.misses.len()), (6, 0, 2));
+        assert_eq!(two.misses[..], all.misses[..2]);
+    }
 
     #[test]
     fn kept_words_follow_the_longest_common_subsequence() {
