@@ -103,14 +103,6 @@ pub fn sound_key(word: &[u8], key: &mut SoundKey) -> usize {
     classes
 }
 
-/// Whether two words have one sound key ([`sound_key`]).
-pub fn sound_alike(a: &[u8], b: &[u8]) -> bool {
-    let (mut ka, mut kb) = (SoundKey::with_capacity(32), SoundKey::with_capacity(32));
-    sound_key(a, &mut ka);
-    sound_key(b, &mut kb);
-    ka == kb
-}
-
 /// The sound keys of a word list, each word filed under its key's hash.
 pub struct SoundIndex {
     /// (hash of a key, word id), sorted.
@@ -126,7 +118,7 @@ impl std::fmt::Debug for SoundIndex {
 }
 
 fn hash(key: &[u8]) -> u64 {
-    // FNV-1a over at most 20 class digits, then a finaliser.
+    // FNV-1a over the key's bytes, then a finaliser.
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     for &b in key {
         h ^= u64::from(b);
