@@ -533,7 +533,22 @@ fn known_neighbours(prev: Option<&QueryWord>, next: Option<&QueryWord>) -> usize
 /// The candidates of an unknown word of at least [`super::Params::min_letters`] letters.
 fn candidates_of(r: &Repairer, typed: &str, lookups: &mut Lookups) -> Vec<(u32, u8)> {
     let mut found = if typed.len() >= r.params.two_edits_from {
-        lookups.get(r, typed, 2).to_vec()
+        let mut found = lookups.get(r, typed, 2).to_vec();
+        // A sound spelt another way is one error however far apart its letters are, as for a
+        // short word (`storys` for `stories`): a string people write is kept from words two
+        // edits away, not from its own sound spelt the usual way. (One nobody writes is read
+        // so by its slip, `unwritten_respelling`.)
+        if r.ln_usage(typed).is_some() {
+            error_model::respellings(typed.as_bytes(), |s| {
+                let id = std::str::from_utf8(s)
+                    .ok()
+                    .and_then(|s| r.candidates.find(s));
+                if let Some(f) = id.and_then(|id| found.iter_mut().find(|f| f.0 == id)) {
+                    f.1 = f.1.min(1);
+                }
+            });
+        }
+        found
     } else {
         short_word_candidates(r, typed, lookups)
     };
@@ -670,6 +685,12 @@ fn named_by_usage(r: &Repairer, typed: &str, meant: &str, channel: Option<f64>) 
 fn written_far_more(r: &Repairer, typed: &str, meant: &str, channel: Option<f64>) -> bool {
     let margin = if typed.len() >= r.params.long_word {
         r.params.typo_usage_margin
+    } else if error_model::y_kept_before_ending(typed.as_bytes(), meant.as_bytes()) {
+        // A word's form spelt wrong, as a variant is, where a short string beside a word is
+        // more often a name.
+        r.params
+            .variant_usage_margin
+            .min(r.params.short_word_typo_usage_margin)
     } else {
         r.params.short_word_typo_usage_margin
     };

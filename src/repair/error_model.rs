@@ -115,8 +115,10 @@ const RULES: &[(&[u8], &[u8], f32)] = &[
     (b"au", b"aw", 1.4),
     // The `ch` of Greek words, which sounds `k`, written so (`stomak`, `skool`, `karisma`).
     (b"ch", b"k", 1.8),
-    // A final `-y` kept before `-s` where English writes `-ies` (`familys`, `citys`).
+    // A final `-y` kept before `-s` or `-ed` where English writes `-ies`, `-ied` (`familys`,
+    // `citys`; `studyed`, `tryed`).
     (b"ies", b"ys", 1.4),
+    (b"ied", b"yed", 1.4),
     // The `s` sound before `e` spelt with the letter English did not choose (`sence`,
     // `responce`; `choise`, `sentense`): priced as the letters' sound-alike substitution, so
     // that it names the spelling a sound's without making it cheaper beside other edits
@@ -465,6 +467,22 @@ pub fn is_respelling(typed: &[u8], meant: &[u8]) -> bool {
             })
 }
 
+/// Whether `typed` is `meant`, a word ending in a consonant and `-ies` or `-ied`, with its `y`
+/// kept before the ending (`storys` for `stories`, `studyed` for `studied`): the form English
+/// grammar asks for, spelt by the rule most words follow, which learners and children write
+/// for every word. It is the word's form written wrong, not a name beside a word.
+pub fn y_kept_before_ending(typed: &[u8], meant: &[u8]) -> bool {
+    [(&b"ys"[..], &b"ies"[..]), (b"yed", b"ied")]
+        .iter()
+        .any(|&(t_end, m_end)| {
+            typed.strip_suffix(t_end).is_some_and(|stem| {
+                stem.len() >= 2
+                    && !is_vowel(stem[stem.len() - 1])
+                    && meant.strip_suffix(m_end) == Some(stem)
+            })
+        })
+}
+
 fn contains(hay: &[u8], needle: &[u8]) -> bool {
     hay.windows(needle.len()).any(|w| w == needle)
 }
@@ -649,6 +667,14 @@ mod tests {
         assert!(is_respelling(b"fawcet", b"faucet"));
         assert!(is_respelling(b"stomak", b"stomach"));
         assert!(is_respelling(b"citys", b"cities"));
+        assert!(is_respelling(b"studyed", b"studied"));
+        assert!(c("tryed", "tried") < c("tryes", "tries"));
+        // The `y` kept before an ending after a consonant, not after a vowel (`plays`).
+        assert!(y_kept_before_ending(b"storys", b"stories"));
+        assert!(y_kept_before_ending(b"tryed", b"tried"));
+        assert!(!y_kept_before_ending(b"plays", b"plaies"));
+        assert!(!y_kept_before_ending(b"ys", b"ies"));
+        assert!(!y_kept_before_ending(b"storys", b"stores"));
         assert!(all("skool").contains(&"school".to_string()));
         assert!(c("fawcet", "faucet") < c("fancet", "faucet"));
         // The `s` sound before `e` spelt with the other letter, priced as the letters' own
