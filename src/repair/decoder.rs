@@ -211,6 +211,7 @@ pub(crate) fn readings(
                                 swapped: swapped_after_first(t, m),
                                 respelt: p.unwritten_respelling && error_model::is_respelling(t, m),
                                 doubled: p.unwritten_doubling_moved && doubling_moved(t, m),
+                                single: p.unwritten_doubling_lost && doubling_lost(t, m),
                                 first_lost: p.unwritten_first_lost
                                     && first_letter_lost(prev.map(|q| q.lower.as_str()), t, m),
                             }
@@ -268,6 +269,7 @@ pub(crate) fn readings(
                                 || slip.swapped
                                 || slip.respelt
                                 || slip.doubled
+                                || slip.single
                                 || slip.first_lost)
                                 && keeps_ends(w.lower.as_bytes(), meant.as_bytes())
                                 && !*run_together_words
@@ -747,6 +749,8 @@ struct Slip {
     respelt: bool,
     /// A letter doubled in another place (`hapenn`), one or two edits away.
     doubled: bool,
+    /// A doubled letter written once or a letter written twice (`ferari`; [`doubling_lost`]).
+    single: bool,
     /// The first letter of a word of seven letters or more lost (`ervice`; [`first_letter_lost`]).
     first_lost: bool,
     /// The word's sound written by ear, three or more edits away (`nessisary`;
@@ -765,6 +769,20 @@ fn doubling_moved(typed: &[u8], meant: &[u8]) -> bool {
             .map(|(_, &c)| c)
     }
     typed.len() == meant.len() && typed != meant && once(typed).eq(once(meant))
+}
+
+/// Whether `typed` is `meant` with one of its doubled letters written once (`ferari` for
+/// `ferrari`), or with one of its letters written twice (`untill` for `until`).
+fn doubling_lost(typed: &[u8], meant: &[u8]) -> bool {
+    let (short, long) = if typed.len() < meant.len() {
+        (typed, meant)
+    } else {
+        (meant, typed)
+    };
+    long.len() == short.len() + 1
+        && (1..long.len()).any(|i| {
+            long[i] == long[i - 1] && long[..i] == short[..i] && long[i + 1..] == short[i..]
+        })
 }
 
 /// Whether `typed` is `meant` with its first letter lost ([`first_lost`]) where the word before
@@ -2174,6 +2192,18 @@ mod tests {
         assert!(!doubling_moved(b"happen", b"happen"));
         assert!(!doubling_moved(b"hapenm", b"happen"));
         assert!(!doubling_moved(b"hpapen", b"happen"));
+    }
+
+    #[test]
+    fn a_doubling_lost_is_one_letter_written_once_or_twice() {
+        assert!(doubling_lost(b"ferari", b"ferrari"));
+        assert!(doubling_lost(b"untill", b"until"));
+        assert!(doubling_lost(b"llupus", b"lupus"));
+        // A letter left out that doubles nothing, or a doubling moved, is another slip.
+        assert!(!doubling_lost(b"fraud", b"fraued"));
+        assert!(!doubling_lost(b"hapenn", b"happen"));
+        assert!(!doubling_lost(b"ferrari", b"ferrari"));
+        assert!(!doubling_lost(b"soccor", b"soccer"));
     }
 
     #[test]

@@ -469,6 +469,13 @@ pub struct Params {
     /// than the string more: the string's other readings gain nothing (`motoo` is `motto` so,
     /// not `motor`).
     pub unwritten_doubling_moved: bool,
+    /// As [`Params::unwritten_swap_letters`], where the word is the string with one of its
+    /// doubled letters written once, or one of its letters written twice (`ferari` for
+    /// `ferrari`, `zuchini` for `zucchini`): the commonest slip of spelling there is, and a
+    /// name the lists lack rarely differs from a word by a doubling alone. Lifted to the
+    /// floor's gap, as the other slips are, but not lowered: a doubling is one edit from
+    /// other words too.
+    pub unwritten_doubling_lost: bool,
     /// As [`Params::unwritten_doubling_moved`], where the word is the string with its first
     /// letter put back, a word of seven letters or more (`ervice` for `service`, `ontains` for
     /// `contains`): a key struck too lightly, where names add letters to a word rather than take
@@ -628,6 +635,7 @@ impl Default for Params {
             unwritten_swap_letters: 5,
             unwritten_respelling: true,
             unwritten_doubling_moved: true,
+            unwritten_doubling_lost: true,
             unwritten_first_lost: true,
             sound_letters: 7,
             sound_edits: 4,

@@ -1494,6 +1494,45 @@ fn a_string_nobody_writes_with_a_doubling_moved_is_its_word_s_typo() {
 }
 
 #[test]
+fn a_string_nobody_writes_with_a_doubling_lost_is_its_word_s_typo() {
+    // `ferrari` and `zucchini` sit at the model's floor, below an unknown word kept as typed.
+    // Nobody writes `ferari` or `zuchini`: the words with a doubled letter written once, the
+    // commonest slip of spelling, which a name the lists lack rarely is.
+    let vocab = Arc::new(Vocabulary::build(DOCS.iter().map(|t| ("", *t))));
+    let words = [
+        ("the", 23_000_000_000),
+        ("used", 300_000_000),
+        ("ferrari", 100_000),
+        ("ferry", 2_000_000),
+        ("zucchini", 100_000),
+        ("bread", 30_000_000),
+    ];
+    let lexicon = Lexicon::from_counts(words, []);
+    let usage = [
+        ("the", 53_000_000),
+        ("used", 300_000),
+        ("ferrari", 7_586),
+        ("ferry", 5_000),
+        ("zucchini", 912),
+        ("bread", 30_000),
+    ];
+    let r = Repairer::new(vocab, Some(Arc::new(lexicon.with_usage(usage))));
+    assert_eq!(r.repair("used ferari").text, "used ferrari");
+    assert_eq!(r.repair("zuchini bread").text, "zucchini bread");
+    let without = with_params(
+        &r,
+        Params {
+            unwritten_doubling_lost: false,
+            ..Params::default()
+        },
+    );
+    assert!(!without.repair("used ferari").changed());
+    assert!(!without.repair("zuchini bread").changed());
+    // A vowel for a vowel is as often a name's spelling, and is not lifted so.
+    assert!(!r.repair("zuccheni bread").changed());
+}
+
+#[test]
 fn a_string_nobody_writes_that_is_a_long_word_less_its_first_letter_is_its_typo() {
     // A key struck too lightly: nobody writes `ervice`, and names add letters to a word rather
     // than take its first away.
