@@ -199,9 +199,15 @@ pub(crate) fn readings(
                 let unwritten_swap = unwritten
                     && p.unwritten_swap_letters > 0
                     && letters >= p.unwritten_swap_letters;
+                // A string people write that the usage rule reads as a typo is a slip too: its
+                // slips say which word, two edits away as well (`cinammon`).
+                let written_slips = p.written_typo_slips
+                    && written_typo
+                    && p.unwritten_swap_letters > 0
+                    && letters >= p.unwritten_swap_letters;
                 // Per candidate of such a string: how a word the writer knows goes wrong, where a
                 // name rarely differs from a word so (see `Slip`).
-                let slips: Vec<Slip> = if unwritten_swap {
+                let slips: Vec<Slip> = if unwritten_swap || written_slips {
                     found
                         .iter()
                         .map(|&(id, d)| {

@@ -502,6 +502,12 @@ pub struct Params {
     /// ([`Params::unwritten_respelling`]: `fawcet`), where an unknown string of five letters
     /// otherwise costs under a nat to keep. 0 turns this off.
     pub unwritten_swap_keep_cost: f64,
+    /// The slips of a string nobody writes ([`Params::unwritten_swap_letters`] and the rules
+    /// after it: letters swapped, a sound respelt, a doubling moved or lost) asked, from as many
+    /// letters, of a string people write that the usage rule reads as a typo: they say which
+    /// word it is two edits away too (`cinammon`, written 15 times per billion, for `cinnamon`,
+    /// its doubling moved), where the usage rule names only a word it is written far less than.
+    pub written_typo_slips: bool,
     /// An unknown word of at least this many letters that nobody writes (the usage list lacks
     /// it) may also be read as three words run together (`bankofamerica`, `howtomake`,
     /// `whatisa`): three words of the lists, none of them across a cut a listed word
@@ -640,6 +646,7 @@ impl Default for Params {
             sound_letters: 7,
             sound_edits: 4,
             unwritten_swap_keep_cost: 2.0,
+            written_typo_slips: true,
             three_word_split_letters: 7,
             acronym_piece_usage: 1000,
             run_together_pays_pairs: true,

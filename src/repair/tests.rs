@@ -1533,6 +1533,36 @@ fn a_string_nobody_writes_with_a_doubling_lost_is_its_word_s_typo() {
 }
 
 #[test]
+fn a_written_typo_s_slips_name_its_word_two_edits_away() {
+    // People write `cinammon` (15 per billion), far less than `cinnamon`, so the usage rule
+    // reads it as a typo; but `cinnamon` is two edits away, its doubling moved, which the rule
+    // does not name, and the word sits at the model's floor. The slip says which word it is.
+    let vocab = Arc::new(Vocabulary::build(DOCS.iter().map(|t| ("", *t))));
+    let words = [
+        ("the", 23_000_000_000),
+        ("cinnamon", 100_000),
+        ("rolls", 9_000_000),
+    ];
+    let lexicon = Lexicon::from_counts(words, []);
+    let usage = [
+        ("the", 53_000_000),
+        ("cinnamon", 5_012),
+        ("cinammon", 15),
+        ("rolls", 16_982),
+    ];
+    let r = Repairer::new(vocab, Some(Arc::new(lexicon.with_usage(usage))));
+    assert_eq!(r.repair("cinammon rolls").text, "cinnamon rolls");
+    let without = with_params(
+        &r,
+        Params {
+            written_typo_slips: false,
+            ..Params::default()
+        },
+    );
+    assert!(!without.repair("cinammon rolls").changed());
+}
+
+#[test]
 fn a_string_nobody_writes_that_is_a_long_word_less_its_first_letter_is_its_typo() {
     // A key struck too lightly: nobody writes `ervice`, and names add letters to a word rather
     // than take its first away.
