@@ -196,18 +196,14 @@ pub(crate) fn readings(
                 let unwritten_long = unwritten
                     && p.unwritten_typo_letters > 0
                     && letters >= p.unwritten_typo_letters;
-                let unwritten_swap = unwritten
-                    && p.unwritten_swap_letters > 0
-                    && letters >= p.unwritten_swap_letters;
-                // A string people write that the usage rule reads as a typo is a slip too: its
+                // A string people write that the usage rule reads as a typo is asked too: its
                 // slips say which word, two edits away as well (`cinammon`).
-                let written_slips = p.written_typo_slips
-                    && written_typo
+                let asks_slips = (unwritten || p.written_typo_slips && written_typo)
                     && p.unwritten_swap_letters > 0
                     && letters >= p.unwritten_swap_letters;
                 // Per candidate of such a string: how a word the writer knows goes wrong, where a
                 // name rarely differs from a word so (see `Slip`).
-                let slips: Vec<Slip> = if unwritten_swap || written_slips {
+                let slips: Vec<Slip> = if asks_slips {
                     found
                         .iter()
                         .map(|&(id, d)| {
