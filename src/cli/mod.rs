@@ -75,10 +75,11 @@ pub fn read_queries_arg(path: Option<&std::path::Path>) -> anyhow::Result<capot:
 pub struct LexiconArgs {
     /// General-language lists of query repair's language model, told apart by their fields:
     /// `word`, `word count` (word lists) or `word word count` (word-pair lists), or by a first
-    /// line `#usage` (how often strings are written, misspellings included) or `#homophones`
-    /// (words that sound the same, a line each); repeat for several [default: SymSpell's English
-    /// word and word-pair lists, wordfreq's usage list and the CMU Pronouncing Dictionary's
-    /// homophones under $CAPOT_ASSETS/lexicon/, fetched by scripts/setup, when they exist].
+    /// line `#usage` (how often strings are written, misspellings included), `#homophones`
+    /// (words that sound the same, a line each) or `#verbs` (`lemma past participle`, a verb a
+    /// line); repeat for several [default: SymSpell's English word and word-pair lists,
+    /// wordfreq's usage list, the CMU Pronouncing Dictionary's homophones and AGID's verbs under
+    /// $CAPOT_ASSETS/lexicon/, fetched by scripts/setup, when they exist].
     #[arg(
         long = "lexicon",
         env = "CAPOT_LEXICON",

@@ -97,6 +97,7 @@ pub(crate) fn readings(
                     };
                     let usage_typo = typo_of_a_written_word(r, &w.lower, &found);
                     let typo = usage_typo
+                        || over_regularised(r, &w.lower, 0.0).next().is_some()
                         || (!found.is_empty() && r.unwritten_rare_start(&w.lower))
                         || voted();
                     LookedUp {
@@ -373,6 +374,22 @@ pub(crate) fn readings(
                     scored.into_iter().map(|c| (c.rank, c.reading)).collect();
                 scored.sort_by(|a, b| a.0.total_cmp(&b.0));
                 rs.extend(scored.into_iter().take(p.max_candidates).map(|s| s.1));
+                // An irregular verb's forms, where the string puts the regular ending on it; a
+                // form the edits found too is read at the cheaper cost.
+                for mut f in over_regularised(r, &w.lower, extra) {
+                    let (meant, stats) = (&f.words[0].0, f.words[0].1);
+                    let bonus = r.context_bonus(meant, stats.corpus, letters, words)
+                        + vote.for_change(i, &w.lower, meant, stats.corpus, p.vote_bonus);
+                    f.cost -= bonus;
+                    if corpus_only {
+                        f.kind = Some(EditKind::RealWord);
+                    }
+                    match rs.iter_mut().find(|x| x.words == f.words) {
+                        Some(x) if f.cost < x.cost => *x = f,
+                        Some(_) => {}
+                        None => rs.push(f),
+                    }
+                }
             } else if letters + 1 == p.min_letters {
                 let (slips, typo) = function_word_slips(r, w, extra, lookups);
                 // A string written far less than the function word it slips from is that word's
@@ -1473,6 +1490,42 @@ fn real_words(
     }
     v.sort_by(|a, b| a.0.total_cmp(&b.0));
     v.into_iter().take(p.max_candidates).map(|x| x.1).collect()
+}
+
+/// Readings of a string that puts the regular past ending on an irregular verb as the verb's
+/// own forms (`teached` → `taught`, `eated` → `ate` or `eaten`: the neighbours choose), at
+/// [`super::Params::over_regularised_cost`] plus `extra`, where the error model would price
+/// letters no edit reaches, less the gap to the unknown word's prior. Only forms the lists
+/// know, and only where the usage list holds the form far more than the string: `creeped` is
+/// written as well as `crept`, a word of its own. Such a string reads as a typo (its keeping
+/// pays for its neighbours, see [`typo_keep_cost`]).
+fn over_regularised<'a>(
+    r: &'a Repairer,
+    typed: &'a str,
+    extra: f64,
+) -> impl Iterator<Item = Reading> + 'a {
+    let p = &r.params;
+    let cost = p.over_regularised_cost.unwrap_or(f64::INFINITY);
+    let ln_typed = r.ln_usage(typed).unwrap_or(-(1e9f64).ln());
+    r.over_regularised(typed)
+        .iter()
+        .filter(move |_| cost.is_finite())
+        .filter_map(move |meant| {
+            let stats = r.lm.stats(meant);
+            let written_far_more = r
+                .ln_usage(meant)
+                .is_some_and(|ln_meant| ln_meant - cost - ln_typed > p.typo_usage_margin);
+            // The form is what was meant, and no less likely than the string: lifted to the
+            // unknown word's prior where it sits below (`slept`, `ate` at the model's floor).
+            let floor_gap = (p.ln_unknown_word - r.lm.ln_unigram(&stats)).max(0.0);
+            (stats.known() && written_far_more).then(|| Reading {
+                span: 1,
+                words: vec![(meant.to_string(), stats)],
+                cost: cost + extra - floor_gap,
+                kind: Some(EditKind::NonWord),
+                distance: error_model::distance(typed.as_bytes(), meant.as_bytes(), u8::MAX - 1),
+            })
+        })
 }
 
 /// Real-word readings of a known content word as a word that sounds the same (`who rote` →

@@ -5,6 +5,8 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
+use super::inflection::{over_regularised, Verb};
+
 /// File name of the default word list under the assets directory (`scripts/setup` fetches it).
 pub const DEFAULT_LEXICON: &str = "lexicon/frequency_dictionary_en_82_765.txt";
 /// File name of the default word-pair list under the assets directory (same wheel, same licence).
@@ -17,6 +19,10 @@ pub const DEFAULT_USAGE: &str = "lexicon/wordfreq_large_en.txt";
 /// Dictionary (BSD-style licence), which `scripts/setup` groups into lines of words that sound
 /// the same under [`HOMOPHONES_HEADER`].
 pub const DEFAULT_HOMOPHONES: &str = "lexicon/cmudict_homophones.txt";
+/// File name of the default verb list under the assets directory: the Automatically Generated
+/// Inflection Database's verbs (by way of pyinflect, MIT), which `scripts/setup` writes as
+/// `lemma past participle` lines under [`VERBS_HEADER`].
+pub const DEFAULT_VERBS: &str = "lexicon/agid_verbs.txt";
 /// Count given to a word of a plain list (no counts): about that of a rare English word.
 const PLAIN_LIST_COUNT: u64 = 100_000;
 
@@ -53,6 +59,8 @@ pub struct Lexicon {
     starts: Vec<u32>,
     /// Word → the other words that sound the same: a homophone list.
     homophones: HashMap<Box<str>, Vec<Box<str>>, foldhash::fast::FixedState>,
+    /// A regular past ending put on an irregular verb → the verb's forms: from a verb list.
+    over_regularised: HashMap<Box<str>, Vec<Box<str>>, foldhash::fast::FixedState>,
 }
 
 /// The least count of the pairs (0 without any).
@@ -83,13 +91,19 @@ pub const USAGE_HEADER: &str = "#usage";
 /// (`rote wrote`, `pain pane`; see [`Lexicon::homophones`]).
 pub const HOMOPHONES_HEADER: &str = "#homophones";
 
+/// First line of a verb list: then one line per verb, `lemma past participle`, alternatives
+/// split by `/` and `-` for none (`eat ate eaten`, `teach taught -`; see
+/// [`Lexicon::over_regularised`]).
+pub const VERBS_HEADER: &str = "#verbs";
+
 impl Lexicon {
     /// Reads word lists and pair lists, one entry per line, told apart by their fields:
     /// `word` (a plain list such as Debian's `/usr/share/dict/words`), `word count` (a frequency
     /// list such as SymSpell's) or `word word count` (a pair list such as SymSpell's bigrams);
     /// a file whose first line is [`USAGE_HEADER`] is a usage list of `word count` lines (see
     /// [`Lexicon::usage`]), one whose first line is [`HOMOPHONES_HEADER`] a homophone list (see
-    /// [`Lexicon::homophones`]).
+    /// [`Lexicon::homophones`]), one whose first line is [`VERBS_HEADER`] a verb list (see
+    /// [`Lexicon::over_regularised`]).
     /// Words are lower-cased; lines that are not valid UTF-8 are skipped. A pair whose words are
     /// in no word list is kept out.
     pub fn load(paths: &[PathBuf]) -> Result<Self, LexiconError> {
@@ -106,11 +120,14 @@ impl Lexicon {
                 pairs.len(),
                 usage.len(),
                 lex.homophones.len(),
+                lex.over_regularised.len(),
             );
             if let Some(rest) = bytes.strip_prefix(USAGE_HEADER.as_bytes()) {
                 read_usage(rest, &mut usage);
             } else if let Some(rest) = bytes.strip_prefix(HOMOPHONES_HEADER.as_bytes()) {
                 lex.read_homophones(rest);
+            } else if let Some(rest) = bytes.strip_prefix(VERBS_HEADER.as_bytes()) {
+                lex.read_verbs(rest);
             } else {
                 lex.extend_from(&bytes, &mut pairs);
             }
@@ -119,6 +136,7 @@ impl Lexicon {
                 pairs.len(),
                 usage.len(),
                 lex.homophones.len(),
+                lex.over_regularised.len(),
             );
             if after == before {
                 return Err(LexiconError::Empty(path.clone()));
@@ -239,6 +257,52 @@ impl Lexicon {
         }
     }
 
+    /// The same lexicon with verbs held in memory: `(lemma, past forms, participle forms)`.
+    pub fn with_verbs<'a>(
+        mut self,
+        verbs: impl IntoIterator<Item = (&'a str, &'a [&'a str], &'a [&'a str])>,
+    ) -> Self {
+        let verbs: Vec<Verb<'a>> = verbs
+            .into_iter()
+            .map(|(lemma, past, participle)| Verb {
+                lemma,
+                past,
+                participle,
+            })
+            .collect();
+        self.over_regularised = over_regularised(verbs.iter().copied());
+        self
+    }
+
+    /// The lines of a verb list (`lemma past participle`; lower-case ASCII letters only, other
+    /// lines skipped).
+    fn read_verbs(&mut self, bytes: &[u8]) {
+        let text = String::from_utf8_lossy(bytes);
+        fn word(w: &str) -> bool {
+            !w.is_empty() && w.bytes().all(|b| b.is_ascii_lowercase())
+        }
+        fn forms(field: &str) -> Vec<&str> {
+            field.split('/').filter(|w| word(w)).collect()
+        }
+        let lines: Vec<(&str, Vec<&str>, Vec<&str>)> = text
+            .lines()
+            .filter_map(
+                |line| match line.split_whitespace().collect::<Vec<_>>()[..] {
+                    [lemma, past, participle] if word(lemma) => {
+                        Some((lemma, forms(past), forms(participle)))
+                    }
+                    _ => None,
+                },
+            )
+            .collect();
+        self.over_regularised =
+            over_regularised(lines.iter().map(|(lemma, past, participle)| Verb {
+                lemma,
+                past,
+                participle,
+            }));
+    }
+
     fn add_homophones(&mut self, group: Vec<String>) {
         for a in &group {
             for b in &group {
@@ -341,6 +405,15 @@ impl Lexicon {
         self.homophones.get(word).map_or(&[], |v| v.as_slice())
     }
 
+    /// The forms an irregular verb has where `typed` (lower case) puts the regular past ending
+    /// on it (`taught` for `teached`, `ate` and `eaten` for `eated`), when a verb list is
+    /// loaded; empty for any other string, and for every form a verb of the list has.
+    pub fn over_regularised(&self, typed: &str) -> &[Box<str>] {
+        self.over_regularised
+            .get(typed)
+            .map_or(&[], |v| v.as_slice())
+    }
+
     /// Sum of the word counts.
     pub fn total(&self) -> u64 {
         self.total
@@ -383,7 +456,13 @@ impl Lexicon {
             .iter()
             .map(|(k, v)| k.len() + 16 + 24 + v.iter().map(|w| w.len() + 16).sum::<usize>())
             .sum();
+        let over_regularised: usize = self
+            .over_regularised
+            .iter()
+            .map(|(k, v)| k.len() + 16 + 24 + v.iter().map(|w| w.len() + 16).sum::<usize>())
+            .sum();
         strings
+            + over_regularised
             + self.words.len() * (16 + 8 + 16 + 8)
             + self.bigrams.len() * 24
             + usage
@@ -410,10 +489,16 @@ fn pair_key(a: u32, b: u32) -> u64 {
 }
 
 /// The default lists under `assets` (the `CAPOT_ASSETS` directory, `assets` by default): the
-/// word list and, when they are there, the pair list, the usage list and the homophone list.
+/// word list and, when they are there, the pair list, the usage list, the homophone list and the
+/// verb list.
 pub fn default_paths(assets: &Path) -> Vec<PathBuf> {
     let mut paths = vec![assets.join(DEFAULT_LEXICON)];
-    for optional in [DEFAULT_BIGRAMS, DEFAULT_USAGE, DEFAULT_HOMOPHONES] {
+    for optional in [
+        DEFAULT_BIGRAMS,
+        DEFAULT_USAGE,
+        DEFAULT_HOMOPHONES,
+        DEFAULT_VERBS,
+    ] {
         let path = assets.join(optional);
         if path.is_file() {
             paths.push(path);
@@ -500,6 +585,27 @@ mod tests {
         std::fs::write(&empty_sounds, "#homophones\nalone\n").unwrap();
         assert!(matches!(
             Lexicon::load(&[a.clone(), empty_sounds]),
+            Err(LexiconError::Empty(_))
+        ));
+        // A verb list: told by its header, `lemma past participle` lines; a malformed line,
+        // upper case and `-` are skipped. It adds no words either.
+        let v = dir.path().join("v.txt");
+        std::fs::write(
+            &v,
+            "#verbs\nteach taught -\neat ate eaten\nwalk walked -\nRun Ran Run\nbroken\n",
+        )
+        .unwrap();
+        let lex = Lexicon::load(&[a.clone(), v]).unwrap();
+        let forms =
+            |w: &str| -> Vec<&str> { lex.over_regularised(w).iter().map(|s| &**s).collect() };
+        assert_eq!(forms("teached"), ["taught"]);
+        assert_eq!(forms("eated"), ["ate", "eaten"]);
+        assert!(forms("walked").is_empty() && forms("runned").is_empty());
+        assert!(!lex.contains("taught"), "a verb list adds no words");
+        let regular_verbs = dir.path().join("ev.txt");
+        std::fs::write(&regular_verbs, "#verbs\nwalk walked -\n").unwrap();
+        assert!(matches!(
+            Lexicon::load(&[a.clone(), regular_verbs]),
             Err(LexiconError::Empty(_))
         ));
         let empty_usage = dir.path().join("eu.txt");

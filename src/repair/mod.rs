@@ -21,6 +21,7 @@ pub mod candidates;
 mod decoder;
 pub mod error_model;
 pub mod eval;
+pub mod inflection;
 pub mod language_model;
 pub mod lexicon;
 mod query;
@@ -300,6 +301,12 @@ pub struct Params {
     /// `there is`) pays this alone, where its pair with the next word is written far more.
     /// `null` turns homophones off.
     pub homophone_cost: Option<f64>,
+    /// With a verb list: cost, in nats, of reading a regular past ending put on an irregular verb
+    /// as the verb's own form (`teached` → `taught`, `runned` → `ran`), in place of the error
+    /// model's, which no letter edit reaches. Only for a string the word list lacks and the usage
+    /// list holds far less than the form (by [`Params::typo_usage_margin`] after this cost):
+    /// `creeped` is written as well as `crept`. `null` turns it off.
+    pub over_regularised_cost: Option<f64>,
     /// Cost, in nats, of a space left out (`thecauses`); below zero it is a bonus, which makes up
     /// for the extra word a split adds to the language model's product.
     pub split_cost: f64,
@@ -601,6 +608,7 @@ impl Default for Params {
             real_word_cost: 8.0,
             real_word_at_start: true,
             homophone_cost: Some(2.0),
+            over_regularised_cost: Some(1.0),
             split_cost: -2.5,
             compound_split_cost: 3.0,
             unwritten_compound_bonus: 3.0,
@@ -960,6 +968,14 @@ impl Repairer {
     /// The other words that sound as `word` does, when a homophone list is loaded.
     pub(crate) fn homophones(&self, word: &str) -> &[Box<str>] {
         self.lexicon.as_ref().map_or(&[], |l| l.homophones(word))
+    }
+
+    /// The forms of an irregular verb that `word` puts the regular past ending on, when a verb
+    /// list is loaded (`taught` for `teached`).
+    pub(crate) fn over_regularised(&self, word: &str) -> &[Box<str>] {
+        self.lexicon
+            .as_ref()
+            .map_or(&[], |l| l.over_regularised(word))
     }
 
     /// The cost of keeping a word that nobody writes (see [`Params::unlisted_cost`]).

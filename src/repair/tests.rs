@@ -226,6 +226,81 @@ fn a_function_word_that_sounds_as_the_one_the_next_word_wants_is_read_as_it() {
 }
 
 #[test]
+fn a_regular_ending_on_an_irregular_verb_is_read_as_its_own_form() {
+    let vocab = Arc::new(Vocabulary::build(DOCS.iter().map(|t| ("", *t))));
+    let words = [
+        ("who", 1_000_000_000),
+        ("you", 3_000_000_000),
+        ("to", 12_000_000_000),
+        ("swim", 20_000_000),
+        ("taught", 60_000_000),
+        ("teaches", 20_000_000),
+        ("touched", 30_000_000),
+        ("crept", 3_000_000),
+        ("creeper", 3_000_000),
+        ("in", 10_000_000_000),
+        ("ate", 30_000_000),
+        ("eaten", 20_000_000),
+        ("have", 4_000_000_000),
+        ("we", 3_000_000_000),
+        ("cake", 40_000_000),
+    ];
+    let pairs = [
+        ("who", "taught", 2_000_000),
+        ("who", "teaches", 1_000_000),
+        ("who", "touched", 1_000_000),
+        ("have", "eaten", 20_000_000),
+        ("we", "ate", 5_000_000),
+        ("ate", "cake", 500_000),
+        ("eaten", "cake", 200_000),
+    ];
+    let usage = [
+        ("who", 1_000_000),
+        ("taught", 30_000),
+        ("teaches", 10_000),
+        ("touched", 20_000),
+        ("teached", 65),
+        ("crept", 1_500),
+        ("creeped", 525),
+        ("ate", 20_000),
+        ("eaten", 15_000),
+        ("eated", 36),
+    ];
+    let verbs: [(&str, &[&str], &[&str]); 4] = [
+        ("teach", &["taught"], &[]),
+        ("creep", &["crept"], &[]),
+        ("eat", &["ate"], &["eaten"]),
+        ("touch", &["touched"], &[]),
+    ];
+    let lexicon = Lexicon::from_counts(words, pairs)
+        .with_usage(usage)
+        .with_verbs(verbs);
+    let r = Repairer::new(vocab.clone(), Some(Arc::new(lexicon.clone())));
+    let out = r.repair("who teached you to swim");
+    assert_eq!(out.text, "who taught you to swim");
+    assert_eq!(out.edits[0].kind, EditKind::NonWord);
+    assert_eq!(out.edits[0].distance, 5);
+    // Past or participle: the neighbours say which.
+    assert_eq!(r.repair("have eated cake").text, "have eaten cake");
+    assert_eq!(r.repair("we eated cake").text, "we ate cake");
+    // A string written about as much as the form is a word of its own (`creeped out`).
+    assert_ne!(r.repair("who creeped in").text, "who crept in");
+    // Off, no letter edit reaches the form.
+    let off = Repairer::with_params(
+        vocab,
+        Some(Arc::new(lexicon)),
+        Params {
+            over_regularised_cost: None,
+            ..Params::default()
+        },
+    );
+    assert_ne!(
+        off.repair("who teached you to swim").text,
+        "who taught you to swim"
+    );
+}
+
+#[test]
 fn a_function_word_a_letter_from_the_one_a_neighbour_wants_is_read_as_it() {
     let words = [
         ("who", 1_000_000_000),
@@ -2101,6 +2176,12 @@ fn the_real_model_fixes_what_people_type_and_leaves_clean_and_foreign_queries_al
                 "how many moons does jupiter have",
             ),
             ("what cars doed toyota make", "what cars does toyota make"),
+            // A regular past ending on an irregular verb is the verb's own form, which no
+            // letter edit reaches; a string written about as often as the form is a word.
+            ("who teached jesus to read", "who taught jesus to read"),
+            ("i sleeped for twelve hours", "i slept for twelve hours"),
+            ("who shooted abraham lincoln", "who shot abraham lincoln"),
+            ("creeped out meaning", "creeped out meaning"),
             // A string nobody writes too: the words that keep its ends are what it names.
             (
                 "the articals of the constitution",
