@@ -76,9 +76,10 @@ pub struct LexiconArgs {
     /// General-language lists of query repair's language model, told apart by their fields:
     /// `word`, `word count` (word lists) or `word word count` (word-pair lists), or by a first
     /// line `#usage` (how often strings are written, misspellings included), `#homophones`
-    /// (words that sound the same, a line each) or `#verbs` (`lemma past participle`, a verb a
-    /// line); repeat for several [default: SymSpell's English word and word-pair lists,
-    /// wordfreq's usage list, the CMU Pronouncing Dictionary's homophones and AGID's verbs under
+    /// (words that sound the same, a line each), `#verbs` (`lemma past participle`, a verb a
+    /// line) or `#nouns` (`singular plural`, a noun a line); repeat for several [default:
+    /// SymSpell's English word and word-pair lists, wordfreq's usage list, the CMU Pronouncing
+    /// Dictionary's homophones and AGID's verbs and nouns under
     /// $CAPOT_ASSETS/lexicon/, fetched by scripts/setup, when they exist].
     #[arg(
         long = "lexicon",

@@ -374,9 +374,16 @@ pub(crate) fn readings(
                     scored.into_iter().map(|c| (c.rank, c.reading)).collect();
                 scored.sort_by(|a, b| a.0.total_cmp(&b.0));
                 rs.extend(scored.into_iter().take(p.max_candidates).map(|s| s.1));
-                // An irregular verb's forms, where the string puts the regular ending on it; a
-                // form the edits found too is read at the cheaper cost.
+                // An irregular verb's forms or a noun's old plural, where the string puts the
+                // regular ending on it; a form the edits found too is read at the cheaper cost.
+                // They name what the writer meant, as the usage rule does: the other words the
+                // edits reach two letters away pay `unnamed_reading_cost` (`thiefs` is no typo
+                // of `this`); one slip away is as likely (`layed` for `played`, `rised` for
+                // `raised`).
+                let edits_end = rs.len();
+                let mut named = false;
                 for mut f in over_regularised(r, &w.lower, extra) {
+                    named = true;
                     let (meant, stats) = (&f.words[0].0, f.words[0].1);
                     let bonus = r.context_bonus(meant, stats.corpus, letters, words)
                         + vote.for_change(i, &w.lower, meant, stats.corpus, p.vote_bonus);
@@ -388,6 +395,14 @@ pub(crate) fn readings(
                         Some(x) if f.cost < x.cost => *x = f,
                         Some(_) => {}
                         None => rs.push(f),
+                    }
+                }
+                if named {
+                    let forms = r.over_regularised(&w.lower);
+                    for x in rs.iter_mut().take(edits_end).skip(1) {
+                        if x.distance > 1 && !forms.iter().any(|f| **f == *x.words[0].0) {
+                            x.cost += p.unnamed_reading_cost;
+                        }
                     }
                 }
             } else if letters + 1 == p.min_letters {
@@ -1493,7 +1508,8 @@ fn real_words(
 }
 
 /// Readings of a string that puts the regular past ending on an irregular verb as the verb's
-/// own forms (`teached` → `taught`, `eated` → `ate` or `eaten`: the neighbours choose), at
+/// own forms (`teached` → `taught`, `eated` → `ate` or `eaten`: the neighbours choose), or the
+/// regular plural ending on a noun with an old plural as that plural (`tooths` → `teeth`), at
 /// [`super::Params::over_regularised_cost`] plus `extra`, where the error model would price
 /// letters no edit reaches, less the gap to the unknown word's prior. Only forms the lists
 /// know, and only where the usage list holds the form far more than the string: `creeped` is

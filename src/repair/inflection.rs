@@ -2,7 +2,8 @@
 //! for `ran`, `buyed` for `bought`): learners and children write the rule where the language
 //! keeps an exception, and no letter edit reaches the form they meant. A verb list with its past
 //! forms (AGID's, by way of `scripts/setup`) says which verbs are irregular; the rule says what
-//! the regular ending would have made of them.
+//! the regular ending would have made of them. The same holds for nouns whose plural changes a
+//! vowel or ends in `-ves` (`tooths` for `teeth`, `thiefs` for `thieves`).
 
 use std::collections::{HashMap, HashSet};
 
@@ -110,9 +111,126 @@ pub fn over_regularised<'a>(
     out
 }
 
+/// A noun of a noun list: its singular and its plural forms.
+#[derive(Debug, Clone, Copy)]
+pub struct Noun<'a> {
+    pub singular: &'a str,
+    pub plural: &'a [&'a str],
+}
+
+/// Whether `form` is what the regular plural ending makes of `singular` (`cats`, `boxes`,
+/// `cities`, `heroes`).
+fn regular_plural(singular: &str, form: &str) -> bool {
+    match form.strip_prefix(singular) {
+        Some("s" | "es") => true,
+        Some(_) => false,
+        None => singular
+            .strip_suffix('y')
+            .is_some_and(|stem| form.strip_suffix("ies") == Some(stem)),
+    }
+}
+
+/// Whether `plural` is one of the plurals English makes by its own old rules, which people
+/// regularise: a vowel changed (`tooth` → `teeth`, `mouse` → `mice`) or `-fe` or `-f` as `-ves`
+/// (`life` → `lives`, `thief` → `thieves`). Not `-man` → `-men` nor `-ren`: such strings are
+/// surnames and possessives without the apostrophe (`chapmans`, `fishermans wharf`, `childs
+/// pose`);
+/// not the Latin and Greek plurals (`costae`, `criteria`), whose singulars are names as often;
+/// not a plural that is its singular (`sheep`: AGID lists `young`, `selling` so).
+fn old_english_plural(singular: &str, plural: &str) -> bool {
+    let vowel_changed = [("oo", "ee"), ("ouse", "ice")].iter().any(|(from, to)| {
+        singular.rfind(from).is_some_and(|at| {
+            plural.len() + from.len() == singular.len() + to.len()
+                && plural.starts_with(&singular[..at])
+                && plural[at..].starts_with(to)
+                && plural.ends_with(&singular[at + from.len()..])
+        })
+    });
+    // `-f` turns to `-ves` after `l`, `r` or two vowels (`wolf`, `scarf`, `thief`, `loaf`), not
+    // after one (AGID's `gif` → `gives`: `gifs` are images).
+    let ves = plural.strip_suffix("ves").is_some_and(|stem| {
+        singular.strip_suffix("fe") == Some(stem)
+            || (singular.strip_suffix('f') == Some(stem)
+                && match stem.as_bytes() {
+                    [.., b'l' | b'r'] => true,
+                    [.., a, b] => vowel(*a) && vowel(*b),
+                    _ => false,
+                })
+    });
+    vowel_changed || ves
+}
+
+/// What a writer who knows the rule but not the exception makes of `singular`'s plural: `-es`
+/// after `s`, `x`, `z`, `ch`, `sh`, `-ies` after a consonant's `y`, `-s` otherwise (`tooths`,
+/// `thiefs`, `lifes`). Nothing for a noun of two letters.
+pub fn regular_plural_ending(singular: &str) -> Option<String> {
+    let l = singular.as_bytes();
+    if l.len() < 3 {
+        return None;
+    }
+    if ["s", "x", "z", "ch", "sh"]
+        .iter()
+        .any(|e| singular.ends_with(e))
+    {
+        return Some(format!("{singular}es"));
+    }
+    if let [.., c, b'y'] = l {
+        if !vowel(*c) {
+            return Some(format!("{}ies", &singular[..singular.len() - 1]));
+        }
+    }
+    Some(format!("{singular}s"))
+}
+
+/// The over-regularised plurals of a noun list's nouns with old English plurals (see
+/// [`old_english_plural`]), each with the plurals meant (`tooths` → `teeth`). A string that is
+/// any noun's singular or plural is no slip and left out.
+pub fn over_regularised_plurals<'a>(
+    nouns: impl IntoIterator<Item = Noun<'a>> + Clone,
+) -> HashMap<Box<str>, Vec<Box<str>>, foldhash::fast::FixedState> {
+    let mut listed: HashSet<&str, foldhash::fast::FixedState> = HashSet::default();
+    for n in nouns.clone() {
+        listed.insert(n.singular);
+        listed.extend(n.plural.iter().copied());
+    }
+    let mut out: HashMap<Box<str>, Vec<Box<str>>, foldhash::fast::FixedState> = HashMap::default();
+    for n in nouns {
+        if n.plural.is_empty()
+            || n.plural.iter().any(|f| regular_plural(n.singular, f))
+            || !n.plural.iter().all(|f| old_english_plural(n.singular, f))
+        {
+            continue;
+        }
+        let Some(typed) = regular_plural_ending(n.singular) else {
+            continue;
+        };
+        if listed.contains(typed.as_str()) {
+            continue;
+        }
+        let meant = out.entry(typed.into_boxed_str()).or_default();
+        for form in n.plural {
+            if !meant.iter().any(|m| **m == **form) {
+                meant.push((*form).into());
+            }
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The forms a slip map gives for `typed` (none when it holds no such slip).
+    fn forms_meant<'a>(
+        slips: &'a HashMap<Box<str>, Vec<Box<str>>, foldhash::fast::FixedState>,
+        typed: &str,
+    ) -> Vec<&'a str> {
+        slips
+            .get(typed)
+            .map(|v| v.iter().map(|m| &**m).collect())
+            .unwrap_or_default()
+    }
 
     fn verbs(
         lines: &[(
@@ -178,12 +296,7 @@ mod tests {
             ("trial", &["trialled"], &[]),
         ]);
         let slips = over_regularised(list.iter().copied());
-        let meant = |s: &str| -> Vec<&str> {
-            slips
-                .get(s)
-                .map(|v| v.iter().map(|m| &**m).collect())
-                .unwrap_or_default()
-        };
+        let meant = |s: &str| forms_meant(&slips, s);
         assert_eq!(meant("teached"), ["taught"]);
         assert_eq!(meant("eated"), ["ate", "eaten"]);
         // A verb with a regular past, a listed form and a doubling rule are no slips.
@@ -192,5 +305,42 @@ mod tests {
         assert!(meant("flied").is_empty());
         assert!(meant("trialed").is_empty());
         assert_eq!(slips.len(), 2, "{slips:?}");
+    }
+
+    #[test]
+    fn only_old_english_plurals_give_slips() {
+        let list: Vec<Noun<'static>> = [
+            ("tooth", &["teeth"][..]),
+            ("mouse", &["mice"][..]),
+            ("child", &["children"][..]),
+            ("thief", &["thieves"][..]),
+            ("life", &["lives"][..]),
+            ("leaf", &["leaves", "leafs"][..]),
+            ("fisherman", &["fishermen"][..]),
+            ("costa", &["costae"][..]),
+            ("sheep", &["sheep"][..]),
+            ("cat", &["cats"][..]),
+            ("box", &["boxes"][..]),
+            ("city", &["cities"][..]),
+            ("ox", &["oxen"][..]),
+            ("goose", &["geese"][..]),
+            ("gif", &["gives"][..]),
+            ("gooses", &["goosess"][..]),
+        ]
+        .into_iter()
+        .map(|(singular, plural)| Noun { singular, plural })
+        .collect();
+        let slips = over_regularised_plurals(list.iter().copied());
+        let meant = |s: &str| forms_meant(&slips, s);
+        assert_eq!(meant("tooths"), ["teeth"]);
+        assert_eq!(meant("mouses"), ["mice"]);
+        assert_eq!(meant("thiefs"), ["thieves"]);
+        assert_eq!(meant("lifes"), ["lives"]);
+        // A regular plural beside the old one, `-men`, `-ren`, Latin, zero plurals, two
+        // letters, one vowel before `f`, a listed string: no slips.
+        assert_eq!(slips.len(), 4, "{slips:?}");
+        assert_eq!(regular_plural_ending("box").as_deref(), Some("boxes"));
+        assert_eq!(regular_plural_ending("city").as_deref(), Some("cities"));
+        assert_eq!(regular_plural_ending("ox"), None);
     }
 }

@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use super::inflection::{over_regularised, Verb};
+use super::inflection::{over_regularised, over_regularised_plurals, Noun, Verb};
 
 /// File name of the default word list under the assets directory (`scripts/setup` fetches it).
 pub const DEFAULT_LEXICON: &str = "lexicon/frequency_dictionary_en_82_765.txt";
@@ -23,6 +23,9 @@ pub const DEFAULT_HOMOPHONES: &str = "lexicon/cmudict_homophones.txt";
 /// Inflection Database's verbs (by way of pyinflect, MIT), which `scripts/setup` writes as
 /// `lemma past participle` lines under [`VERBS_HEADER`].
 pub const DEFAULT_VERBS: &str = "lexicon/agid_verbs.txt";
+/// File name of the default noun list under the assets directory: the same database's nouns,
+/// which `scripts/setup` writes as `singular plural` lines under [`NOUNS_HEADER`].
+pub const DEFAULT_NOUNS: &str = "lexicon/agid_nouns.txt";
 /// Count given to a word of a plain list (no counts): about that of a rare English word.
 const PLAIN_LIST_COUNT: u64 = 100_000;
 
@@ -59,7 +62,8 @@ pub struct Lexicon {
     starts: Vec<u32>,
     /// Word → the other words that sound the same: a homophone list.
     homophones: HashMap<Box<str>, Vec<Box<str>>, foldhash::fast::FixedState>,
-    /// A regular past ending put on an irregular verb → the verb's forms: from a verb list.
+    /// A regular past ending put on an irregular verb → the verb's forms: from a verb list; a
+    /// regular plural ending put on a noun with an old plural → its plurals: from a noun list.
     over_regularised: HashMap<Box<str>, Vec<Box<str>>, foldhash::fast::FixedState>,
 }
 
@@ -96,14 +100,18 @@ pub const HOMOPHONES_HEADER: &str = "#homophones";
 /// [`Lexicon::over_regularised`]).
 pub const VERBS_HEADER: &str = "#verbs";
 
+/// First line of a noun list: then one line per noun, `singular plural`, alternatives split by
+/// `/` (`tooth teeth`, `leaf leaves/leafs`; see [`Lexicon::over_regularised`]).
+pub const NOUNS_HEADER: &str = "#nouns";
+
 impl Lexicon {
     /// Reads word lists and pair lists, one entry per line, told apart by their fields:
     /// `word` (a plain list such as Debian's `/usr/share/dict/words`), `word count` (a frequency
     /// list such as SymSpell's) or `word word count` (a pair list such as SymSpell's bigrams);
     /// a file whose first line is [`USAGE_HEADER`] is a usage list of `word count` lines (see
     /// [`Lexicon::usage`]), one whose first line is [`HOMOPHONES_HEADER`] a homophone list (see
-    /// [`Lexicon::homophones`]), one whose first line is [`VERBS_HEADER`] a verb list (see
-    /// [`Lexicon::over_regularised`]).
+    /// [`Lexicon::homophones`]), one whose first line is [`VERBS_HEADER`] a verb list and one whose
+    /// first line is [`NOUNS_HEADER`] a noun list (see [`Lexicon::over_regularised`]).
     /// Words are lower-cased; lines that are not valid UTF-8 are skipped. A pair whose words are
     /// in no word list is kept out.
     pub fn load(paths: &[PathBuf]) -> Result<Self, LexiconError> {
@@ -128,6 +136,8 @@ impl Lexicon {
                 lex.read_homophones(rest);
             } else if let Some(rest) = bytes.strip_prefix(VERBS_HEADER.as_bytes()) {
                 lex.read_verbs(rest);
+            } else if let Some(rest) = bytes.strip_prefix(NOUNS_HEADER.as_bytes()) {
+                lex.read_nouns(rest);
             } else {
                 lex.extend_from(&bytes, &mut pairs);
             }
@@ -274,6 +284,20 @@ impl Lexicon {
         self
     }
 
+    /// The same lexicon with nouns held in memory: `(singular, plural forms)`.
+    pub fn with_nouns<'a>(
+        mut self,
+        nouns: impl IntoIterator<Item = (&'a str, &'a [&'a str])>,
+    ) -> Self {
+        let nouns: Vec<Noun<'a>> = nouns
+            .into_iter()
+            .map(|(singular, plural)| Noun { singular, plural })
+            .collect();
+        self.over_regularised
+            .extend(over_regularised_plurals(nouns.iter().copied()));
+        self
+    }
+
     /// The lines of a verb list (`lemma past participle`; lower-case ASCII letters only, other
     /// lines skipped).
     fn read_verbs(&mut self, bytes: &[u8]) {
@@ -295,12 +319,39 @@ impl Lexicon {
                 },
             )
             .collect();
-        self.over_regularised =
-            over_regularised(lines.iter().map(|(lemma, past, participle)| Verb {
-                lemma,
-                past,
-                participle,
-            }));
+        self.over_regularised
+            .extend(over_regularised(lines.iter().map(
+                |(lemma, past, participle)| Verb {
+                    lemma,
+                    past,
+                    participle,
+                },
+            )));
+    }
+
+    /// The lines of a noun list (`singular plural`; lower-case ASCII letters only, other lines
+    /// skipped).
+    fn read_nouns(&mut self, bytes: &[u8]) {
+        let text = String::from_utf8_lossy(bytes);
+        fn word(w: &str) -> bool {
+            !w.is_empty() && w.bytes().all(|b| b.is_ascii_lowercase())
+        }
+        let lines: Vec<(&str, Vec<&str>)> = text
+            .lines()
+            .filter_map(
+                |line| match line.split_whitespace().collect::<Vec<_>>()[..] {
+                    [singular, plural] if word(singular) => {
+                        Some((singular, plural.split('/').filter(|w| word(w)).collect()))
+                    }
+                    _ => None,
+                },
+            )
+            .collect();
+        self.over_regularised.extend(over_regularised_plurals(
+            lines
+                .iter()
+                .map(|(singular, plural)| Noun { singular, plural }),
+        ));
     }
 
     fn add_homophones(&mut self, group: Vec<String>) {
@@ -407,7 +458,9 @@ impl Lexicon {
 
     /// The forms an irregular verb has where `typed` (lower case) puts the regular past ending
     /// on it (`taught` for `teached`, `ate` and `eaten` for `eated`), when a verb list is
-    /// loaded; empty for any other string, and for every form a verb of the list has.
+    /// loaded, and a noun's plurals where it puts the regular plural ending on a noun with an old
+    /// plural (`teeth` for `tooths`), when a noun list is; empty for any other string, and for
+    /// every form a verb or noun of its list has.
     pub fn over_regularised(&self, typed: &str) -> &[Box<str>] {
         self.over_regularised
             .get(typed)
@@ -490,7 +543,7 @@ fn pair_key(a: u32, b: u32) -> u64 {
 
 /// The default lists under `assets` (the `CAPOT_ASSETS` directory, `assets` by default): the
 /// word list and, when they are there, the pair list, the usage list, the homophone list and the
-/// verb list.
+/// verb and noun lists.
 pub fn default_paths(assets: &Path) -> Vec<PathBuf> {
     let mut paths = vec![assets.join(DEFAULT_LEXICON)];
     for optional in [
@@ -498,6 +551,7 @@ pub fn default_paths(assets: &Path) -> Vec<PathBuf> {
         DEFAULT_USAGE,
         DEFAULT_HOMOPHONES,
         DEFAULT_VERBS,
+        DEFAULT_NOUNS,
     ] {
         let path = assets.join(optional);
         if path.is_file() {
@@ -606,6 +660,18 @@ mod tests {
         std::fs::write(&regular_verbs, "#verbs\nwalk walked -\n").unwrap();
         assert!(matches!(
             Lexicon::load(&[a.clone(), regular_verbs]),
+            Err(LexiconError::Empty(_))
+        ));
+        // A noun list: `singular plural` lines; only old plurals give slips.
+        let n = dir.path().join("n.txt");
+        std::fs::write(&n, "#nouns\ntooth teeth\ncat cats\nThief Thieves\nchild\n").unwrap();
+        let lex = Lexicon::load(&[a.clone(), n]).unwrap();
+        assert_eq!(lex.over_regularised("tooths").len(), 1);
+        assert!(lex.over_regularised("cats").is_empty() && !lex.contains("teeth"));
+        let regular_nouns = dir.path().join("en.txt");
+        std::fs::write(&regular_nouns, "#nouns\ncat cats\n").unwrap();
+        assert!(matches!(
+            Lexicon::load(&[a.clone(), regular_nouns]),
             Err(LexiconError::Empty(_))
         ));
         let empty_usage = dir.path().join("eu.txt");

@@ -301,6 +301,68 @@ fn a_regular_ending_on_an_irregular_verb_is_read_as_its_own_form() {
 }
 
 #[test]
+fn a_regular_plural_on_a_noun_with_an_old_plural_is_read_as_its_plural() {
+    let vocab = Arc::new(Vocabulary::build(DOCS.iter().map(|t| ("", *t))));
+    let words = [
+        ("famous", 100_000_000),
+        ("in", 10_000_000_000),
+        ("history", 200_000_000),
+        ("this", 5_000_000_000),
+        ("thief", 5_000_000),
+        ("thieves", 4_000_000),
+        ("things", 300_000_000),
+        ("theirs", 5_000_000),
+    ];
+    let pairs = [
+        ("this", "in", 5_000_000),
+        ("famous", "this", 100_000),
+        ("in", "history", 20_000_000),
+    ];
+    let usage = [
+        ("this", 3_000_000),
+        ("thief", 7_000),
+        ("thieves", 6_700),
+        ("thiefs", 49),
+        ("things", 300_000),
+    ];
+    let nouns: [(&str, &[&str]); 2] = [("thief", &["thieves"]), ("thing", &["things"])];
+    let lexicon = Lexicon::from_counts(words, pairs)
+        .with_usage(usage)
+        .with_nouns(nouns);
+    let r = Repairer::new(vocab.clone(), Some(Arc::new(lexicon.clone())));
+    // The edits reach `this` two letters away; the plural the string names wins.
+    assert_eq!(
+        r.repair("famous thiefs in history").text,
+        "famous thieves in history"
+    );
+    // Unnamed, `this` would win: it is far more common.
+    let unnamed = Repairer::with_params(
+        vocab.clone(),
+        Some(Arc::new(lexicon.clone())),
+        Params {
+            unnamed_reading_cost: 0.0,
+            ..Params::default()
+        },
+    );
+    assert_eq!(
+        unnamed.repair("famous thiefs in history").text,
+        "famous this in history"
+    );
+    let off = Repairer::with_params(
+        vocab,
+        Some(Arc::new(lexicon)),
+        Params {
+            over_regularised_cost: None,
+            ..Params::default()
+        },
+    );
+    assert_ne!(
+        off.repair("famous thiefs in history").text,
+        "famous thieves in history"
+    );
+}
+
+#[test]
 fn a_function_word_a_letter_from_the_one_a_neighbour_wants_is_read_as_it() {
     let words = [
         ("who", 1_000_000_000),
