@@ -280,7 +280,8 @@ impl Lexicon {
                 participle,
             })
             .collect();
-        self.over_regularised = over_regularised(verbs.iter().copied());
+        self.over_regularised
+            .extend(over_regularised(verbs.iter().copied()));
         self
     }
 
