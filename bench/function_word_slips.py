@@ -1,13 +1,15 @@
 """Real-word slips of function words: generate them, repair them, count (standard library only).
 
     python3 bench/function_word_slips.py --capot BIN --index DIR [--params JSON ...]
-        [--queries FILE] [--lexicon FILE] [--count 1500] [--seed 1]
+        [--queries FILE] [--lexicon FILE] [--count 1500] [--seed 1] [--unknown | --swapped-two]
 
 In each clean query (TSV `qid<TAB>text`, MS MARCO dev by default) one function word of three
 letters or more (capot's stopword list, read from src/index/vocab.rs) is replaced by a word of
 the general word list one slip of the hand away: two letters swapped, a key next to the right
 one (QWERTY), or a letter left out (`does` → `dose`, `from` → `fro`, `how` → `hoe`); with
-`--unknown`, by a slip that makes no listed word (`the` → `rhe`, `how` → `hiw`). Queries
+`--unknown`, by a slip that makes no listed word (`the` → `rhe`, `how` → `hiw`); with
+`--swapped-two`, a two-letter function word by its two letters swapped where that makes no
+listed word (`to` → `ot`, `is` → `si`, `of` → `fo`), wherever it stands in the query. Queries
 with no such word are skipped; `--count` of the rest are drawn at random. Each `--params` runs
 `capot repair` once on them and prints how many came back exactly clean, how many changed to
 something else, and the slips most often left. Generated errors, not people's: they say what a
@@ -50,6 +52,7 @@ def main():
     ap = arguments(__doc__)
     ap.add_argument("--count", type=int, default=1500)
     ap.add_argument("--unknown", action="store_true", help="slips that make no listed word (`rhe`, `hiw`) instead")
+    ap.add_argument("--swapped-two", action="store_true", help="two-letter function words with their letters swapped (`ot`, `si`) instead")
     a = ap.parse_args()
 
     known = {line.split()[0] for line in open(a.lexicon, encoding="utf-8") if line.strip()}
@@ -62,7 +65,10 @@ def main():
     for line in open(a.queries, encoding="utf-8"):
         qid, _, text = line.rstrip("\n").partition("\t")
         words = text.split(" ")
-        options = [(i, s) for i, w in enumerate(words) if w in stop and len(w) >= 3 for s in slips(w, known, a.unknown)]
+        if a.swapped_two:
+            options = [(i, w[::-1]) for i, w in enumerate(words) if w in stop and len(w) == 2 and w[::-1] not in known]
+        else:
+            options = [(i, s) for i, w in enumerate(words) if w in stop and len(w) >= 3 for s in slips(w, known, a.unknown)]
         if not options:
             continue
         i, slip = rng.choice(options)

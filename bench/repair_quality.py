@@ -107,7 +107,7 @@ def figures(out):
                          {(m[1], m[0]): m[2] for m in r["misses"]})
         if seed == 0:
             res["clean changed"] = (d["clean"]["changed"], {(c[0], c[0]): c[1] for c in d["clean"]["changes"]})
-    for name in ("marco-typos", "dl19-typos", "function-word-slips", "usage-word-typos", "run-together-words"):
+    for name in ("marco-typos", "dl19-typos", "function-word-slips", "swapped-function-words", "usage-word-typos", "run-together-words"):
         path = os.path.join(out, f"{name}.tsv")
         if not os.path.exists(path):
             continue

@@ -3,7 +3,8 @@
 # Measured tables (the shared misspelling lists, codespell's and Wikipedia's lists, generated
 # real-word errors and word boundaries on seeds 0-2, the clean MS MARCO dev queries, MS MARCO's
 # and dl19's generated typo queries, dbpedia's names and titles, the three generated-error
-# benchmarks), each case kept, so that two builds compare query for query.
+# benchmarks, the first also with two-letter function words swapped), each case kept, so that
+# two builds compare query for query.
 #
 #   bench/repair_quality.sh OUT [BIN] [PARAMS]     (needs scripts/setup's assets)
 #   python3 bench/repair_quality.py compare OUT_A OUT_B
@@ -52,4 +53,6 @@ python3 bench/repair_quality.py typos "$bin" "$index" "$PARAMS" "$OUT" >/dev/nul
 for b in function_word_slips usage_word_typos run_together_words; do
   python3 "bench/$b.py" --capot "$bin" --index "$index" --params "$PARAMS" --dump "$OUT/${b//_/-}.tsv" >/dev/null
 done
+python3 bench/function_word_slips.py --swapped-two --capot "$bin" --index "$index" --params "$PARAMS" \
+  --dump "$OUT/swapped-function-words.tsv" >/dev/null
 python3 bench/repair_quality.py summary "$OUT"

@@ -423,6 +423,24 @@ pub(crate) fn readings(
                 rs.extend(slips);
                 rs.extend(wanted);
                 rs.extend(dropped_letter_beside(r, w, prev, next, extra, lookups));
+            } else if letters == 2 && p.swapped_function_word_cost.is_some() {
+                // Two letters swapped in a function word, where the neighbours want it (`how ot
+                // cook` → `how to`); other two-letter strings are acronyms. Where they do, the
+                // string's being written (as an acronym: `ot`, `si`) is no evidence against the
+                // function word: the reading gets back what keeping the string earns for it.
+                let written = if w.stats.known() {
+                    0.0
+                } else {
+                    r.usage_cost(&w.lower).min(0.0)
+                };
+                rs.extend(
+                    function_word_in_context(r, words, i)
+                        .into_iter()
+                        .map(|x| Reading {
+                            cost: x.cost + written,
+                            ..x
+                        }),
+                );
             }
             if !corpus_only && w.whole_token && letters >= p.min_split_letters {
                 // A word beside an unknown one is as often part of a name (`groupone
@@ -1776,7 +1794,8 @@ const FUNCTION_SLIP_LETTERS: std::ops::RangeInclusive<usize> = 3..=6;
 /// [`Confusion`]); and, whatever its length, for a content word that sounds the same (`how to
 /// no if` → `know`, `for wheel drive` → `four`, `can you here me` → `hear`) at
 /// [`super::Params::homophone_cost`], where either neighbour's pair says so and neither says
-/// the opposite. Slips are read for words of [`FUNCTION_SLIP_LETTERS`] only.
+/// the opposite. Slips are read for words of [`FUNCTION_SLIP_LETTERS`] only, and two letters
+/// swapped for a string the word list lacks ([`super::Params::swapped_function_word_cost`]).
 fn function_word_in_context(r: &Repairer, words: &[QueryWord], at: usize) -> Vec<Reading> {
     let p = &r.params;
     let w = &words[at];
@@ -1848,7 +1867,30 @@ fn function_word_in_context(r: &Repairer, words: &[QueryWord], at: usize) -> Vec
     // Written beside every neighbour as it stands (`what is the`): no slip, unless the pairs
     // are the function word's typos (`wat is`, 13.7M, against `what is`, 2,175M; see below).
     let written_beside_all = typed_pairs.iter().flatten().all(|&c| c > 0);
-    let slip_lengths = FUNCTION_SLIP_LETTERS.contains(&typed.len());
+    // Two letters the word list lacks, read as a function word swapped
+    // ([`super::Params::swapped_function_word_cost`]), between two neighbours, one a content
+    // word (`is ti a` may be an acronym between two function words, each of which goes with
+    // `it`) or the first a question word that starts the query and makes a set phrase with
+    // the function word (`what si a stent`; not `what os is`: `what so` is no set phrase).
+    let after_question = at == 1 && prev.is_some_and(|q| QUESTION_WORDS.contains(&&*q.lower));
+    let function_words_beside = prev
+        .zip(next)
+        .is_some_and(|(a, b)| is_stopword(&a.lower) && is_stopword(&b.lower));
+    let swapped_two = typed.len() == 2
+        && w.stats.general == 0
+        && prev.is_some()
+        && next.is_some()
+        && (!function_words_beside || after_question)
+        && p.swapped_function_word_cost.is_some();
+    // Whether a content word beside it, or the question before it, speaks for the function
+    // word `s`.
+    let question_phrase = |s: &WordStats| {
+        !function_words_beside
+            || prev
+                .and_then(|q| r.lm.ln_general_association(&q.stats, s, false))
+                .is_some_and(|x| x >= p.swapped_question_association)
+    };
+    let slip_lengths = FUNCTION_SLIP_LETTERS.contains(&typed.len()) || swapped_two;
     if written_beside_all
         && !slip_lengths
         && sounds.is_empty()
@@ -1860,7 +1902,9 @@ fn function_word_in_context(r: &Repairer, words: &[QueryWord], at: usize) -> Vec
     // Scored once a reading passes its pair tests: most do not.
     let typed_score = std::cell::OnceCell::new();
     let typo_pairs_unseen = std::cell::OnceCell::new();
-    let prior_cost = if !w.stats.known() {
+    let prior_cost = if swapped_two {
+        p.swapped_function_word_cost.unwrap_or(f64::INFINITY)
+    } else if !w.stats.known() {
         p.unknown_function_word_cost
     } else {
         // A query with another word no list knows may be in another language, whose own
@@ -1892,7 +1936,13 @@ fn function_word_in_context(r: &Repairer, words: &[QueryWord], at: usize) -> Vec
     let slips = STOPWORDS
         .iter()
         .filter(|_| slip_lengths)
-        .filter(|m| m.len() >= 3 && m.len().abs_diff(typed.len()) <= 1)
+        .filter(|m| {
+            if swapped_two {
+                m.len() == 2 && m.bytes().eq(typed.iter().rev().copied()) && **m != w.lower
+            } else {
+                m.len() >= 3 && m.len().abs_diff(typed.len()) <= 1
+            }
+        })
         // A word that is no function word has no function word among its forms, whatever
         // endings they seem to share: `man` is `many` with a letter left out, `doe` is `does`,
         // `wad` is `was` one key off (`how man calories`, `how long doe it take`).
@@ -1942,6 +1992,11 @@ fn function_word_in_context(r: &Repairer, words: &[QueryWord], at: usize) -> Vec
                     let margin = p.typo_pair_margin.exp();
                     if sides().any(|(t, m)| t > 0.0 && t * margin >= m)
                         || !sides().any(|(_, m)| m > 0.0)
+                        // Two letters: no neighbour's pair with the string is written, and
+                        // every one with the function word.
+                        || swapped_two
+                            && !(sides().all(|(t, m)| t == 0.0 && m > 0.0)
+                                && question_phrase(&stats))
                     {
                         return None;
                     }

@@ -338,6 +338,20 @@ pub struct Params {
     /// choice of word, but not nothing, as most are acronyms (at 5, `what is npt standard` →
     /// `not`).
     pub unknown_function_word_cost: f64,
+    /// The same prior for a two-letter string the word list lacks read as the function word
+    /// with its two letters swapped (`how ot cook rice` → `how to`, `what si a stent` → `what
+    /// is`), where the general pair list holds the function word with both neighbours and the
+    /// string with neither: two letters are mostly acronyms (`ma`, `ti`, `os`), which is why
+    /// both neighbours must speak, one of them a content word (or see
+    /// [`Params::swapped_question_association`]), and only a swap, the commonest slip on a short
+    /// word, is read.
+    /// `null` turns it off.
+    pub swapped_function_word_cost: Option<f64>,
+    /// Where both neighbours of such a string are function words, the first must be a question
+    /// word that starts the query and makes a set phrase with the function word: the function
+    /// word this much more likely after it than on its own, in nats (`what is`, `how to`,
+    /// `where is`; not `what so`, so `what os is best` stays).
+    pub swapped_question_association: f64,
     /// [`Params::function_word_cost`] for the first word of a query, whose one neighbour is all
     /// the context there is (`hoe to make bread` → `how`): lower, as the word's own frequency
     /// speaks for the function word in place of the word before. A word only the corpus knows
@@ -616,6 +630,8 @@ impl Default for Params {
             function_split_cost: 2.5,
             function_word_cost: 10.0,
             unknown_function_word_cost: 6.0,
+            swapped_function_word_cost: Some(6.0),
+            swapped_question_association: 3.0,
             function_word_start_cost: 7.0,
             function_word_start_foreign_cost: 8.0,
             question_start_lift: 3.0,

@@ -588,6 +588,68 @@ fn a_word_one_slip_from_the_function_word_its_neighbours_want_is_read_as_it() {
 }
 
 #[test]
+fn two_letters_swapped_are_the_function_word_where_the_neighbours_want_it() {
+    let words: &[(&str, u64)] = &[
+        ("how", 570_000_000),
+        ("to", 12_000_000_000),
+        ("cook", 24_000_000),
+        ("rice", 21_000_000),
+        ("what", 812_000_000),
+        ("is", 4_700_000_000),
+        ("it", 4_000_000_000),
+        ("a", 9_000_000_000),
+        ("stent", 600_000),
+        ("where", 100_000_000),
+        ("etcetera", 530_000_000_000),
+    ];
+    let pairs: &[(&str, &str, u64)] = &[
+        ("how", "to", 5_500_000_000),
+        ("where", "to", 40_000_000),
+        ("to", "a", 3_000_000_000),
+        ("to", "cook", 95_000_000),
+        ("what", "is", 2_100_000_000),
+        ("is", "a", 1_500_000_000),
+        ("is", "it", 1_200_000_000),
+        ("it", "a", 60_000_000),
+    ];
+    let r = general_english(words, pairs);
+    let out = r.repair("how ot cook rice");
+    assert_eq!(out.text, "how to cook rice");
+    assert_eq!(out.edits[0].kind, EditKind::NonWord);
+    // After a question word that starts the query, the question is the context.
+    assert_eq!(r.repair("what si a stent").text, "what is a stent");
+    // Between two function words, however well each goes with `it`, an acronym may stand.
+    assert!(!r.repair("what is ti a stent").changed());
+    // So it may after a question word that makes no set phrase with the function word: `where
+    // to` is written, but not much more than `where` and `to` meet by chance.
+    assert!(!r.repair("where ot a stent").changed());
+    let any_question = with_params(
+        &r,
+        Params {
+            swapped_question_association: f64::NEG_INFINITY,
+            ..Params::default()
+        },
+    );
+    assert_eq!(
+        any_question.repair("where ot a stent").text,
+        "where to a stent"
+    );
+    // Every neighbour must want the function word: `to rice` is written nowhere.
+    assert!(!r.repair("cook ot rice").changed());
+    // Other two-letter strings are acronyms: `tp` is a key off `to`, no swap.
+    assert!(!r.repair("how tp cook rice").changed());
+    let off = with_params(
+        &r,
+        Params {
+            swapped_function_word_cost: None,
+            ..Params::default()
+        },
+    );
+    assert!(!off.repair("how ot cook rice").changed());
+    assert!(!off.repair("what si a stent").changed());
+}
+
+#[test]
 fn a_slip_whose_pairs_are_its_typos_is_read_as_the_function_word() {
     let words: &[(&str, u64)] = &[
         ("so", 1_000_000_000),
