@@ -1220,6 +1220,61 @@ pub(crate) fn spelling_variant(a: &str, b: &str) -> bool {
     })
 }
 
+/// The first British spelling [`spelling_variant`] pairs with an American one (`colors` →
+/// `colours`, `theater` → `theatre`, `anemia` → `anaemia`, `traveled` → `travelled`,
+/// `organize` → `organise`) that `find` finds, with what it found: the word list's id of a
+/// spelling where the list lacks the American one.
+pub(crate) fn british_spelling<T>(
+    american: &str,
+    mut find: impl FnMut(&str) -> Option<T>,
+) -> Option<T> {
+    let b = american.as_bytes();
+    let mut out: Vec<Vec<u8>> = Vec::new();
+    for i in 0..b.len() {
+        match b[i] {
+            // -er/-re.
+            b'e' if b.get(i + 1) == Some(&b'r') => {
+                let mut v = b.to_vec();
+                v.swap(i, i + 1);
+                out.push(v);
+            }
+            // -ize/-ise.
+            b'z' => {
+                let mut v = b.to_vec();
+                v[i] = b's';
+                out.push(v);
+            }
+            _ => {}
+        }
+        // One letter more before this one: `u` in -or, `l` doubled, `a`/`o` before `e`.
+        let before = i.checked_sub(1).map(|j| b[j]);
+        let mut extra: Vec<u8> = Vec::new();
+        if before == Some(b'o') && b[i] == b'r' {
+            extra.push(b'u');
+        }
+        if before == Some(b'l') && matches!(b[i], b'e' | b'i') {
+            extra.push(b'l');
+        }
+        if b[i] == b'e' {
+            extra.extend(b"ao");
+        }
+        for c in extra {
+            let mut v = b[..i].to_vec();
+            v.push(c);
+            v.extend_from_slice(&b[i..]);
+            out.push(v);
+        }
+    }
+    // A final `e` after -in (`glycerin`).
+    if american.ends_with("in") {
+        out.push([b, b"e"].concat());
+    }
+    // The look-up first: most strings are no word, and telling a spelling costs more.
+    out.into_iter()
+        .filter_map(|v| String::from_utf8(v).ok())
+        .find_map(|s| find(&s).filter(|_| spelling_variant(american, &s)))
+}
+
 /// Whether `rest` can follow the `-our` of a British spelling: nothing, a plural, a vowel-led
 /// ending (`-ed`, `-ite`, `-able`) or one of the consonant-led suffixes `-ful`, `-less`,
 /// `-hood`, `-ly`.
@@ -2270,6 +2325,34 @@ pub(crate) fn best_path(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_american_spelling_gives_its_british_ones() {
+        for (american, british) in [
+            ("colors", "colours"),
+            ("theater", "theatre"),
+            ("centers", "centres"),
+            ("anemia", "anaemia"),
+            ("estrogen", "oestrogen"),
+            ("traveled", "travelled"),
+            ("organize", "organise"),
+            ("glycerin", "glycerine"),
+        ] {
+            assert_eq!(
+                british_spelling(american, |s| (s == british).then(|| s.to_string())),
+                Some(british.to_string())
+            );
+        }
+        // A typo is no spelling: `source` has no `-our`, `until` no `-ll`.
+        assert_eq!(
+            british_spelling("sorce", |s| (s == "source").then_some(())),
+            None
+        );
+        assert_eq!(
+            british_spelling("until", |s| (s == "untill").then_some(())),
+            None
+        );
+    }
 
     #[test]
     fn spelling_variants_are_told_from_typos() {

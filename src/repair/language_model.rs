@@ -27,6 +27,10 @@ pub struct WordStats {
     pub general: u64,
     /// Count in the corpus.
     pub corpus: u64,
+    /// Its pairs in general English's list are another spelling's (`lexicon_id` is that
+    /// spelling's: `colours` for `colors`): a pair the list holds speaks for it, one it lacks
+    /// says nothing.
+    pub borrowed_pairs: bool,
 }
 
 impl WordStats {
@@ -128,6 +132,7 @@ impl LanguageModel {
                 _ => 0,
             },
             corpus: self.vocab.count(word),
+            borrowed_pairs: false,
         }
     }
 
@@ -197,19 +202,24 @@ impl LanguageModel {
         if !sa.known() || !sb.known() {
             return None;
         }
+        let general = match (&self.lexicon, sa.lexicon_id, sb.lexicon_id) {
+            (Some(l), Some(ia), Some(ib)) => l.bigram(ia, ib),
+            _ => 0,
+        };
+        // A pair another spelling's writings stand for speaks only where it is written.
+        let borrowed_unseen = general == 0 && (sa.borrowed_pairs || sb.borrowed_pairs);
         // A word only the usage list knows (a candidate from it) is in neither list of pairs:
         // its pairs are no evidence either way.
-        if sb.lexicon_id.is_none() && sb.corpus == 0 {
+        if (sb.lexicon_id.is_none() || borrowed_unseen && sb.borrowed_pairs) && sb.corpus == 0 {
             return None;
         }
         let mut pair = 0.0;
         let mut weight = 0.0;
-        if let (Some(l), Some(ia), Some(ib)) = (&self.lexicon, sa.lexicon_id, sb.lexicon_id) {
-            if sa.general > 0 {
-                let w = 1.0 - self.corpus_weight;
-                pair += w * l.bigram(ia, ib) as f64 / sa.general as f64;
-                weight += w;
-            }
+        if sa.lexicon_id.is_some() && sb.lexicon_id.is_some() && sa.general > 0 && !borrowed_unseen
+        {
+            let w = 1.0 - self.corpus_weight;
+            pair += w * general as f64 / sa.general as f64;
+            weight += w;
         }
         if sa.corpus > 0 && self.vocab.has_bigrams() {
             let w = self.corpus_weight;

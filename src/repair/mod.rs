@@ -286,6 +286,10 @@ pub struct Params {
     /// frequent, such a word is dropped (the usage list holds many a word's typos and variants:
     /// `seperate`, `pokemons`). 0 turns this off.
     pub usage_candidate_per_billion: u64,
+    /// Such a word that is the American spelling of a word the word list holds (`colors`,
+    /// `theater`, `anemia`: the SymSpell list leans British) has the British spelling's pairs,
+    /// which otherwise no list of pairs holds for it.
+    pub borrow_british_pairs: bool,
     /// Candidates kept per word, the likeliest out of context first.
     pub max_candidates: usize,
     /// Prior cost, in nats, of changing a word that is known: the threshold a real-word
@@ -618,6 +622,7 @@ impl Default for Params {
             min_join_letters: 5,
             min_corpus_count: 2,
             usage_candidate_per_billion: 100,
+            borrow_british_pairs: true,
             max_candidates: 8,
             real_word_cost: 8.0,
             real_word_at_start: true,
@@ -809,6 +814,12 @@ impl Repairer {
                 stats.general = (per_billion as f64 * 1e-9 * l.total() as f64)
                     .round()
                     .max(1.0) as u64;
+                // An American spelling the word list lacks (`colors`, `anemia`) goes with the
+                // words its British spelling goes with: it has that spelling's pairs.
+                if params.borrow_british_pairs && stats.lexicon_id.is_none() {
+                    stats.lexicon_id = decoder::british_spelling(&w, |b| l.id(b));
+                    stats.borrowed_pairs = stats.lexicon_id.is_some();
+                }
                 candidate_stats.push(stats);
                 words.push(w);
             }

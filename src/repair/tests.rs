@@ -2131,6 +2131,11 @@ fn the_real_model_fixes_what_people_type_and_leaves_clean_and_foreign_queries_al
                 "what is the daily dose of vitamin d",
             ),
             ("flee market near me", "flea market near me"),
+            // An American spelling the word list lacks goes with what its British one does.
+            (
+                "which greek deity was hoonred with a towering statue",
+                "which greek deity was honored with a towering statue",
+            ),
             ("bi cycle repair", "bicycle repair"),
             ("thecauses of anemia", "the causes of anemia"),
             ("recieve email", "receive email"),
