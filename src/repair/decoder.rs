@@ -1855,13 +1855,15 @@ fn function_word_in_context(r: &Repairer, words: &[QueryWord], at: usize) -> Vec
     let p = &r.params;
     let w = &words[at];
     let neighbour = |q: &&QueryWord| q.stats.known() && q.editable;
-    let prev = at
-        .checked_sub(1)
-        .map(|j| &words[j])
-        .filter(|q| w.spaced_from_previous && neighbour(q));
-    let next = words
-        .get(at + 1)
-        .filter(|q| q.spaced_from_previous && neighbour(q));
+    // The words beside it in the same phrase, known or not.
+    let beside = (
+        at.checked_sub(1)
+            .map(|j| &words[j])
+            .filter(|_| w.spaced_from_previous),
+        words.get(at + 1).filter(|q| q.spaced_from_previous),
+    );
+    let prev = beside.0.filter(neighbour);
+    let next = beside.1.filter(neighbour);
     if prev.is_none() && next.is_none() {
         return Vec::new();
     }
@@ -2085,6 +2087,20 @@ fn function_word_in_context(r: &Repairer, words: &[QueryWord], at: usize) -> Vec
                 Confusion::OneLetter | Confusion::ContentSound => {
                     let against = p.typo_pair_margin.exp();
                     if !sides().any(favours) || sides().any(|(t, m)| t > 0.0 && t >= m * against) {
+                        return None;
+                    }
+                    // A content word beside a function word read as a content word must speak
+                    // for it too: silent, it may be what the function word joins (`kilometers
+                    // to miles`, where no list pairs `kilometers`, is no `two miles`), and so
+                    // may a word no list knows (`kilometrs to miles`).
+                    let silent_content = [beside.0, beside.1].iter().enumerate().any(|(k, q)| {
+                        q.is_some_and(|q| !is_stopword(&q.lower))
+                            && !matches!(
+                                (typed_pairs[k], meant_pairs[k]),
+                                (Some(t), Some(m)) if favours((t as f64, m as f64))
+                            )
+                    });
+                    if matches!(confusion, Confusion::ContentSound) && silent_content {
                         return None;
                     }
                     match confusion {

@@ -2272,6 +2272,10 @@ fn the_real_model_fixes_what_people_type_and_leaves_clean_and_foreign_queries_al
                 "how to know if you have diabetes",
             ),
             ("for wheel drive cars", "four wheel drive cars"),
+            // ... and where a content word beside it says nothing, it joins that word
+            // (`kilometers`, which no list pairs, is no `two miles`).
+            ("kilometers to miles", "kilometers to miles"),
+            ("kilometrs to miles", "kilometres to miles"),
             ("can you here me", "can you hear me"),
             (
                 "what is the do date for taxes",
