@@ -457,11 +457,16 @@ fn sigterm_drains_the_admin_listener_and_ends_event_streams() {
         j["progress"]["step"].as_u64().unwrap_or(0) >= 1
     });
     // A live event stream of the running job: it must end cleanly at shutdown (curl exits 0
-    // only when the server ends the stream, not when the connection is cut).
-    let follower = {
-        let (admin, id) = (admin.clone(), long.clone());
-        std::thread::spawn(move || follow_stream(&admin, &id, Duration::from_secs(60)))
-    };
+    // only when the server ends the stream, not when the connection is cut). It is live once
+    // the server has answered; a request not yet read when the signal comes is closed unanswered.
+    let (answered, follower) = spawn_event_follower(
+        &admin,
+        &format!("/admin/jobs/{long}/events"),
+        Duration::from_secs(60),
+    );
+    answered
+        .recv_timeout(Duration::from_secs(60))
+        .expect("the event stream was not answered within 60s");
     // A bundle load in flight when the signal comes (MiniLM takes a moment to load and warm
     // up; its 384-d vectors do not fit the tiny 32-d index, so the finished load is answered
     // 409 — what matters is that the answer comes whole, after the signal).

@@ -4,8 +4,10 @@
 
 #![allow(dead_code)]
 
+use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Stdio};
+use std::sync::mpsc;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
@@ -186,10 +188,41 @@ pub fn follow_stream(admin: &Admin, id: &str, limit: Duration) -> Vec<(String, V
 /// (event name, data) pairs in order.
 #[allow(dead_code)]
 pub fn follow_events(admin: &Admin, path: &str, limit: Duration) -> Vec<(String, Value)> {
-    let out = Command::new("curl")
+    read_event_stream(admin, path, limit, None)
+}
+
+/// Follows the live event stream at `path` on a thread, as [`follow_events`]; the receiver
+/// hears once the server has answered (its status line came back). A test that signals the
+/// server waits for that first: a request the server has not yet read when it starts draining
+/// is closed unanswered, as any draining HTTP server does.
+#[allow(dead_code)]
+pub fn spawn_event_follower(
+    admin: &Admin,
+    path: &str,
+    limit: Duration,
+) -> (
+    mpsc::Receiver<()>,
+    std::thread::JoinHandle<Vec<(String, Value)>>,
+) {
+    let (tx, rx) = mpsc::channel();
+    let (admin, path) = (admin.clone(), path.to_string());
+    let follower = std::thread::spawn(move || read_event_stream(&admin, &path, limit, Some(tx)));
+    (rx, follower)
+}
+
+fn read_event_stream(
+    admin: &Admin,
+    path: &str,
+    limit: Duration,
+    mut answered: Option<mpsc::Sender<()>>,
+) -> Vec<(String, Value)> {
+    // `-i`: the status line and headers come first on stdout, so the start of the answer is
+    // seen; the parser below reads only `event:` and `data:` lines.
+    let mut child = Command::new("curl")
         .args([
             "-sS",
             "-N",
+            "-i",
             "--max-time",
             &limit.as_secs().to_string(),
             "-H",
@@ -198,17 +231,19 @@ pub fn follow_events(admin: &Admin, path: &str, limit: Duration) -> Vec<(String,
             &format!("Authorization: Bearer {}", admin.token),
         ])
         .arg(format!("{}{path}", admin.base))
-        .output()
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
         .expect("run curl");
-    assert!(
-        out.status.success(),
-        "the stream did not end by itself within {limit:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let text = String::from_utf8_lossy(&out.stdout);
+    let stdout = child.stdout.take().expect("curl's stdout is piped");
     let mut events = Vec::new();
     let mut name = String::new();
-    for line in text.lines() {
+    for line in BufReader::new(stdout).lines() {
+        let line = line.expect("read curl's output");
+        if let Some(tx) = answered.take() {
+            let _ = tx.send(());
+        }
+        let line = line.trim_end_matches('\r');
         if let Some(n) = line.strip_prefix("event: ") {
             name = n.to_string();
         } else if let Some(d) = line.strip_prefix("data: ") {
@@ -216,6 +251,12 @@ pub fn follow_events(admin: &Admin, path: &str, limit: Duration) -> Vec<(String,
             events.push((name.clone(), v));
         }
     }
+    let out = child.wait_with_output().expect("wait for curl");
+    assert!(
+        out.status.success(),
+        "the stream did not end by itself within {limit:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     events
 }
 
