@@ -152,6 +152,7 @@ pub(crate) fn readings(
             0.0
         };
         let mut keep_pays_pairs = false;
+        let mut defined_typo = false;
         if !w.stats.known() || corpus_only {
             // Looked up from `min_letters` letters on.
             let LookedUp {
@@ -171,6 +172,10 @@ pub(crate) fn readings(
                 corpus_only = false;
                 keep_pays_pairs = true;
                 rs[0].cost = typo_keep_cost(r, w, prev, next);
+                // Read as a common word's typo, a long word is no rare term the asker looks up:
+                // people ask the meaning of the words they cannot spell (`what does definately
+                // mean`). Shorter ones are names and acronyms as often (`poct`, `hirad`).
+                defined_typo = p.defined_typo_free && letters >= p.long_word;
             }
             let extra = if corpus_only { p.corpus_word_cost } else { 0.0 };
             // The documents about the query hold the word as typed: a name, not a slip.
@@ -531,8 +536,12 @@ pub(crate) fn readings(
             }
         }
         // Words run together are no rarer there than elsewhere (`what is a studentsenate`).
+        // A typo's correction one edit away is what the asker meant; two edits away is another
+        // word as often (`strategery` is no `strategy`).
         for reading in rs.iter_mut().skip(1) {
-            if reading.kind != Some(EditKind::Split) {
+            let meant =
+                defined_typo && reading.kind == Some(EditKind::NonWord) && reading.distance <= 1;
+            if reading.kind != Some(EditKind::Split) && !meant {
                 reading.cost += defined_cost;
             }
         }

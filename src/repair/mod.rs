@@ -430,6 +430,11 @@ pub struct Params {
     /// Extra cost, in nats, of changing the word a query asks the meaning of (`what is X`, `X
     /// meaning`): a term, a name or a brand rare to the asker, and rare in the lists too.
     pub defined_word_cost: f64,
+    /// Whether an unknown word of `long_word` letters or more read as a typo (the usage rule
+    /// and the rules beside it) is free of `defined_word_cost` for the words one edit away:
+    /// `definately meaning` is asked by someone who cannot spell `definitely`, not about a
+    /// rare term.
+    pub defined_typo_free: bool,
     /// Occurrences added to a word's corpus count when the corpus's pairs estimate what follows
     /// it: c(a b) / (c(a) + this). A pair seen once after a word seen three times is chance as
     /// often as a phrase; 0 takes the counts as they are.
@@ -657,6 +662,7 @@ impl Default for Params {
             unseen_pair_cost: 1.0,
             corpus_pair_prior: 10.0,
             defined_word_cost: 3.0,
+            defined_typo_free: true,
             unlisted_per_letter: 0.3,
             usage_weight: 1.0,
             ln_usage_reference: -17.0,

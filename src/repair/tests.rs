@@ -1420,6 +1420,52 @@ fn a_string_people_write_is_no_typo_of_a_word_two_edits_away() {
 }
 
 #[test]
+fn a_word_asked_the_meaning_of_is_corrected_where_the_usage_list_reads_it_as_a_typo() {
+    // People look up the words they cannot spell: the protection of a word whose meaning is
+    // asked (a rare term, a name) gives way where the string is a common word's typo.
+    let vocab = Arc::new(Vocabulary::build(DOCS.iter().map(|t| ("", *t))));
+    let words = [
+        ("what", 800_000_000),
+        ("does", 300_000_000),
+        ("mean", 80_000_000),
+        ("meaning", 28_000_000),
+        ("definitely", 50_000_000),
+        ("defiantly", 1_000_000),
+        ("hired", 20_000_000),
+    ];
+    let usage = [
+        ("definitely", 52_000),
+        ("definately", 900),
+        ("hirad", 30),
+        ("hired", 2_000_000),
+    ];
+    let lexicon = Arc::new(Lexicon::from_counts(words, []).with_usage(usage));
+    // However much more changing such a word costs, a typo is free of it.
+    let dear = Params {
+        defined_word_cost: 20.0,
+        ..Params::default()
+    };
+    let free = Repairer::with_params(vocab.clone(), Some(lexicon.clone()), dear.clone());
+    let held = Repairer::with_params(
+        vocab,
+        Some(lexicon),
+        Params {
+            defined_typo_free: false,
+            ..dear
+        },
+    );
+    for (typed, meant) in [
+        ("definately meaning", "definitely meaning"),
+        ("what does definately mean", "what does definitely mean"),
+    ] {
+        assert_eq!(free.repair(typed).text, meant);
+        assert!(!held.repair(typed).changed(), "{typed}");
+    }
+    // A short one is a name or an acronym as often.
+    assert!(!free.repair("what does hirad mean").changed());
+}
+
+#[test]
 fn two_keys_rolled_at_either_end_are_a_typo_though_an_end_letter_changed() {
     // Words of four to six letters whose first or last letter differs from a common word's are
     // mostly names and brands (`vcenter`, `usaid`), but a swap of the last or first two letters
