@@ -141,6 +141,22 @@ fn index_vocab_and_repair_cli() {
         .collect();
     assert_eq!(taken.len(), 1, "{v}");
     assert_eq!(taken[0]["meant"], "deficiency", "{v}");
+    // Both paths reading by reading: what each pair gave, less the costs, is the path's score.
+    for (path, score) in [("best_path", "best_score"), ("typed_path", "typed_score")] {
+        let steps = v["explain"][path].as_array().unwrap();
+        assert_eq!(steps.len(), 5, "{v}");
+        let sum: f64 = steps
+            .iter()
+            .map(|s| s["ln_context"].as_f64().unwrap() - s["cost"].as_f64().unwrap())
+            .sum();
+        let want = v["explain"][score].as_f64().unwrap();
+        assert!(
+            (sum - want).abs() < 1e-6,
+            "{path}: {sum} against {want}: {v}"
+        );
+    }
+    assert_eq!(v["explain"]["best_path"][4]["meant"], "deficiency", "{v}");
+    assert_eq!(v["explain"]["typed_path"][4]["meant"], "deficeincy", "{v}");
     let o = run_capot(
         &["repair", "--index", old_s, "--explain", "--format", "tsv"],
         clean.as_bytes(),

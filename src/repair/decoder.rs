@@ -2235,6 +2235,80 @@ fn frame_lift(r: &Repairer, word: &str, last: bool, words: usize) -> f64 {
     }
 }
 
+/// Whether the query's first word as typed is a string nobody writes: a frame word read first
+/// is then lifted over it ([`frame_lift`]), where one people write there is as often a first
+/// name before a surname (`defne jones`).
+fn frame_start(r: &Repairer, readings: &[Vec<Reading>]) -> bool {
+    readings
+        .first()
+        .and_then(|rs| rs.first())
+        .is_some_and(|rd| {
+            rd.kind.is_none() && rd.words.len() == 1 && r.lm.usage(&rd.words[0].0).is_none()
+        })
+}
+
+/// ln P of the inside of a reading (a split's words after its first, each after the one before).
+fn ln_inside(r: &Repairer, rd: &Reading) -> f64 {
+    rd.words
+        .windows(2)
+        .map(|pair| {
+            r.lm.ln_bigram(&pair[0].0, &pair[0].1, &pair[1].0, &pair[1].1)
+        })
+        .sum()
+}
+
+/// ln P of a reading's first word as the query's first, with a question word's and a frame
+/// word's lifts ([`best_path`]).
+fn ln_start(
+    r: &Repairer,
+    rd: &Reading,
+    question_start: f64,
+    frame_start: bool,
+    words: usize,
+) -> f64 {
+    let first = &rd.words[0].0;
+    r.lm.ln_unigram(&rd.words[0].1)
+        + start_lift(first, question_start)
+        + if frame_start {
+            frame_lift(r, first, false, words)
+        } else {
+            0.0
+        }
+}
+
+/// What the language model gives each reading of a path from [`best_path`] where it stands:
+/// its first word after the last word of the reading before it (or as the query's first), the
+/// inside of a split, and a frame word's lift at the end. Less the readings' costs, they sum to
+/// the path's score; `--explain` shows them (why a pair outweighed a cheaper edit).
+pub(crate) fn path_terms(
+    r: &Repairer,
+    readings: &[Vec<Reading>],
+    path: &[(usize, usize)],
+    question_start: f64,
+) -> Vec<f64> {
+    let n = readings.len();
+    let frame_start = frame_start(r, readings);
+    let mut before: Option<&(String, WordStats)> = None;
+    path.iter()
+        .map(|&(b, ri)| {
+            let rd = &readings[b][ri];
+            let (first, first_stats) = (&rd.words[0].0, &rd.words[0].1);
+            let entry = match before {
+                None => ln_start(r, rd, question_start, frame_start, n),
+                Some((word, stats)) => r.lm.ln_bigram(word, stats, first, first_stats),
+            };
+            let last = &rd.words[rd.words.len() - 1];
+            before = Some(last);
+            let end = if b + rd.span == n {
+                frame_lift(r, &last.0, true, n)
+            } else {
+                0.0
+            };
+            entry + ln_inside(r, rd) + end
+        })
+        .collect()
+}
+
 /// The best sequence of readings, as (position, reading index) pairs, and its score. `forced`
 /// positions may only be read as typed; a question word read first gains `question_start`
 /// ([`question_start_lift`]), a word that asks about the others read first or last
@@ -2247,14 +2321,7 @@ pub(crate) fn best_path(
     memo: &mut Transitions,
 ) -> (Vec<(usize, usize)>, f64) {
     let n = readings.len();
-    // A frame word read first is lifted over a string nobody writes: one people write there
-    // is as often a first name before a surname (`defne jones`).
-    let frame_start = readings
-        .first()
-        .and_then(|rs| rs.first())
-        .is_some_and(|rd| {
-            rd.kind.is_none() && rd.words.len() == 1 && r.lm.usage(&rd.words[0].0).is_none()
-        });
+    let frame_start = frame_start(r, readings);
     let mut states: Vec<Vec<State>> = (0..=n).map(|_| Vec::new()).collect();
     states[0].push(State {
         word: String::new(),
@@ -2277,24 +2344,12 @@ pub(crate) fn best_path(
                 continue;
             }
             // The inside of the reading (a split's second word) does not depend on the state.
-            let mut inner = 0.0;
-            for pair in rd.words.windows(2) {
-                inner +=
-                    r.lm.ln_bigram(&pair[0].0, &pair[0].1, &pair[1].0, &pair[1].1);
-            }
+            let inner = ln_inside(r, rd);
             let (first, first_stats) = (&rd.words[0].0, &rd.words[0].1);
             let mut best: Option<(f64, usize)> = None;
             for (si, s) in states[b].iter().enumerate() {
                 let lm = match s.back {
-                    None => {
-                        r.lm.ln_unigram(first_stats)
-                            + start_lift(first, question_start)
-                            + if frame_start {
-                                frame_lift(r, first, false, n)
-                            } else {
-                                0.0
-                            }
-                    }
+                    None => ln_start(r, rd, question_start, frame_start, n),
                     Some((pb, _, pri)) => *memo
                         .scores
                         .entry((pb as u32, pri as u32, b as u32, ri as u32))

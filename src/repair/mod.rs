@@ -195,6 +195,11 @@ pub struct Explanation {
     /// ln P of the best reading (typed | meant and meant), and of the words as typed.
     pub best_score: f64,
     pub typed_score: f64,
+    /// The best path's readings in order, each with what the language model gave it where it
+    /// stands: `Σ (ln_context − cost)` is `best_score`.
+    pub best_path: Vec<PathStep>,
+    /// The same for the words as typed (`typed_score`).
+    pub typed_path: Vec<PathStep>,
     /// Why the query was not looked at, when it was not.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub skipped: Option<String>,
@@ -215,6 +220,21 @@ pub struct ExplainedWord {
     pub documents_using: Option<u32>,
     /// The readings that start at this word; the first is the word as typed.
     pub readings: Vec<ExplainedReading>,
+}
+
+/// One reading on a path of an [`Explanation`]: why one path outscored another, pair by pair.
+#[derive(Debug, Clone, Serialize)]
+pub struct PathStep {
+    /// Index of the first typed word it covers in [`Explanation::words`].
+    pub position: usize,
+    /// The meant word (two for a split, the joined word for a join).
+    pub meant: String,
+    /// The reading's cost in nats, as in [`ExplainedReading::cost`].
+    pub cost: f64,
+    /// ln P of the reading beside the one before it: its pair with that reading's last word
+    /// (or, first in the query, its own probability with a question word's lift), the pair
+    /// inside a split, and a frame word's lift at the query's end.
+    pub ln_context: f64,
 }
 
 /// One reading the decoder weighed.
@@ -1159,6 +1179,8 @@ impl Repairer {
                 words: Vec::new(),
                 best_score: 0.0,
                 typed_score: 0.0,
+                best_path: Vec::new(),
+                typed_path: Vec::new(),
                 skipped: Some("a letter outside ASCII or a word of another language".into()),
             };
         };
@@ -1167,7 +1189,23 @@ impl Repairer {
         let mut memo = decoder::Transitions::default();
         let (path, best_score) = decoder::best_path(self, &readings, &[], lift, &mut memo);
         let all: Vec<usize> = (0..words.len()).collect();
-        let (_, typed_score) = decoder::best_path(self, &readings, &all, lift, &mut memo);
+        let (typed, typed_score) = decoder::best_path(self, &readings, &all, lift, &mut memo);
+        let steps = |path: &[(usize, usize)]| -> Vec<PathStep> {
+            decoder::path_terms(self, &readings, path, lift)
+                .into_iter()
+                .zip(path)
+                .map(|(ln_context, &(position, ri))| {
+                    let rd = &readings[position][ri];
+                    PathStep {
+                        position,
+                        meant: reading_text(rd),
+                        cost: rd.cost,
+                        ln_context,
+                    }
+                })
+                .collect()
+        };
+        let (best_path, typed_path) = (steps(&path), steps(&typed));
         let explained = words
             .iter()
             .zip(&readings)
@@ -1183,12 +1221,7 @@ impl Repairer {
                     .iter()
                     .enumerate()
                     .map(|(ri, r)| ExplainedReading {
-                        meant: r
-                            .words
-                            .iter()
-                            .map(|x| x.0.clone())
-                            .collect::<Vec<_>>()
-                            .join(" "),
+                        meant: reading_text(r),
                         span: r.span,
                         kind: r.kind,
                         cost: r.cost,
@@ -1209,6 +1242,8 @@ impl Repairer {
             words: explained,
             best_score,
             typed_score,
+            best_path,
+            typed_path,
             skipped: None,
         }
     }
@@ -1292,6 +1327,15 @@ fn real_word_slips(
                 .then(|| w.to_string())
         })
         .collect()
+}
+
+/// A reading's meant words as a query writes them (a split's two with a space between).
+fn reading_text(rd: &decoder::Reading) -> String {
+    rd.words
+        .iter()
+        .map(|x| x.0.as_str())
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// `text` with `edits` (in text order, not overlapping) applied.

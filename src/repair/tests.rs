@@ -2099,6 +2099,43 @@ fn an_explanation_shows_the_readings_weighed_and_the_one_taken() {
 }
 
 #[test]
+fn an_explanation_adds_up_each_path_reading_by_reading() {
+    let r = english();
+    // A non-word, a split (its inside pair counts) and a join, each with a question word first.
+    for text in [
+        "what causes recieve email",
+        "what is thecauses of anemia",
+        "when is bi cycle repair",
+    ] {
+        let e = r.explain(text);
+        let sum = |path: &[PathStep]| path.iter().map(|s| s.ln_context - s.cost).sum::<f64>();
+        assert!((sum(&e.best_path) - e.best_score).abs() < 1e-9, "{text}");
+        assert!((sum(&e.typed_path) - e.typed_score).abs() < 1e-9, "{text}");
+        assert!(e.best_score > e.typed_score, "{text}");
+        // The best path is the readings marked chosen, in order; the typed path the words.
+        let chosen: Vec<(usize, &str)> = e
+            .words
+            .iter()
+            .enumerate()
+            .flat_map(|(i, w)| {
+                w.readings
+                    .iter()
+                    .filter(|x| x.chosen)
+                    .map(move |x| (i, x.meant.as_str()))
+            })
+            .collect();
+        let best: Vec<(usize, &str)> = e
+            .best_path
+            .iter()
+            .map(|s| (s.position, s.meant.as_str()))
+            .collect();
+        assert_eq!(best, chosen, "{text}");
+        let typed: Vec<&str> = e.typed_path.iter().map(|s| s.meant.as_str()).collect();
+        assert_eq!(typed, text.split(' ').collect::<Vec<_>>(), "{text}");
+    }
+}
+
+#[test]
 fn edits_serialise_with_their_kind() {
     let r = english();
     let out = r.repair("recieve email");
