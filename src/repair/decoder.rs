@@ -932,7 +932,10 @@ fn function_word_slips(
 /// A short unknown word read as a content word with a letter dropped when the corpus writes that
 /// word beside one of the query's words next to it (`robert gra` for `robert gray`, `lfe cycle`
 /// for `life cycle`): the corpus pair, not the string, says which word was meant, so an acronym
-/// the corpus never pairs that way (`rsa definition`) is left alone.
+/// the corpus never pairs that way (`rsa definition`) is left alone. So too where general
+/// English's pair list holds the word with every known word beside it, function words too, and
+/// the word list lacks the string ([`super::Params::dropped_letter_general_pairs`]: `how to fnd
+/// the` → `find`, `theraderm ued for` → `used`).
 fn dropped_letter_beside(
     r: &Repairer,
     w: &QueryWord,
@@ -942,9 +945,42 @@ fn dropped_letter_beside(
     lookups: &mut Lookups,
 ) -> Vec<Reading> {
     let p = &r.params;
+    fn beside(q: Option<&QueryWord>, spaced: bool) -> Option<&QueryWord> {
+        q.filter(|q| spaced && q.editable && q.stats.general > 0)
+    }
+    let general_prev = beside(prev, w.spaced_from_previous);
+    let general_next = beside(next, next.is_some_and(|q| q.spaced_from_previous));
+    // With one neighbour at least it makes a set phrase, written e^`dropped_letter_phrase`
+    // times more than chance ([`super::Params::dropped_letter_phrase`]): any word pairs with a
+    // function word (`what is bst in` is no `best in`), few as often as `to find`, `used for`.
+    let phrase = p.dropped_letter_phrase;
+    let set_phrase = |pair: Option<(&WordStats, &WordStats)>| {
+        pair.and_then(|(a, b)| r.lm.ln_general_over_chance(a, b))
+            .unwrap_or(f64::NEG_INFINITY)
+    };
+    // Nor a piece of a word broken in two whose other piece stands beside it (`sho pify`,
+    // `kil owatt`): the join says which word.
+    let joins_unknown = [
+        prev.filter(|_| w.spaced_from_previous)
+            .map(|q| format!("{}{}", q.lower, w.lower)),
+        next.filter(|q| q.spaced_from_previous)
+            .map(|q| format!("{}{}", w.lower, q.lower)),
+    ]
+    .into_iter()
+    .zip([prev, next])
+    .any(|(joined, q)| {
+        q.is_some_and(|q| !q.stats.known())
+            && joined.is_some_and(|j| r.lm.stats(&j).known() || r.lm.usage(&j).is_some())
+    });
+    let general = p.dropped_letter_general_pairs
+        && !joins_unknown
+        && w.stats.general == 0
+        && r.lm.has_general_bigrams()
+        && (general_prev.is_some() || general_next.is_some());
     let prev = context_word(prev.filter(|_| w.spaced_from_previous));
     let next = context_word(next.filter(|q| q.spaced_from_previous));
-    if (prev.is_none() && next.is_none()) || !r.vocab.has_bigrams() {
+    let corpus = (prev.is_some() || next.is_some()) && r.vocab.has_bigrams();
+    if !corpus && !general {
         return Vec::new();
     }
     let typed = w.lower.as_bytes();
@@ -956,9 +992,20 @@ fn dropped_letter_beside(
             if meant.len() != typed.len() + 1 || is_stopword(meant) {
                 return None;
             }
-            let written = prev.map_or(0, |q| r.vocab.bigram(&q.lower, meant))
-                + next.map_or(0, |q| r.vocab.bigram(meant, &q.lower));
-            (written >= p.min_corpus_count).then(|| Reading {
+            let stats = &r.candidate_stats[id as usize];
+            let written = if corpus {
+                prev.map_or(0, |q| r.vocab.bigram(&q.lower, meant))
+                    + next.map_or(0, |q| r.vocab.bigram(meant, &q.lower))
+            } else {
+                0
+            };
+            let paired = general
+                && general_prev.is_none_or(|q| r.lm.general_pair_count(&q.stats, stats) > 0)
+                && general_next.is_none_or(|q| r.lm.general_pair_count(stats, &q.stats) > 0)
+                && set_phrase(general_prev.map(|q| (&q.stats, stats)))
+                    .max(set_phrase(general_next.map(|q| (stats, &q.stats))))
+                    >= phrase;
+            (written >= p.min_corpus_count || paired).then(|| Reading {
                 span: 1,
                 words: vec![(meant.to_string(), r.candidate_stats[id as usize])],
                 cost: f64::from(error_model::cost(typed, meant.as_bytes())) + extra,

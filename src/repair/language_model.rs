@@ -266,6 +266,19 @@ impl LanguageModel {
         ))
     }
 
+    /// How many times more often general English's pair list writes `a b` than the two words'
+    /// own counts would by chance (ln; pointwise mutual information): a set phrase (`to find`,
+    /// `used for`) reads high, a pair any word makes with a function word (`is best`) low.
+    /// `None` where the word list lacks either word or the pair list the pair.
+    pub fn ln_general_over_chance(&self, sa: &WordStats, sb: &WordStats) -> Option<f64> {
+        let count = self.general_pair_count(sa, sb);
+        (count > 0 && sa.general > 0 && sb.general > 0 && self.general_total > 0.0).then(|| {
+            (count as f64).ln() + self.general_total.ln()
+                - (sa.general as f64).ln()
+                - (sb.general as f64).ln()
+        })
+    }
+
     /// How much more likely `b` is after `a` than on its own in general English's lists (ln
     /// P(b | a) − ln P(b), as [`LanguageModel::ln_general_pair`] counts a missing pair): a set
     /// phrase (`how long`) reads high, a pair any words make (`and more`) low. `None` where the

@@ -629,6 +629,15 @@ pub struct Params {
     /// Nats a real-word candidate with the index's vote gains; with it, no neighbour needs to
     /// speak for the change.
     pub real_word_vote: f64,
+    /// A string of three letters the word list lacks may be a content word with a letter
+    /// dropped where general English's pair list holds that word with every known word beside
+    /// it, function words too (`how to fnd the` → `find`), as well as where the corpus pairs it
+    /// with a content word beside it. `false`: the corpus alone.
+    pub dropped_letter_general_pairs: bool,
+    /// How many times more than chance (ln) general English must write the word with a
+    /// neighbour for [`Params::dropped_letter_general_pairs`]: a set phrase (`to find`, `used
+    /// for`, 6.1), not a pair any word makes with a function word (`is best`, 4.9).
+    pub dropped_letter_phrase: f64,
     /// Nats an unknown word gains, kept as typed, when a voting document uses it (a name the
     /// documents about the query hold).
     pub vote_keep: f64,
@@ -717,6 +726,8 @@ impl Default for Params {
             vote_on_topic: 0.75,
             vote_bonus: 4.0,
             real_word_vote: 6.0,
+            dropped_letter_general_pairs: true,
+            dropped_letter_phrase: 5.5,
             vote_keep: 2.0,
         }
     }
