@@ -427,7 +427,7 @@ pub(crate) fn readings(
                     .collect();
                 rs.extend(slips);
                 rs.extend(wanted);
-                rs.extend(dropped_letter_beside(r, w, prev, next, extra, lookups));
+                rs.extend(three_letter_content_words(r, w, prev, next, extra, lookups));
             } else if letters == 2 && p.swapped_function_word_cost.is_some() {
                 // Two letters swapped in a function word, where the neighbours want it (`how ot
                 // cook` → `how to`); other two-letter strings are acronyms. Where they do, the
@@ -932,11 +932,13 @@ fn function_word_slips(
 /// A short unknown word read as a content word with a letter dropped when the corpus writes that
 /// word beside one of the query's words next to it (`robert gra` for `robert gray`, `lfe cycle`
 /// for `life cycle`): the corpus pair, not the string, says which word was meant, so an acronym
-/// the corpus never pairs that way (`rsa definition`) is left alone. So too where general
-/// English's pair list holds the word with every known word beside it, function words too, and
-/// the word list lacks the string ([`super::Params::dropped_letter_general_pairs`]: `how to fnd
-/// the` → `find`, `theraderm ued for` → `used`).
-fn dropped_letter_beside(
+/// the corpus never pairs that way (`rsa definition`) is left alone. So too, for a letter
+/// dropped or one slip of the hand (two letters swapped, a key next to the right one), where
+/// general English's pair list holds the word with every known word beside it, function words
+/// too, in a set phrase with one, and the word list lacks the string
+/// ([`super::Params::three_letter_set_phrases`]: `how to fnd the` → `find`, `theraderm ued
+/// for` → `used`, `how to get ric of` → `rid`).
+fn three_letter_content_words(
     r: &Repairer,
     w: &QueryWord,
     prev: Option<&QueryWord>,
@@ -950,10 +952,10 @@ fn dropped_letter_beside(
     }
     let general_prev = beside(prev, w.spaced_from_previous);
     let general_next = beside(next, next.is_some_and(|q| q.spaced_from_previous));
-    // With one neighbour at least it makes a set phrase, written e^`dropped_letter_phrase`
-    // times more than chance ([`super::Params::dropped_letter_phrase`]): any word pairs with a
+    // With one neighbour at least it makes a set phrase, written e^`set_phrase_over_chance`
+    // times more than chance ([`super::Params::set_phrase_over_chance`]): any word pairs with a
     // function word (`what is bst in` is no `best in`), few as often as `to find`, `used for`.
-    let phrase = p.dropped_letter_phrase;
+    let phrase = p.set_phrase_over_chance;
     let set_phrase = |pair: Option<(&WordStats, &WordStats)>| {
         pair.and_then(|(a, b)| r.lm.ln_general_over_chance(a, b))
             .unwrap_or(f64::NEG_INFINITY)
@@ -972,7 +974,7 @@ fn dropped_letter_beside(
         q.is_some_and(|q| !q.stats.known())
             && joined.is_some_and(|j| r.lm.stats(&j).known() || r.lm.usage(&j).is_some())
     });
-    let general = p.dropped_letter_general_pairs
+    let general = p.three_letter_set_phrases
         && !joins_unknown
         && w.stats.general == 0
         && r.lm.has_general_bigrams()
@@ -989,11 +991,14 @@ fn dropped_letter_beside(
         .iter()
         .filter_map(|&(id, d)| {
             let meant = r.candidates.word(id);
-            if meant.len() != typed.len() + 1 || is_stopword(meant) {
+            let dropped = meant.len() == typed.len() + 1;
+            let slipped = meant.len() == typed.len()
+                && error_model::slip_of_the_hand(typed, meant.as_bytes());
+            if !(dropped || slipped) || is_stopword(meant) {
                 return None;
             }
             let stats = &r.candidate_stats[id as usize];
-            let written = if corpus {
+            let written = if corpus && dropped {
                 prev.map_or(0, |q| r.vocab.bigram(&q.lower, meant))
                     + next.map_or(0, |q| r.vocab.bigram(meant, &q.lower))
             } else {

@@ -630,14 +630,16 @@ pub struct Params {
     /// speak for the change.
     pub real_word_vote: f64,
     /// A string of three letters the word list lacks may be a content word with a letter
-    /// dropped where general English's pair list holds that word with every known word beside
-    /// it, function words too (`how to fnd the` → `find`), as well as where the corpus pairs it
-    /// with a content word beside it. `false`: the corpus alone.
-    pub dropped_letter_general_pairs: bool,
+    /// dropped or one slip of the hand away where general English's pair list holds that word
+    /// with every known word beside it, function words too, in a set phrase with one
+    /// ([`Params::set_phrase_over_chance`]: `how to fnd the` → `find`, `how to get ric of` →
+    /// `rid`), as well as (a letter dropped) where the corpus pairs it with a content word
+    /// beside it. `false`: the corpus alone.
+    pub three_letter_set_phrases: bool,
     /// How many times more than chance (ln) general English must write the word with a
-    /// neighbour for [`Params::dropped_letter_general_pairs`]: a set phrase (`to find`, `used
+    /// neighbour for [`Params::three_letter_set_phrases`]: a set phrase (`to find`, `used
     /// for`, 6.1), not a pair any word makes with a function word (`is best`, 4.9).
-    pub dropped_letter_phrase: f64,
+    pub set_phrase_over_chance: f64,
     /// Nats an unknown word gains, kept as typed, when a voting document uses it (a name the
     /// documents about the query hold).
     pub vote_keep: f64,
@@ -726,8 +728,8 @@ impl Default for Params {
             vote_on_topic: 0.75,
             vote_bonus: 4.0,
             real_word_vote: 6.0,
-            dropped_letter_general_pairs: true,
-            dropped_letter_phrase: 5.5,
+            three_letter_set_phrases: true,
+            set_phrase_over_chance: 5.5,
             vote_keep: 2.0,
         }
     }

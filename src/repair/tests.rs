@@ -1269,7 +1269,7 @@ fn a_short_unknown_word_is_read_as_a_function_word_slip_or_left() {
 }
 
 #[test]
-fn a_short_unknown_word_is_a_dropped_letter_where_general_english_writes_a_set_phrase() {
+fn a_three_letter_string_is_a_content_word_slipped_where_general_english_writes_a_set_phrase() {
     // Counts in the proportions of SymSpell's lists: `to find` is written 6.1 nats over
     // chance, `is best` 4.9, `for used` is not listed.
     let words = [
@@ -1285,8 +1285,11 @@ fn a_short_unknown_word_is_a_dropped_letter_where_general_english_writes_a_set_p
         ("used", 400_000_000),
         ("requirement", 20_000_000),
         ("area", 200_000_000),
+        ("get", 1_000_000_000),
+        ("rid", 50_000_000),
+        ("of", 13_000_000_000),
         // The rest of the list's words, so that its total is SymSpell's (5.4e11).
-        ("others", 484_000_000_000),
+        ("others", 470_000_000_000),
     ];
     let pairs = [
         ("how", "to", 5_500_000_000),
@@ -1297,6 +1300,9 @@ fn a_short_unknown_word_is_a_dropped_letter_where_general_english_writes_a_set_p
         ("best", "in", 370_000_000),
         ("used", "for", 2_000_000_000),
         ("the", "area", 400_000_000),
+        ("to", "get", 1_500_000_000),
+        ("get", "rid", 60_000_000),
+        ("rid", "of", 45_000_000),
     ];
     let repairer = |p: Params| {
         Repairer::with_params(
@@ -1309,17 +1315,19 @@ fn a_short_unknown_word_is_a_dropped_letter_where_general_english_writes_a_set_p
     };
     let r = repairer(Params::default());
     assert_eq!(r.repair("how to fnd the area").text, "how to find the area");
+    // A key next to the right one: `get rid` is written 6.5 nats over chance.
+    assert_eq!(r.repair("how to get ric of").text, "how to get rid of");
     // Pairs any word makes with a function word say nothing of a short string: an acronym.
     assert!(!r.repair("what is bst in").changed());
     assert!(!r.repair("requirement for usd").changed());
     let any_pair = repairer(Params {
-        dropped_letter_phrase: 4.0,
+        set_phrase_over_chance: 4.0,
         ..Params::default()
     });
     assert_eq!(any_pair.repair("what is bst in").text, "what is best in");
     // The corpus alone, as before.
     let corpus_only = repairer(Params {
-        dropped_letter_general_pairs: false,
+        three_letter_set_phrases: false,
         ..Params::default()
     });
     assert!(!corpus_only.repair("how to fnd the area").changed());
