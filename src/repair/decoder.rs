@@ -1825,6 +1825,18 @@ fn real_word_reading(
     )
 }
 
+/// Whether general English's pair list writes `meant` after `prev` more than any other
+/// two-letter function word (`what is`, 2,175M, over `what it`, 1,075M).
+fn commonest_two_letters_after(r: &Repairer, prev: Option<&QueryWord>, meant: &WordStats) -> bool {
+    let Some(q) = prev else { return false };
+    let count = r.lm.general_pair_count(&q.stats, meant);
+    count > 0
+        && STOPWORDS
+            .iter()
+            .filter(|m| m.len() == 2)
+            .all(|m| r.lm.general_pair_count(&q.stats, &r.lm.stats(m)) <= count)
+}
+
 /// By how much (in nats) a neighbour's pair with the word a typed function word is confused
 /// with must be written more often than the same pair as typed for that word to be read in its
 /// place (the next word's pair for a function word that sounds the same, either neighbour's for
@@ -1994,10 +2006,14 @@ fn function_word_in_context(r: &Repairer, words: &[QueryWord], at: usize) -> Vec
     let function_words_beside = prev
         .zip(next)
         .is_some_and(|(a, b)| is_stopword(&a.lower) && is_stopword(&b.lower));
+    // After such a question the word after it may be one no list knows (`what si
+    // hyperlipidemia`), which says nothing: then the question speaks alone, for the two-letter
+    // word written after it most (`what is`, not `what it`: `what ti nspire` is a calculator).
+    let question_alone = after_question && next.is_none() && beside.1.is_some();
     let swapped_two = typed.len() == 2
         && w.stats.general == 0
         && prev.is_some()
-        && next.is_some()
+        && (next.is_some() || question_alone)
         && (!function_words_beside || after_question)
         && p.swapped_function_word_cost.is_some();
     // Whether a content word beside it, or the question before it, speaks for the function
@@ -2114,7 +2130,8 @@ fn function_word_in_context(r: &Repairer, words: &[QueryWord], at: usize) -> Vec
                         // every one with the function word.
                         || swapped_two
                             && !(sides().all(|(t, m)| t == 0.0 && m > 0.0)
-                                && question_phrase(&stats))
+                                && question_phrase(&stats)
+                                && (!question_alone || commonest_two_letters_after(r, prev, &stats)))
                     {
                         return None;
                     }

@@ -2274,6 +2274,18 @@ fn the_real_model_fixes_what_people_type_and_leaves_clean_and_foreign_queries_al
         }
         for (typed, meant) in [
             ("causes of militray suicide", "causes of military suicide"),
+            // Two letters swapped after a question, before a word no list knows.
+            ("what si hyperlipidemia", "what is hyperlipidemia"),
+            // ... but only as the function word general English writes after the question
+            // most: `what it` is written too, and `ti` is an acronym.
+            ("what ti nspire", "what ti nspire"),
+            // Three letters: a content word with a letter dropped, or a key off, in a set
+            // phrase.
+            (
+                "how to fnd the area of a circle",
+                "how to find the area of a circle",
+            ),
+            ("how to get ric of ants", "how to get rid of ants"),
             (
                 "whatis the daily dose of vitamin d",
                 "what is the daily dose of vitamin d",
