@@ -61,6 +61,9 @@ struct LookedUp {
     found: Vec<(u32, u8)>,
     typo: bool,
     usage_typo: bool,
+    /// A short written string far rarer than a word one edit away
+    /// ([`written_less_than_a_near_word`]).
+    pays_pairs: bool,
 }
 
 /// The readings of every position: `readings[i]` start at word `i`.
@@ -100,10 +103,12 @@ pub(crate) fn readings(
                         || over_regularised(r, &w.lower, 0.0).next().is_some()
                         || (!found.is_empty() && r.unwritten_rare_start(&w.lower))
                         || voted();
+                    let pays_pairs = !typo && written_less_than_a_near_word(r, &w.lower, &found);
                     LookedUp {
                         found,
                         typo,
                         usage_typo,
+                        pays_pairs,
                     }
                 })
         })
@@ -159,6 +164,7 @@ pub(crate) fn readings(
                 found,
                 typo,
                 usage_typo,
+                pays_pairs,
             } = looked_up[i].take().unwrap_or_default();
             // The usage list reads the string as some candidates' typo (a string nobody writes
             // as one written once in a billion words): those it names, or that spell the
@@ -176,6 +182,11 @@ pub(crate) fn readings(
                 // people ask the meaning of the words they cannot spell (`what does definately
                 // mean`). Shorter ones are names and acronyms as often (`poct`, `hirad`).
                 defined_typo = p.defined_typo_free && letters >= p.long_word;
+            } else if pays_pairs && defined != Some(i) {
+                // A short string people write far less than a word one slip away: not named a
+                // typo, but no longer spared the pairs its correction pays.
+                keep_pays_pairs = true;
+                rs[0].cost += p.unseen_pair_cost * known_neighbours(prev, next) as f64;
             }
             let extra = if corpus_only { p.corpus_word_cost } else { 0.0 };
             // The documents about the query hold the word as typed: a name, not a slip.
@@ -718,6 +729,30 @@ fn written_as_typo_of(r: &Repairer, typed: &str, meant: &str) -> bool {
     keeps_ends(typed.as_bytes(), meant.as_bytes())
         && !another_form(r, typed, meant)
         && written_far_more(r, typed, meant, None)
+}
+
+/// Whether a short string people write is written far less than a word one edit away that
+/// keeps its ends ([`super::Params::short_written_pairs_margin`]).
+fn written_less_than_a_near_word(r: &Repairer, typed: &str, found: &[(u32, u8)]) -> bool {
+    let p = &r.params;
+    let Some(margin) = p.short_written_pairs_margin else {
+        return false;
+    };
+    if typed.len() >= p.long_word {
+        return false;
+    }
+    let Some(ln_typed) = r.ln_usage(typed) else {
+        return false;
+    };
+    found.iter().filter(|&&(_, d)| d <= 1).any(|&(id, _)| {
+        let meant = r.candidates.word(id);
+        let (t, m) = (typed.as_bytes(), meant.as_bytes());
+        keeps_ends(t, m)
+            && !another_form(r, typed, meant)
+            && r.ln_usage(meant).is_some_and(|ln_meant| {
+                ln_meant - f64::from(error_model::cost(t, m)) - ln_typed > margin
+            })
+    })
 }
 
 /// An unknown word's candidate as the decoder's readings are chosen from it: its rank (cost

@@ -558,6 +558,14 @@ pub struct Params {
     /// word it is two edits away too (`cinammon`, written 15 times per billion, for `cinnamon`,
     /// its doubling moved), where the usage rule names only a word it is written far less than.
     pub written_typo_slips: bool,
+    /// A short string people write (fewer than [`Params::long_word`] letters) that the usage
+    /// list holds e^this times less than a word one edit away with the same ends, after the
+    /// edit's cost (`graps`, `oxigen`, `harge`), kept as typed, pays [`Params::unseen_pair_cost`]
+    /// for each known neighbour, as a typo does: as typed it is never seen beside them either.
+    /// It is not named a typo (the short-word margin, [`Params::short_word_typo_usage_margin`],
+    /// keeps names and brands as they are); it is only no longer spared the pairs its
+    /// correction pays. `None` turns this off.
+    pub short_written_pairs_margin: Option<f64>,
     /// An unknown word of at least this many letters that nobody writes (the usage list lacks
     /// it) may also be read as three words run together (`bankofamerica`, `howtomake`,
     /// `whatisa`): three words of the lists, none of them across a cut a listed word
@@ -713,6 +721,7 @@ impl Default for Params {
             sound_edits: 4,
             unwritten_swap_keep_cost: 2.0,
             written_typo_slips: true,
+            short_written_pairs_margin: Some(5.0),
             three_word_split_letters: 7,
             acronym_piece_usage: 1000,
             run_together_pays_pairs: true,

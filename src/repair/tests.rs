@@ -1708,11 +1708,13 @@ fn a_plural_or_past_that_kept_its_y_is_the_word_s_form_though_people_write_it() 
     // A name's possessive written without its apostrophe is written more for itself
     // (`frys electronics`: `fries` is only a hundred times as common).
     assert!(!r.repair("frys electronics").changed());
-    // Held to the short-word margin, as a name beside a word is, both stay.
+    // Held to the short-word margin, as a name beside a word is, both stay (and where the
+    // string is not spared its pairs as typed, the variant margin alone decides).
     let strict = with_params(
         &r,
         Params {
             variant_usage_margin: 6.0,
+            short_written_pairs_margin: None,
             ..Params::default()
         },
     );
@@ -1870,6 +1872,50 @@ fn a_written_typo_s_slips_name_its_word_two_edits_away() {
         },
     );
     assert!(!without.repair("cinammon rolls").changed());
+}
+
+#[test]
+fn a_short_string_written_far_less_than_a_word_one_slip_away_pays_for_its_pairs() {
+    // People write `oxigen` (15 per billion), far less than `oxygen` (17,783), but short
+    // strings beside a common word are names as often, so the short-word margin does not name
+    // it a typo; kept as typed, it is no longer spared the unseen pairs its correction pays.
+    let vocab = Arc::new(Vocabulary::build(DOCS[..4].iter().map(|t| ("", *t))));
+    let words = [
+        ("the", 23_000_000_000),
+        ("average", 60_000_000),
+        ("oxygen", 8_000_000),
+        ("level", 90_000_000),
+    ];
+    let lexicon = Lexicon::from_counts(words, []);
+    let usage = [
+        ("the", 53_000_000),
+        ("average", 80_000),
+        ("oxygen", 17_783),
+        ("oxigen", 15),
+        ("level", 110_000),
+    ];
+    let r = Repairer::new(vocab, Some(Arc::new(lexicon.with_usage(usage))));
+    assert_eq!(
+        r.repair("average oxigen level").text,
+        "average oxygen level"
+    );
+    let off = with_params(
+        &r,
+        Params {
+            short_written_pairs_margin: None,
+            ..Params::default()
+        },
+    );
+    assert!(!off.repair("average oxigen level").changed());
+    // Written 1,186 times less (e^7.1) is not e^9 times less after the edit's cost.
+    let far = with_params(
+        &r,
+        Params {
+            short_written_pairs_margin: Some(9.0),
+            ..Params::default()
+        },
+    );
+    assert!(!far.repair("average oxigen level").changed());
 }
 
 #[test]
@@ -2279,6 +2325,11 @@ fn the_real_model_fixes_what_people_type_and_leaves_clean_and_foreign_queries_al
             // ... but only as the function word general English writes after the question
             // most: `what it` is written too, and `ti` is an acronym.
             ("what ti nspire", "what ti nspire"),
+            // A short string written far less than a word one slip away pays for its pairs,
+            // as typed (`oxigen`, 15 per billion, `oxygen` 17,783) ...
+            ("what can displace oxigen", "what can displace oxygen"),
+            // ... but not one written as a name's spelling is (`dula`, 34; `dual`, 19,055).
+            ("when is dula birthday", "when is dula birthday"),
             // Three letters: a content word with a letter dropped, or a key off, in a set
             // phrase.
             (
