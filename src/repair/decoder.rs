@@ -232,7 +232,12 @@ pub(crate) fn readings(
                                 doubled: p.unwritten_doubling_moved && doubling_moved(t, m),
                                 single: p.unwritten_doubling_lost && doubling_lost(t, m),
                                 first_lost: p.unwritten_first_lost
-                                    && first_letter_lost(prev.map(|q| q.lower.as_str()), t, m),
+                                    && first_letter_lost(
+                                        prev.map(|q| q.lower.as_str()),
+                                        t,
+                                        m,
+                                        p.unwritten_first_lost_letters,
+                                    ),
                             }
                         })
                         .collect()
@@ -290,7 +295,8 @@ pub(crate) fn readings(
                                 || slip.doubled
                                 || slip.single
                                 || slip.first_lost)
-                                && keeps_ends(w.lower.as_bytes(), meant.as_bytes())
+                                && (slip.first_lost
+                                    || keeps_ends(w.lower.as_bytes(), meant.as_bytes()))
                                 && !*run_together_words
                                     .get_or_init(|| listed_words_run_together(r, &w.lower))
                         };
@@ -884,8 +890,11 @@ fn doubling_lost(typed: &[u8], meant: &[u8]) -> bool {
 /// Whether `typed` is `meant` with its first letter lost ([`first_lost`]) where the word before
 /// it is not that letter alone: `a ccounts` is a word broken after its first letter, which the
 /// join reads, not `a` before `accounts` with its `a` lost.
-fn first_letter_lost(before: Option<&str>, typed: &[u8], meant: &[u8]) -> bool {
-    first_lost(typed, meant) && before.is_none_or(|b| b.as_bytes() != &meant[..1])
+fn first_letter_lost(before: Option<&str>, typed: &[u8], meant: &[u8], min_letters: usize) -> bool {
+    meant.len() >= min_letters
+        && meant.len() == typed.len() + 1
+        && meant[1..] == *typed
+        && before.is_none_or(|b| b.as_bytes() != &meant[..1])
 }
 
 /// Whether `typed` is `meant` with two adjacent letters swapped, not the first (`walmrat` for
@@ -2601,12 +2610,19 @@ mod tests {
 
     #[test]
     fn a_first_letter_standing_alone_before_the_rest_is_not_lost() {
-        assert!(first_letter_lost(None, b"ccounts", b"accounts"));
-        assert!(first_letter_lost(Some("the"), b"ccounts", b"accounts"));
-        assert!(!first_letter_lost(Some("a"), b"ccounts", b"accounts"));
-        assert!(!first_letter_lost(Some("n"), b"europathic", b"neuropathic"));
-        // From seven letters: shorter words lose their first letter into other words.
-        assert!(!first_letter_lost(None, b"lbow", b"elbow"));
+        assert!(first_letter_lost(None, b"ccounts", b"accounts", 6));
+        assert!(first_letter_lost(Some("the"), b"ccounts", b"accounts", 6));
+        assert!(!first_letter_lost(Some("a"), b"ccounts", b"accounts", 6));
+        assert!(!first_letter_lost(
+            Some("n"),
+            b"europathic",
+            b"neuropathic",
+            6
+        ));
+        // From the given letters: shorter words lose their first letter into other words.
+        assert!(first_letter_lost(None, b"ecipe", b"recipe", 6));
+        assert!(!first_letter_lost(None, b"ecipe", b"recipe", 7));
+        assert!(!first_letter_lost(None, b"lbow", b"elbow", 6));
     }
 
     #[test]

@@ -527,11 +527,15 @@ pub struct Params {
     /// other words too.
     pub unwritten_doubling_lost: bool,
     /// As [`Params::unwritten_doubling_moved`], where the word is the string with its first
-    /// letter put back, a word of seven letters or more (`ervice` for `service`, `ontains` for
-    /// `contains`): a key struck too lightly, where names add letters to a word rather than take
-    /// its first away. Not after that letter alone (`a ccounts`: a word broken in two, which the
+    /// letter put back, a word of [`Params::unwritten_first_lost_letters`] or more (`ervice` for
+    /// `service`, `ontains` for `contains`, `ecipe` for `recipe`): a key struck too lightly,
+    /// where names add letters to a word rather than take its first away. Not after that letter alone (`a ccounts`: a word broken in two, which the
     /// join reads).
     pub unwritten_first_lost: bool,
+    /// The fewest letters of a word [`Params::unwritten_first_lost`] reads with its first
+    /// letter lost (6; 7 until the forty-ninth round). Shorter words lose their first letter
+    /// into other words and names (`lbow`, `rain`).
+    pub unwritten_first_lost_letters: usize,
     /// An unknown word of at least this many letters that nobody writes (the usage list lacks
     /// it), and that keeps the first and last letters of no word within two edits, is also
     /// looked up by its sound ([`sounds`]): the words three to [`Params::sound_edits`] edits
@@ -717,6 +721,7 @@ impl Default for Params {
             unwritten_doubling_moved: true,
             unwritten_doubling_lost: true,
             unwritten_first_lost: true,
+            unwritten_first_lost_letters: 6,
             sound_letters: 7,
             sound_edits: 4,
             unwritten_swap_keep_cost: 2.0,

@@ -1927,11 +1927,19 @@ fn a_string_nobody_writes_that_is_a_long_word_less_its_first_letter_is_its_typo(
         ("the", 23_000_000_000),
         ("service", 40_000_000),
         ("club", 60_000_000),
+        ("recipe", 40_000_000),
     ];
     let lexicon = Lexicon::from_counts(words, []);
-    let usage = [("the", 53_000_000), ("service", 2_000), ("club", 60_000)];
+    let usage = [
+        ("the", 53_000_000),
+        ("service", 2_000),
+        ("club", 60_000),
+        ("recipe", 30_000),
+    ];
     let r = Repairer::new(vocab, Some(Arc::new(lexicon.with_usage(usage))));
     assert_eq!(r.repair("ervice club").text, "service club");
+    // Six letters, since the forty-ninth round: `ecipe` is `recipe`.
+    assert_eq!(r.repair("ecipe club").text, "recipe club");
     let without = with_params(
         &r,
         Params {
@@ -1940,6 +1948,15 @@ fn a_string_nobody_writes_that_is_a_long_word_less_its_first_letter_is_its_typo(
         },
     );
     assert!(!without.repair("ervice club").changed());
+    let seven = with_params(
+        &r,
+        Params {
+            unwritten_first_lost_letters: 7,
+            ..Params::default()
+        },
+    );
+    assert_eq!(seven.repair("ervice club").text, "service club");
+    assert!(!seven.repair("ecipe club").changed());
 }
 
 #[test]
@@ -2008,6 +2025,7 @@ fn a_long_word_with_its_first_letter_lost_keeps_its_ends() {
         ("laws", 45_000_000),
         ("definition", 60_000_000),
         ("travel", 50_000_000),
+        ("elbow", 50_000_000),
         ("plans", 40_000_000),
     ];
     let lexicon = Lexicon::from_counts(words, []);
@@ -2016,12 +2034,16 @@ fn a_long_word_with_its_first_letter_lost_keeps_its_ends() {
         ("laws", 77_000),
         ("definition", 30_000),
         ("travel", 20_000),
+        ("ravel", 800),
+        ("elbow", 20_000),
         ("plans", 10_000),
     ];
     let r = Repairer::new(vocab, Some(Arc::new(lexicon.with_usage(usage))));
     assert_eq!(r.repair("laws efinition").text, "laws definition");
-    // A shorter word so shortened is as often a word or a name of its own.
+    // A shorter word so shortened is as often a word or a name of its own: one people write
+    // stays (`ravel`), and one of five letters or fewer is never read so (`lbow`).
     assert!(!r.repair("ravel plans").changed());
+    assert!(!r.repair("lbow plans").changed());
 }
 
 #[test]
@@ -2328,6 +2350,11 @@ fn the_real_model_fixes_what_people_type_and_leaves_clean_and_foreign_queries_al
             // A short string written far less than a word one slip away pays for its pairs,
             // as typed (`oxigen`, 15 per billion, `oxygen` 17,783) ...
             ("what can displace oxigen", "what can displace oxygen"),
+            // A six-letter word with its first letter lost, which nobody writes.
+            (
+                "what is the ecipe for bread",
+                "what is the recipe for bread",
+            ),
             // ... but not one written as a name's spelling is (`dula`, 34; `dual`, 19,055).
             ("when is dula birthday", "when is dula birthday"),
             // Three letters: a content word with a letter dropped, or a key off, in a set
