@@ -828,7 +828,12 @@ fn keeps_ends(t: &[u8], m: &[u8]) -> bool {
 /// left out (`efinition`, `nformation`): the key struck too lightly, where names and brands add
 /// letters to a word rather than take its first away.
 fn first_lost(t: &[u8], m: &[u8]) -> bool {
-    m.len() >= 7 && m.len() == t.len() + 1 && m[1..] == *t
+    m.len() >= 7 && first_letter_put_back(t, m)
+}
+
+/// Whether `m` is `t` with one letter put before it.
+fn first_letter_put_back(t: &[u8], m: &[u8]) -> bool {
+    m.len() == t.len() + 1 && m[1..] == *t
 }
 
 /// Whether `typed` is `meant` with an `e` put after its last consonant (`stomache`,
@@ -892,8 +897,7 @@ fn doubling_lost(typed: &[u8], meant: &[u8]) -> bool {
 /// join reads, not `a` before `accounts` with its `a` lost.
 fn first_letter_lost(before: Option<&str>, typed: &[u8], meant: &[u8], min_letters: usize) -> bool {
     meant.len() >= min_letters
-        && meant.len() == typed.len() + 1
-        && meant[1..] == *typed
+        && first_letter_put_back(typed, meant)
         && before.is_none_or(|b| b.as_bytes() != &meant[..1])
 }
 

@@ -529,8 +529,8 @@ pub struct Params {
     /// As [`Params::unwritten_doubling_moved`], where the word is the string with its first
     /// letter put back, a word of [`Params::unwritten_first_lost_letters`] or more (`ervice` for
     /// `service`, `ontains` for `contains`, `ecipe` for `recipe`): a key struck too lightly,
-    /// where names add letters to a word rather than take its first away. Not after that letter alone (`a ccounts`: a word broken in two, which the
-    /// join reads).
+    /// where names add letters to a word rather than take its first away. Not after that
+    /// letter alone (`a ccounts`: a word broken in two, which the join reads).
     pub unwritten_first_lost: bool,
     /// The fewest letters of a word [`Params::unwritten_first_lost`] reads with its first
     /// letter lost (6; 7 until the forty-ninth round). Shorter words lose their first letter
@@ -564,7 +564,7 @@ pub struct Params {
     pub written_typo_slips: bool,
     /// A short string people write (fewer than [`Params::long_word`] letters) that the usage
     /// list holds e^this times less than a word one edit away with the same ends, after the
-    /// edit's cost (`graps`, `oxigen`, `harge`), kept as typed, pays [`Params::unseen_pair_cost`]
+    /// edit's cost (`oxigen`, `fitler`, `chuch`), kept as typed, pays [`Params::unseen_pair_cost`]
     /// for each known neighbour, as a typo does: as typed it is never seen beside them either.
     /// It is not named a typo (the short-word margin, [`Params::short_word_typo_usage_margin`],
     /// keeps names and brands as they are); it is only no longer spared the pairs its
