@@ -9,7 +9,7 @@
 //! hashes of the delete strings with the word's id, sorted into hash buckets (8 bytes an entry,
 //! no strings), so a lookup is a few dozen cache misses.
 
-use super::error_model::distance;
+use super::error_model::{distance, DistancePattern};
 
 /// Letters of a word that are indexed.
 pub const PREFIX: usize = 7;
@@ -59,24 +59,26 @@ const TWO_DELETES: u32 = 1 << 31;
 /// deleting up to `edits` of its letters (duplicates possible), each with how many letters were
 /// deleted. No allocation: it runs for every content word of every query.
 fn for_each_delete(word: &[u8], edits: u8, f: &mut impl FnMut(u32, u8)) {
-    deletes(&word[..word.len().min(PREFIX)], edits, 0, f);
+    deletes(&word[..word.len().min(PREFIX)], edits, 0, 0, f);
 }
 
-fn deletes(word: &[u8], edits: u8, deleted: u8, f: &mut impl FnMut(u32, u8)) {
+/// Deletes letters at positions `from` on, in increasing order, so that each set of positions
+/// is visited once (deleting `i` then `j` is deleting `j` then `i`).
+fn deletes(word: &[u8], edits: u8, deleted: u8, from: usize, f: &mut impl FnMut(u32, u8)) {
     f(hash(word), deleted);
     if edits == 0 || word.is_empty() {
         return;
     }
     let mut shorter = [0u8; PREFIX];
     let n = word.len() - 1;
-    for i in 0..word.len() {
+    for i in from..word.len() {
         // Deleting from a run of one letter at any position gives the same string: skip repeats.
-        if i > 0 && word[i] == word[i - 1] {
+        if i > from && word[i] == word[i - 1] {
             continue;
         }
         shorter[..i].copy_from_slice(&word[..i]);
         shorter[i..n].copy_from_slice(&word[i + 1..]);
-        deletes(&shorter[..n], edits - 1, deleted + 1, f);
+        deletes(&shorter[..n], edits - 1, deleted + 1, i, f);
     }
 }
 
@@ -195,12 +197,18 @@ impl CandidateIndex {
         ids.sort_unstable();
         ids.dedup();
         let typed_len = u8::try_from(t.len()).unwrap_or(u8::MAX);
+        // Prepared once for all the ids (past 64 letters, compared a word at a time).
+        let pattern = DistancePattern::new(t);
         for id in ids {
             // Most ids share a delete of the prefix only: the length rules them out.
             if self.lens[id as usize].abs_diff(typed_len) > max_edits {
                 continue;
             }
-            let d = distance(t, self.words[id as usize].as_bytes(), max_edits);
+            let word = self.words[id as usize].as_bytes();
+            let d = match &pattern {
+                Some(pattern) => pattern.distance(word, max_edits),
+                None => distance(t, word, max_edits),
+            };
             if d > 0 && d <= max_edits {
                 out.push((id, d));
             }
@@ -225,6 +233,48 @@ mod tests {
         assert_eq!(index.find("adress"), None);
         assert_eq!(index.find("spellin"), None);
         assert_eq!(index.find(""), None);
+    }
+
+    #[test]
+    fn deletes_visit_every_string_up_to_two_letters_short_once_per_set_of_positions() {
+        for word in [
+            "address",
+            "banana",
+            "aabbcc",
+            "mississippi",
+            "abab",
+            "a",
+            "abcdefg",
+        ] {
+            let prefix = &word.as_bytes()[..word.len().min(PREFIX)];
+            let mut want = std::collections::BTreeSet::new();
+            let n = prefix.len();
+            for i in 0..=n {
+                for j in i..=n {
+                    // Positions i and j deleted (n means none), as a set.
+                    let s: Vec<u8> = (0..n)
+                        .filter(|&k| k != i && k != j)
+                        .map(|k| prefix[k])
+                        .collect();
+                    want.insert((hash(&s), (n - s.len()) as u8));
+                }
+            }
+            let mut got = Vec::new();
+            for_each_delete(word.as_bytes(), 2, &mut |h, d| got.push((h, d)));
+            let visited = got.len();
+            got.sort_unstable();
+            got.dedup();
+            assert_eq!(
+                got.into_iter().collect::<std::collections::BTreeSet<_>>(),
+                want,
+                "{word}"
+            );
+            // Each pair of positions once: at most 1 + n + n(n-1)/2 visits.
+            assert!(
+                visited <= 1 + n + n * n.saturating_sub(1) / 2,
+                "{word}: {visited}"
+            );
+        }
     }
 
     fn naive(words: &[&str], typed: &str, max: u8) -> Vec<String> {

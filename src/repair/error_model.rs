@@ -311,13 +311,28 @@ pub fn cost_with_first_letter(typed: &[u8], meant: &[u8], first_letter: f32) -> 
     for (j, c) in ins.iter_mut().enumerate().take(m) {
         *c = insertion(typed, j) + if j == 0 { FIRST_LETTER } else { 0.0 };
     }
-    // Only the rules whose two sides occur in the words can apply.
-    let mut rules: [(&[u8], &[u8], f32); 8] = [(b"", b"", 0.0); 8];
+    // Only the rules whose two sides occur in the words can apply (at most eight, in order):
+    // each as where its sides end in either word, bit `i` for the first `i` letters.
+    let (meant_letters, typed_letters) = (letters_in(meant), letters_in(typed));
+    let mut rules = [RuleAt::default(); 8];
     let mut active = 0;
     for &(rm, rt, c) in RULES {
         debug_assert!(rm.len() < ROWS);
-        if active < rules.len() && contains(meant, rm) && (rt.is_empty() || contains(typed, rt)) {
-            rules[active] = (rm, rt, c);
+        if active == rules.len() {
+            break;
+        }
+        if letters_in(rm) & !meant_letters != 0 || letters_in(rt) & !typed_letters != 0 {
+            continue;
+        }
+        let (meant_ends, typed_ends) = (ends_of(meant, rm), ends_of(typed, rt));
+        if meant_ends != 0 && typed_ends != 0 {
+            rules[active] = RuleAt {
+                meant_ends,
+                typed_ends,
+                meant_len: rm.len(),
+                typed_len: rt.len(),
+                cost: c,
+            };
             active += 1;
         }
     }
@@ -358,14 +373,10 @@ pub fn cost_with_first_letter(typed: &[u8], meant: &[u8], first_letter: f32) -> 
             if i > 2 && j > 2 && vowel_pair_as_silent_e(&meant[i - 3..i], &typed[j - 3..j]) {
                 best = best.min(d[(i - 3) % ROWS][j - 3] + VOWEL_PAIR_AS_SILENT_E + first(i - 3));
             }
-            for &(rm, rt, c) in rules {
-                if i >= rm.len()
-                    && j >= rt.len()
-                    && meant[..i].ends_with(rm)
-                    && typed[..j].ends_with(rt)
-                {
-                    let (pi, pj) = (i - rm.len(), j - rt.len());
-                    best = best.min(d[pi % ROWS][pj] + c + first(pi));
+            for rule in rules {
+                if rule.meant_ends >> i & 1 != 0 && rule.typed_ends >> j & 1 != 0 {
+                    let (pi, pj) = (i - rule.meant_len, j - rule.typed_len);
+                    best = best.min(d[pi % ROWS][pj] + rule.cost + first(pi));
                 }
             }
             d[row][j] = best;
@@ -377,8 +388,40 @@ pub fn cost_with_first_letter(typed: &[u8], meant: &[u8], first_letter: f32) -> 
 /// Whether `typed` is the three letters `meant` with its first letter struck after the other
 /// two or its last before them (`mke`/`kea`, `yea`/`rea`), and no swap of two of them.
 fn moved(meant: &[u8], typed: &[u8]) -> bool {
-    let &[a, b, c] = meant else { return false };
-    a != b && b != c && a != c && (typed == [b, c, a] || typed == [c, a, b])
+    let (&[a, b, c], &[x, y, z]) = (meant, typed) else {
+        return false;
+    };
+    a != b && b != c && a != c && (x == b && y == c && z == a || x == c && y == a && z == b)
+}
+
+/// A rule of [`RULES`] that applies to a pair of words: where its sides end in each.
+#[derive(Clone, Copy, Default)]
+struct RuleAt {
+    meant_ends: u64,
+    typed_ends: u64,
+    meant_len: usize,
+    typed_len: usize,
+    cost: f32,
+}
+
+/// The letters a word holds, a bit each (anything else sets bit 31).
+fn letters_in(word: &[u8]) -> u32 {
+    word.iter().fold(0, |m, &c| {
+        m | if c.is_ascii_lowercase() {
+            1 << (c - b'a')
+        } else {
+            1 << 31
+        }
+    })
+}
+
+/// Bit `i` set where the first `i` letters of `word` (at most 63) end with `part`; every bit
+/// up to the word's length for an empty `part`.
+fn ends_of(word: &[u8], part: &[u8]) -> u64 {
+    let k = part.len();
+    (k..=word.len().min(63))
+        .filter(|&i| holds_at(word, i - k, part))
+        .fold(0, |m, i| m | 1 << i)
 }
 
 /// Calls `f` with each string a short typed word reads as when one slip of the hand that moves
@@ -446,11 +489,23 @@ pub fn respellings(typed: &[u8], mut f: impl FnMut(&[u8])) {
 /// Whether `meant` is `typed` with one sound-alike spelling read the rules' way (see
 /// [`respellings`]): the writer spelt the word's sound.
 pub fn is_respelling(typed: &[u8], meant: &[u8]) -> bool {
+    // The spelling sits after the letters the words share at their start and before those
+    // they share at their end: only there is it looked for.
+    let same_start = typed.iter().zip(meant).take_while(|(a, b)| a == b).count();
+    let same_end = typed
+        .iter()
+        .rev()
+        .zip(meant.iter().rev())
+        .take_while(|(a, b)| a == b)
+        .count();
+    // The places `at` where `typed[at..at + typed_part]` may differ from `meant`.
+    let places = |typed_part: usize| {
+        let last = typed.len().checked_sub(typed_part)?;
+        Some(last.saturating_sub(same_end)..=last.min(same_start))
+    };
     let silent_e = typed.len() == meant.len()
-        && (0..typed.len().saturating_sub(2)).any(|at| {
-            typed[..at] == meant[..at]
-                && vowel_pair_as_silent_e(&meant[at..at + 3], &typed[at..at + 3])
-                && typed[at + 3..] == meant[at + 3..]
+        && places(3).is_some_and(|mut at| {
+            at.any(|at| vowel_pair_as_silent_e(&meant[at..at + 3], &typed[at..at + 3]))
         });
     silent_e
         || RULES
@@ -458,13 +513,17 @@ pub fn is_respelling(typed: &[u8], meant: &[u8]) -> bool {
             .filter(|r| !r.1.is_empty())
             .any(|&(rm, rt, _)| {
                 meant.len() + rt.len() == typed.len() + rm.len()
-                    && (0..=typed.len().saturating_sub(rt.len())).any(|at| {
-                        typed[at..].starts_with(rt)
-                            && meant[..at] == typed[..at]
-                            && meant[at..].starts_with(rm)
-                            && meant[at + rm.len()..] == typed[at + rt.len()..]
+                    && places(rt.len()).is_some_and(|mut at| {
+                        at.any(|at| holds_at(typed, at, rt) && holds_at(meant, at, rm))
                     })
             })
+}
+
+/// Whether `word` holds `part` from `at` on (a letter at a time: the parts are a few letters,
+/// and this runs for every candidate).
+fn holds_at(word: &[u8], at: usize, part: &[u8]) -> bool {
+    word.get(at..at + part.len())
+        .is_some_and(|w| w.iter().zip(part).all(|(a, b)| a == b))
 }
 
 /// Whether `typed` is `meant`, a word ending in a consonant and `-ies` or `-ied`, with its `y`
@@ -483,60 +542,82 @@ pub fn y_kept_before_ending(typed: &[u8], meant: &[u8]) -> bool {
         })
 }
 
-fn contains(hay: &[u8], needle: &[u8]) -> bool {
-    hay.windows(needle.len()).any(|w| w == needle)
+/// Damerau–Levenshtein distance (adjacent swaps count one, each letter edited once), capped:
+/// any distance above `max` comes back as `max + 1`. This runs for every candidate the delete
+/// index proposes; a caller comparing one word with many builds its [`DistancePattern`] once.
+pub fn distance(a: &[u8], b: &[u8], max: u8) -> u8 {
+    if a.len().abs_diff(b.len()) > usize::from(max) {
+        return max.saturating_add(1);
+    }
+    match DistancePattern::new(a) {
+        Some(pattern) => pattern.distance(b, max),
+        None => distance_full(a, b, max),
+    }
 }
 
-/// Damerau–Levenshtein distance (adjacent swaps count one), capped: any distance above `max`
-/// comes back as `max + 1`. Only the diagonal band the cap allows is computed, in three rows on
-/// the stack: this runs for every candidate the delete index proposes.
-pub fn distance(a: &[u8], b: &[u8], max: u8) -> u8 {
-    const W: usize = 64;
-    let (n, m) = (a.len(), b.len());
-    if n.abs_diff(m) > usize::from(max) {
-        return max + 1;
-    }
-    if m + 2 > W || max > 100 {
-        return distance_full(a, b, max);
-    }
-    let band = usize::from(max);
-    let cap = max + 1;
-    let mut rows = [[cap; W]; 3];
-    for (j, v) in rows[0].iter_mut().enumerate().take(m.min(band) + 1) {
-        *v = j as u8;
-    }
-    let (mut p2, mut p1, mut c) = (2usize, 0usize, 1usize);
-    for i in 1..=n {
-        let lo = i.saturating_sub(band).max(1);
-        let hi = (i + band).min(m);
-        rows[c][lo - 1] = if lo == 1 {
-            i.min(usize::from(cap)) as u8
-        } else {
-            cap
-        };
-        if hi < m {
-            rows[c][hi + 1] = cap;
+/// A word of at most 64 letters prepared for [`distance`] to many others: where each byte
+/// occurs in it, as a bit mask, so that a comparison costs a few word operations per letter of
+/// the other word (Hyyrö's bit-vector algorithm for the restricted Damerau distance, 2003)
+/// instead of a row of the table.
+pub struct DistancePattern<'a> {
+    word: &'a [u8],
+    /// Bit `i` of `at[c]` is set where `word[i] == c`.
+    at: [u64; 256],
+}
+
+impl<'a> DistancePattern<'a> {
+    /// The pattern of `word`, or `None` past 64 letters.
+    pub fn new(word: &'a [u8]) -> Option<Self> {
+        if word.len() > 64 {
+            return None;
         }
-        let mut row_min = rows[c][lo - 1];
-        for j in lo..=hi {
-            let sub = rows[p1][j - 1] + u8::from(a[i - 1] != b[j - 1]);
-            let mut v = sub.min(rows[p1][j] + 1).min(rows[c][j - 1] + 1);
-            if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
-                v = v.min(rows[p2][j - 2] + 1);
-            }
-            let v = v.min(cap);
-            rows[c][j] = v;
-            row_min = row_min.min(v);
+        let mut at = [0u64; 256];
+        for (i, &c) in word.iter().enumerate() {
+            at[usize::from(c)] |= 1 << i;
         }
-        if row_min >= cap {
+        Some(DistancePattern { word, at })
+    }
+
+    /// [`distance`] from the pattern's word to `other`.
+    pub fn distance(&self, other: &[u8], max: u8) -> u8 {
+        let cap = max.saturating_add(1);
+        let n = self.word.len();
+        if n.abs_diff(other.len()) > usize::from(max) {
             return cap;
         }
-        (p2, p1, c) = (p1, c, p2);
+        if n == 0 {
+            return u8::try_from(other.len()).map_or(cap, |d| d.min(cap));
+        }
+        // Column j of the table as vertical deltas: `vp`/`vn` mark rows one more/less than
+        // the row above; `d0` marks the diagonal cells that equal their upper-left neighbour.
+        let (mut vp, mut vn, mut d0, mut at_before) = (!0u64, 0u64, 0u64, 0u64);
+        let last = 1u64 << (n - 1);
+        let mut dist = n;
+        for &c in other {
+            let at = self.at[usize::from(c)];
+            // A swap: this letter matches the row below where the last letter matched, at a
+            // cell the diagonal did not already reach at no cost.
+            let swap = ((!d0 & at) << 1) & at_before;
+            d0 = (((at & vp).wrapping_add(vp)) ^ vp) | at | vn | swap;
+            let hp = vn | !(d0 | vp);
+            let hn = d0 & vp;
+            if hp & last != 0 {
+                dist += 1;
+            }
+            if hn & last != 0 {
+                dist -= 1;
+            }
+            let hp = (hp << 1) | 1;
+            let hn = hn << 1;
+            vp = hn | !(d0 | hp);
+            vn = hp & d0;
+            at_before = at;
+        }
+        u8::try_from(dist).map_or(cap, |d| d.min(cap))
     }
-    rows[p1][m].min(cap)
 }
 
-/// [`distance`] over the whole table, for words too long for the stack rows.
+/// [`distance`] over the whole table: for words past 64 letters, and the tests' reference.
 fn distance_full(a: &[u8], b: &[u8], max: u8) -> u8 {
     let cap = usize::from(max) + 1;
     let (n, m) = (a.len(), b.len());
@@ -573,18 +654,65 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_banded_distance_is_the_full_one() {
+    fn the_bit_vector_distance_is_the_full_tables() {
         use proptest::prelude::*;
-        let word = proptest::collection::vec(prop::sample::select(b"abcde".to_vec()), 0..12);
+        // Every pair of words of up to five letters over three (repeats, swaps, runs), each cap.
+        let mut words: Vec<Vec<u8>> = vec![Vec::new()];
+        for len in 1..=5 {
+            let mut w = vec![b'a'; len];
+            loop {
+                words.push(w.clone());
+                let Some(k) = w.iter().rposition(|&c| c != b'c') else {
+                    break;
+                };
+                w[k] += 1;
+                w[k + 1..].fill(b'a');
+            }
+        }
+        for a in &words {
+            let pattern = DistancePattern::new(a).expect("short");
+            for b in &words {
+                for max in [0, 1, 2, 3, 6] {
+                    let want = distance_full(a, b, max);
+                    assert_eq!(pattern.distance(b, max), want, "{a:?} {b:?} {max}");
+                    assert_eq!(distance(a, b, max), want, "{a:?} {b:?} {max}");
+                }
+            }
+        }
+        // Longer words, up to the pattern's 64 letters, and past them.
+        let word = proptest::collection::vec(prop::sample::select(b"abcde".to_vec()), 0..70);
         let mut runner = proptest::test_runner::TestRunner::deterministic();
         runner
-            .run(&(word.clone(), word, 0u8..4), |(a, b, max)| {
+            .run(&(word.clone(), word, 0u8..8), |(a, b, max)| {
                 prop_assert_eq!(distance(&a, &b, max), distance_full(&a, &b, max));
                 Ok(())
             })
             .unwrap();
         let long = vec![b'a'; 80];
         assert_eq!(distance(&long, &long[..79], 2), 1);
+        assert_eq!(distance(&long[..64], &long[..63], u8::MAX), 1);
+        assert_eq!(distance(b"", b"abc", 2), 3);
+        assert_eq!(distance(b"abc", b"", 5), 3);
+    }
+
+    #[test]
+    fn a_respelling_is_exactly_what_respellings_make() {
+        use proptest::prelude::*;
+        // Letters the rules use, so that most words hold a rule's side.
+        let word =
+            proptest::collection::vec(prop::sample::select(b"aeiosyhckwgtfn".to_vec()), 0..9);
+        let mut runner = proptest::test_runner::TestRunner::deterministic();
+        runner
+            .run(&(word.clone(), word), |(typed, other)| {
+                let mut made = Vec::new();
+                respellings(&typed, |m| made.push(m.to_vec()));
+                for m in &made {
+                    prop_assert!(is_respelling(&typed, m), "{typed:?} {m:?}");
+                }
+                prop_assert_eq!(is_respelling(&typed, &other), made.contains(&other));
+                Ok(())
+            })
+            .unwrap();
     }
 
     fn c(typed: &str, meant: &str) -> f32 {
