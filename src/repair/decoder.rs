@@ -1933,6 +1933,47 @@ fn one_letter_for_another(typed: &[u8], meant: &[u8]) -> bool {
         && typed.iter().zip(meant).filter(|(a, b)| a != b).count() == 1
 }
 
+/// The function words ([`STOPWORDS`]) within one edit of `typed` (a letter for another, one
+/// left out or added, two swapped), in the list's order, and perhaps a few more. Two words one
+/// edit apart are equal once at most one letter is deleted from each: the function words are
+/// filed under each such string of theirs, once, so the slips of a query's function words
+/// cost a few look-ups instead of a test of every function word.
+fn function_words_one_edit_from(typed: &[u8]) -> Vec<&'static str> {
+    type Filed = std::collections::HashMap<Vec<u8>, Vec<u16>, foldhash::fast::FixedState>;
+    static FILED: std::sync::OnceLock<Filed> = std::sync::OnceLock::new();
+    let filed = FILED.get_or_init(|| {
+        let mut filed = Filed::default();
+        for (i, w) in STOPWORDS.iter().enumerate() {
+            for_each_one_letter_delete(w.as_bytes(), |s| {
+                let ids = filed.entry(s.to_vec()).or_default();
+                if ids.last() != Some(&(i as u16)) {
+                    ids.push(i as u16);
+                }
+            });
+        }
+        filed
+    });
+    let mut ids: Vec<u16> = Vec::new();
+    for_each_one_letter_delete(typed, |s| {
+        ids.extend(filed.get(s).into_iter().flatten());
+    });
+    ids.sort_unstable();
+    ids.dedup();
+    ids.into_iter().map(|i| STOPWORDS[usize::from(i)]).collect()
+}
+
+/// Calls `f` with `word` and with each string made by deleting one of its letters.
+fn for_each_one_letter_delete(word: &[u8], mut f: impl FnMut(&[u8])) {
+    f(word);
+    let mut shorter = Vec::with_capacity(word.len());
+    for i in 0..word.len() {
+        shorter.clear();
+        shorter.extend_from_slice(&word[..i]);
+        shorter.extend_from_slice(&word[i + 1..]);
+        f(&shorter);
+    }
+}
+
 /// Whether `longer` is `shorter` with one letter added after the first.
 fn one_letter_more(shorter: &[u8], longer: &[u8]) -> bool {
     longer.len() == shorter.len() + 1
@@ -2115,33 +2156,26 @@ fn function_word_in_context(r: &Repairer, words: &[QueryWord], at: usize) -> Vec
                 .any(|a| a >= least)
         })
     };
-    // Both kinds of slip below are one edit: the function words further away are not asked
-    // (the typed word prepared once for all of them).
-    let one_edit = if slip_lengths {
-        error_model::DistancePattern::new(typed)
+    // Both kinds of slip below are one edit: only the function words that near are asked.
+    let near: Vec<&str> = if slip_lengths {
+        function_words_one_edit_from(typed)
     } else {
-        None
+        Vec::new()
     };
-    let slips = STOPWORDS
-        .iter()
-        .filter(|_| slip_lengths)
+    let slips = near
+        .into_iter()
         .filter(|m| {
             if swapped_two {
-                m.len() == 2 && m.bytes().eq(typed.iter().rev().copied()) && **m != w.lower
+                m.len() == 2 && m.bytes().eq(typed.iter().rev().copied()) && *m != w.lower
             } else {
                 m.len() >= 3 && m.len().abs_diff(typed.len()) <= 1
             }
-        })
-        .filter(|m| {
-            one_edit
-                .as_ref()
-                .is_none_or(|p| p.distance(m.as_bytes(), 1) <= 1)
         })
         // A word that is no function word has no function word among its forms, whatever
         // endings they seem to share: `man` is `many` with a letter left out, `doe` is `does`,
         // `wad` is `was` one key off (`how man calories`, `how long doe it take`).
         .filter(|m| !(typed_is_function_word && forms_of_one_function_word(&w.lower, m)))
-        .filter_map(|&m| {
+        .filter_map(|m| {
             if error_model::slip_of_the_hand(typed, m.as_bytes()) {
                 Some((m, Confusion::Slip))
             } else if letter_for_letter && one_letter_for_another(typed, m.as_bytes()) {
@@ -2534,6 +2568,41 @@ pub(crate) fn best_path(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_function_words_one_edit_away_are_all_found_in_the_lists_order() {
+        let mut typed: Vec<Vec<u8>> = vec![b"".to_vec(), b"x".to_vec(), b"zzzzzz".to_vec()];
+        for w in STOPWORDS {
+            let w = w.as_bytes();
+            typed.push(w.to_vec());
+            for i in 0..=w.len() {
+                if i < w.len() {
+                    typed.push([&w[..i], &w[i + 1..]].concat());
+                    typed.push([&w[..i], b"q", &w[i + 1..]].concat());
+                }
+                typed.push([&w[..i], b"e", &w[i..]].concat());
+                if i + 1 < w.len() {
+                    typed.push([&w[..i], &[w[i + 1], w[i]], &w[i + 2..]].concat());
+                }
+            }
+        }
+        for t in &typed {
+            let near = function_words_one_edit_from(t);
+            let want: Vec<&str> = STOPWORDS
+                .iter()
+                .copied()
+                .filter(|m| error_model::distance(t, m.as_bytes(), 1) <= 1)
+                .collect();
+            let found: Vec<&str> = near.iter().copied().filter(|m| want.contains(m)).collect();
+            assert_eq!(found, want, "{}", String::from_utf8_lossy(t));
+            let order: Vec<usize> = near
+                .iter()
+                .map(|m| STOPWORDS.iter().position(|s| s == m).unwrap_or(usize::MAX))
+                .collect();
+            assert!(order.windows(2).all(|p| p[0] < p[1]), "{order:?}");
+        }
+        assert!(function_words_one_edit_from(b"teh").contains(&"the"));
+    }
 
     #[test]
     fn an_american_spelling_gives_its_british_ones() {
