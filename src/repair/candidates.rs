@@ -15,6 +15,8 @@ use super::error_model::{distance, DistancePattern};
 pub const PREFIX: usize = 7;
 /// The most edits a candidate may be from the typed word.
 pub const MAX_EDITS: u8 = 2;
+/// The most strings [`for_each_delete`] visits: the prefix, less each letter, less each pair.
+const MAX_DELETES: usize = 1 + PREFIX + PREFIX * (PREFIX - 1) / 2;
 
 /// The delete index over a word list.
 pub struct CandidateIndex {
@@ -182,29 +184,46 @@ impl CandidateIndex {
         if t.is_empty() || !t.iter().all(u8::is_ascii_lowercase) || self.entries.is_empty() {
             return;
         }
+        // A look-up is mostly cache misses: the delete strings' hashes come first, then all
+        // their buckets' bounds, then the entries, so that each step's loads wait on none of
+        // one another and are fetched together.
+        let mut hashes = [0u32; MAX_DELETES];
+        let mut n = 0;
+        for_each_delete(t, max_edits, &mut |h, _| {
+            if let Some(slot) = hashes.get_mut(n) {
+                *slot = h;
+                n += 1;
+            }
+        });
+        let hashes = &hashes[..n];
+        let mut bounds = [(0u32, 0u32); MAX_DELETES];
+        for (bound, &h) in bounds.iter_mut().zip(hashes) {
+            let b = (h >> self.shift) as usize;
+            *bound = (self.buckets[b], self.buckets[b + 1]);
+        }
         let mut ids: Vec<u32> = Vec::with_capacity(64);
         // Within one edit, entries two letters short cannot be needed.
         let skip = if max_edits <= 1 { TWO_DELETES } else { 0 };
-        for_each_delete(t, max_edits, &mut |h, _| {
-            let b = (h >> self.shift) as usize;
-            let (lo, hi) = (self.buckets[b] as usize, self.buckets[b + 1] as usize);
-            for &(eh, id) in &self.entries[lo..hi] {
+        for (&h, &(lo, hi)) in hashes.iter().zip(&bounds) {
+            for &(eh, id) in &self.entries[lo as usize..hi as usize] {
                 if eh == h && id & skip == 0 {
                     ids.push(id & !TWO_DELETES);
                 }
             }
-        });
+        }
         ids.sort_unstable();
         ids.dedup();
         let typed_len = u8::try_from(t.len()).unwrap_or(u8::MAX);
+        // Most ids share a delete of the prefix only: the length rules them out. The words
+        // left are read before any is compared, for the same reason.
+        ids.retain(|&id| self.lens[id as usize].abs_diff(typed_len) <= max_edits);
+        let words: Vec<&[u8]> = ids
+            .iter()
+            .map(|&id| self.words[id as usize].as_bytes())
+            .collect();
         // Prepared once for all the ids (past 64 letters, compared a word at a time).
         let pattern = DistancePattern::new(t);
-        for id in ids {
-            // Most ids share a delete of the prefix only: the length rules them out.
-            if self.lens[id as usize].abs_diff(typed_len) > max_edits {
-                continue;
-            }
-            let word = self.words[id as usize].as_bytes();
+        for (id, word) in ids.into_iter().zip(words) {
             let d = match &pattern {
                 Some(pattern) => pattern.distance(word, max_edits),
                 None => distance(t, word, max_edits),

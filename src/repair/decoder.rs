@@ -474,7 +474,7 @@ pub(crate) fn readings(
                 // (`pollinat or`): it is split into two words at most. Asked only where a
                 // three-word split could be read at all.
                 let joins_neighbour = |a: &str, b: &str| {
-                    let s = r.stats(&format!("{a}{b}"));
+                    let s = r.lm.stats(&format!("{a}{b}"));
                     s.general > 0 || s.corpus >= p.min_corpus_count
                 };
                 let three_words = p.three_word_split_letters > 0
@@ -529,7 +529,7 @@ pub(crate) fn readings(
         if let Some(nx) = next {
             if nx.editable && nx.spaced_from_previous && w.whole_token && nx.whole_token {
                 let joined = format!("{}{}", w.lower, nx.lower);
-                let stats = r.stats(&joined);
+                let stats = r.lm.stats(&joined);
                 if joined.len() >= p.min_join_letters
                     && stats.known()
                     && (stats.general > 0 || stats.corpus >= p.min_corpus_count)
@@ -1020,7 +1020,7 @@ fn three_letter_content_words(
     .zip([prev, next])
     .any(|(joined, q)| {
         q.is_some_and(|q| !q.stats.known())
-            && joined.is_some_and(|j| r.stats(&j).known() || r.lm.usage(&j).is_some())
+            && joined.is_some_and(|j| r.lm.stats(&j).known() || r.lm.usage(&j).is_some())
     });
     let general = p.three_letter_set_phrases
         && !joins_unknown
@@ -1089,12 +1089,12 @@ const SHORT_PREFIXES: &[&str] = &[
 /// before another (`latitudeis`, `grantstand`; `anhydrate`): words run together or a word the
 /// lists lack, not a typo of one word.
 fn listed_words_run_together(r: &Repairer, word: &str) -> bool {
-    let listed = |s: &str| r.stats(s).general > 0 && (s.len() >= 3 || is_stopword(s));
+    let listed = |s: &str| r.lm.stats(s).general > 0 && (s.len() >= 3 || is_stopword(s));
     let prefixed = WORD_FORMING_PREFIXES
         .iter()
         .chain(SHORT_PREFIXES)
         .filter_map(|p| word.strip_prefix(p))
-        .any(|rest| rest.len() >= 4 && r.stats(rest).general > 0);
+        .any(|rest| rest.len() >= 4 && r.lm.stats(rest).general > 0);
     prefixed
         || (2..word.len().saturating_sub(1))
             .filter(|&k| word.is_char_boundary(k))
@@ -1152,7 +1152,7 @@ fn splits(r: &Repairer, word: &str, beside_unknown: bool, three_words: bool) -> 
         if !side_by_side(a, b) {
             continue;
         }
-        let (sa, sb) = (r.stats(a), r.stats(b));
+        let (sa, sb) = (r.lm.stats(a), r.lm.stats(b));
         if !piece(&sa, a, b) || !piece(&sb, b, a) {
             continue;
         }
@@ -1179,7 +1179,7 @@ fn splits(r: &Repairer, word: &str, beside_unknown: bool, three_words: bool) -> 
         let mut three: Option<(f64, Reading)> = None;
         for k in cuts() {
             let (a, rest) = word.split_at(k);
-            let sa = r.stats(a);
+            let sa = r.lm.stats(a);
             if !r.usable(&sa) {
                 continue;
             }
@@ -1187,12 +1187,12 @@ fn splits(r: &Repairer, word: &str, beside_unknown: bool, three_words: bool) -> 
                 let (b, c) = rest.split_at(j);
                 // A word of the lists across a cut is one piece, not two (`intomusic` is
                 // `into music`, not `in to music`).
-                let listed = |s: &str| r.stats(s).general > 0;
+                let listed = |s: &str| r.lm.stats(s).general > 0;
                 let acronym_piece = [a, b, c].iter().any(|x| x.len() < 3 && !is_stopword(x));
                 if acronym_piece || listed(&word[..k + j]) || listed(rest) {
                     continue;
                 }
-                let (sb, sc) = (r.stats(b), r.stats(c));
+                let (sb, sc) = (r.lm.stats(b), r.lm.stats(c));
                 // The article `a` is a piece beside a function word it is written after or
                 // before often (`what is a`, `definition of a`).
                 let article = |x: &str, y: &str, sx: &WordStats, sy: &WordStats| {
@@ -1709,7 +1709,7 @@ fn over_regularised<'a>(
         .iter()
         .filter(move |_| cost.is_finite())
         .filter_map(move |meant| {
-            let stats = r.stats(meant);
+            let stats = r.lm.stats(meant);
             let written_far_more = r
                 .ln_usage(meant)
                 .is_some_and(|ln_meant| ln_meant - cost - ln_typed > p.typo_usage_margin);
@@ -1769,7 +1769,7 @@ fn homophones_in_context(
         .iter()
         .filter(|meant| !is_stopword(meant))
         .filter_map(|meant| {
-            let stats = r.stats(meant);
+            let stats = r.lm.stats(meant);
             if stats.general == 0 {
                 return None;
             }
@@ -1882,7 +1882,7 @@ fn commonest_two_letters_after(r: &Repairer, prev: Option<&QueryWord>, meant: &W
         && STOPWORDS
             .iter()
             .filter(|m| m.len() == 2)
-            .all(|m| r.lm.general_pair_count(&q.stats, &r.stats(m)) <= count)
+            .all(|m| r.lm.general_pair_count(&q.stats, &r.lm.stats(m)) <= count)
 }
 
 /// By how much (in nats) a neighbour's pair with the word a typed function word is confused
@@ -2193,7 +2193,7 @@ fn function_word_in_context(r: &Repairer, words: &[QueryWord], at: usize) -> Vec
         .chain(letters)
         .chain(content)
         .filter_map(|(meant, confusion)| {
-            let stats = r.stats(meant);
+            let stats = r.lm.stats(meant);
             if matches!(confusion, Confusion::ContentSound) && stats.general == 0 {
                 // A name the CMU list spells as the word sounds (`noh`, `noe` for `no`).
                 return None;

@@ -954,16 +954,6 @@ impl Repairer {
         }
     }
 
-    /// What both sources know of `word` (lower case), as [`LanguageModel::stats`] says: read
-    /// from the candidates' own stats when it is one of the words they hold as the lists do,
-    /// which spares the corpus count's look-up for the words a query's readings ask of most.
-    pub(crate) fn stats(&self, word: &str) -> WordStats {
-        match self.candidates.find(word) {
-            Some(id) if id < self.usage_words_from => self.candidate_stats[id as usize],
-            _ => self.lm.stats(word),
-        }
-    }
-
     /// Whether a word with these stats may be a split's piece: known to the lexicon, or to the
     /// corpus often enough.
     pub(crate) fn usable(&self, s: &WordStats) -> bool {
@@ -989,13 +979,13 @@ impl Repairer {
         let Some(per_billion) = self.lm.usage(word) else {
             return false;
         };
-        if self.stats(word).known() {
+        if self.lm.stats(word).known() {
             return false;
         }
         let least = per_billion as f64 * 1e-9 * margin.exp();
         (1..word.len()).any(|k| {
             let (a, b) = word.split_at(k);
-            let (sa, sb) = (self.stats(a), self.stats(b));
+            let (sa, sb) = (self.lm.stats(a), self.lm.stats(b));
             sa.general > 0 && sb.general > 0 && self.lm.general_pair_share(&sa, &sb) >= least
         })
     }
@@ -1288,7 +1278,7 @@ impl Repairer {
     /// Known words one letter edit from `word` that a typist could hit instead (for injecting
     /// real-word errors): see [`RealWords`].
     pub fn real_word_neighbours(&self, word: &str) -> Vec<String> {
-        real_word_slips(&self.candidates, word, self.stats(word).general, |id| {
+        real_word_slips(&self.candidates, word, self.lm.stats(word).general, |id| {
             self.candidate_stats[id as usize].general
         })
     }

@@ -3087,35 +3087,3 @@ fn a_word_that_sounds_as_the_one_the_usage_rule_names_is_named_with_it() {
         "get their first shots"
     );
 }
-
-#[test]
-fn the_stats_read_from_the_candidates_are_the_language_models() {
-    let vocab = Arc::new(Vocabulary::build(DOCS.iter().map(|t| ("", *t))));
-    let words = [
-        ("the", 23_000_000_000),
-        ("vitamin", 9_000_000),
-        ("Paris", 90_000_000),
-    ];
-    // `colors` is a candidate only the usage list gives: its stats are the usage list's
-    // frequency, not what the language model knows of the string.
-    let usage = [("the", 50_000_000), ("colors", 20_000), ("deficency", 30)];
-    let lexicon = Lexicon::from_counts(words, []).with_usage(usage);
-    let r = Repairer::new(vocab, Some(Arc::new(lexicon)));
-    for word in [
-        "the",
-        "vitamin",
-        "paris",
-        "Paris",
-        "deficiency",
-        "fatigue",
-        "seine",
-        "colors",
-        "deficency",
-        "zzq",
-        "",
-        "café",
-    ] {
-        assert_eq!(r.stats(word), r.lm.stats(word), "{word}");
-    }
-    assert!(r.stats("fatigue").corpus > 0 && r.stats("the").general > 0);
-}
