@@ -44,6 +44,9 @@ struct Building<'a> {
     top: RwLock<(u32, usize)>,
 }
 
+/// How often a build reports its progress and looks whether a save is due.
+const TICK: Duration = Duration::from_millis(200);
+
 /// Saving a long build's progress, so that a crash or a stop loses at most `every` of work.
 pub(crate) struct GraphCheckpoint<'p> {
     /// The file of saved progress (replaced atomically at each save).
@@ -65,8 +68,9 @@ pub(crate) enum GraphStart {
 
 /// Builds the graph over `vectors` (`n × dim`, unit length) with `threads` threads and
 /// returns the words of `graph.bin`. `progress(done, total)` is called from this thread
-/// about every 200 ms; an error from it stops the build and is returned. With `checkpoint`,
-/// saved progress at its path is continued and progress is saved there as the build goes.
+/// about every 200 ms (or every checkpoint's `every`, when shorter); an error from it stops
+/// the build and is returned. With `checkpoint`, saved progress at its path is continued and
+/// progress is saved there as the build goes.
 pub(crate) fn build(
     vectors: &[f32],
     dim: usize,
@@ -153,7 +157,9 @@ pub(crate) fn build(
             .collect();
         let mut result = Ok(());
         while workers.iter().any(|w| !w.is_finished()) {
-            std::thread::sleep(Duration::from_millis(200));
+            // A checkpoint due sooner than the usual tick is not put off by it: a build that
+            // saves every moment saves before it ends, however fast the machine.
+            std::thread::sleep(checkpoint.map_or(TICK, |c| c.every.min(TICK)));
             if result.is_ok() {
                 result = progress(done.load(Ordering::Relaxed).min(n), n);
                 if result.is_err() {
