@@ -805,6 +805,10 @@ fn written_far_more(r: &Repairer, typed: &str, meant: &str, channel: Option<f64>
         return false;
     };
     let ln_typed = r.ln_usage(typed).unwrap_or(-(1e9f64).ln());
+    // The edit's cost is never negative: without it the margin is the most it could clear.
+    if ln_meant - ln_typed <= margin {
+        return false;
+    }
     let channel =
         channel.unwrap_or_else(|| f64::from(error_model::cost(typed.as_bytes(), meant.as_bytes())));
     ln_meant - channel - ln_typed > margin
@@ -1275,9 +1279,18 @@ pub(crate) fn spelling_variant(a: &str, b: &str) -> bool {
     if short.len() == long.len() {
         // -er/-re, -ize/-ise, -yze/-yse (theater/theatre, organize/organise).
         let (x, y) = (a.as_bytes(), b.as_bytes());
-        let diff: Vec<usize> = (0..a.len()).filter(|&i| x[i] != y[i]).collect();
+        // The first three positions that differ: more than two is no variant.
+        let mut diff = [0usize; 3];
+        let mut n = 0;
+        for i in (0..a.len()).filter(|&i| x[i] != y[i]) {
+            diff[n] = i;
+            n += 1;
+            if n == diff.len() {
+                break;
+            }
+        }
         let vowel = |c: u8| b"aeiou".contains(&c);
-        return match diff.as_slice() {
+        return match &diff[..n] {
             // Only at the end, or before a plural or past ending (`theatres`), and after a
             // consonant; inside a word it is two letters swapped (`hypretrophy`), after a vowel
             // too (`proceduer`).
@@ -1307,7 +1320,8 @@ pub(crate) fn spelling_variant(a: &str, b: &str) -> bool {
     // (travelled), `e` in -ogue/-og is left out.
     (0..long.len()).any(|i| {
         let (pre, post) = (&long[..i], &long[i + 1..]);
-        format!("{pre}{post}") == short
+        short.as_bytes().starts_with(pre.as_bytes())
+            && short.as_bytes().ends_with(post.as_bytes())
             && match long.as_bytes()[i] {
                 // ... in an unstressed -our (`colour`, `favourite`, `neighbourhood`), not
                 // inside a stem (`sorce` is a typo of `source`) or in a one-syllable word.
