@@ -20,9 +20,11 @@ const MAX_DELETES: usize = 1 + PREFIX + PREFIX * (PREFIX - 1) / 2;
 
 /// The delete index over a word list.
 pub struct CandidateIndex {
-    words: Vec<Box<str>>,
-    /// Each word's length (capped at 255), to rule candidates out without reading the word.
-    lens: Vec<u8>,
+    /// The words one after another: word `id` is `text[starts[id]..starts[id + 1]]`.
+    text: String,
+    starts: Vec<u32>,
+    /// Each word's [`Key`], to rule most candidates out without reading the word.
+    keys: Vec<Key>,
     /// Start of each bucket in `entries` (one more than there are buckets).
     buckets: Vec<u32>,
     /// (hash of a delete string, word id), grouped by bucket.
@@ -33,7 +35,7 @@ pub struct CandidateIndex {
 impl std::fmt::Debug for CandidateIndex {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("CandidateIndex")
-            .field("words", &self.words.len())
+            .field("words", &self.len())
             .field("entries", &self.entries.len())
             .finish()
     }
@@ -51,6 +53,38 @@ fn hash(bytes: &[u8]) -> u32 {
     h ^= h >> 15;
     h = h.wrapping_mul(0x846c_a68b);
     h ^ (h >> 16)
+}
+
+/// A word's length and the letters it holds, in 32 bits: enough to rule out most words that
+/// share a delete string with a typed word but are not within its edits, without reading them.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+struct Key(u32);
+
+impl Key {
+    /// Bits 0–25 for the letters `a`–`z` the word holds, 26–31 for its length (capped at 63).
+    fn of(word: &[u8]) -> Key {
+        let letters = word.iter().fold(0u32, |m, &c| {
+            if c.is_ascii_lowercase() {
+                m | 1 << (c - b'a')
+            } else {
+                m
+            }
+        });
+        let len = word.len().min(63) as u32;
+        Key(letters | len << 26)
+    }
+
+    /// False only when the two words cannot be within `edits` of each other: their lengths
+    /// differ by more, or one holds more than `edits` letters the other lacks (a substitution
+    /// or an insertion brings at most one new letter, a swap none).
+    fn may_be_within(self, other: Key, edits: u8) -> bool {
+        const LETTERS: u32 = (1 << 26) - 1;
+        let (a, b) = (self.0 & LETTERS, other.0 & LETTERS);
+        let edits = u32::from(edits);
+        (self.0 >> 26).abs_diff(other.0 >> 26) <= edits
+            && (a & !b).count_ones() <= edits
+            && (b & !a).count_ones() <= edits
+    }
 }
 
 /// Marks an entry whose delete string is two letters shorter than the word's prefix: a look-up
@@ -88,16 +122,20 @@ impl CandidateIndex {
     /// Indexes `words` (lower-case ASCII letters; others are kept out of the index but keep
     /// their ids, so ids are positions in the input).
     pub fn build<'a>(words: impl IntoIterator<Item = &'a str>) -> Self {
-        let words: Vec<Box<str>> = words.into_iter().map(Box::from).collect();
+        let mut text = String::new();
+        let mut starts = vec![0u32];
+        for w in words {
+            text.push_str(w);
+            starts.push(u32::try_from(text.len()).expect("candidate words under 4 GiB"));
+        }
+        let count = starts.len() - 1;
         // Ids share their word with the mark bit (at most 300,000 corpus words join the lexicon).
-        assert!(
-            words.len() < TWO_DELETES as usize,
-            "too many candidate words"
-        );
-        let mut entries: Vec<(u32, u32)> = Vec::with_capacity(words.len() * 24);
+        assert!(count < TWO_DELETES as usize, "too many candidate words");
+        let word = |id: usize| &text.as_bytes()[starts[id] as usize..starts[id + 1] as usize];
+        let mut entries: Vec<(u32, u32)> = Vec::with_capacity(count * 24);
         let mut hashes = Vec::with_capacity(64);
-        for (id, w) in words.iter().enumerate() {
-            let b = w.as_bytes();
+        for id in 0..count {
+            let b = word(id);
             if b.is_empty() || !b.iter().all(u8::is_ascii_lowercase) {
                 continue;
             }
@@ -124,13 +162,11 @@ impl CandidateIndex {
         for i in 1..buckets.len() {
             buckets[i] += buckets[i - 1];
         }
-        let lens = words
-            .iter()
-            .map(|w| u8::try_from(w.len()).unwrap_or(u8::MAX))
-            .collect();
+        let keys = (0..count).map(|id| Key::of(word(id))).collect();
         CandidateIndex {
-            words,
-            lens,
+            text,
+            starts,
+            keys,
             buckets,
             entries,
             shift,
@@ -150,30 +186,32 @@ impl CandidateIndex {
             .iter()
             .filter(|&&(eh, id)| eh == h && id & TWO_DELETES == 0)
             .map(|&(_, id)| id)
-            .find(|&id| *self.words[id as usize] == *word)
+            .find(|&id| self.word(id) == word)
     }
 
     /// The word of an id.
     pub fn word(&self, id: u32) -> &str {
-        &self.words[id as usize]
+        let id = id as usize;
+        &self.text[self.starts[id] as usize..self.starts[id + 1] as usize]
     }
 
     /// Number of words.
     pub fn len(&self) -> usize {
-        self.words.len()
+        self.keys.len()
     }
 
     /// True when it holds no word.
     pub fn is_empty(&self) -> bool {
-        self.words.is_empty()
+        self.keys.is_empty()
     }
 
     /// Bytes held in memory.
     pub fn heap_bytes(&self) -> usize {
         self.entries.len() * 8
             + self.buckets.len() * 4
-            + self.lens.len()
-            + self.words.iter().map(|w| w.len() + 16).sum::<usize>()
+            + self.keys.len() * 4
+            + self.starts.len() * 4
+            + self.text.len()
     }
 
     /// Appends to `out` every word within `max_edits` (at most [`MAX_EDITS`]) of `typed`
@@ -213,14 +251,15 @@ impl CandidateIndex {
         }
         ids.sort_unstable();
         ids.dedup();
-        let typed_len = u8::try_from(t.len()).unwrap_or(u8::MAX);
-        // Most ids share a delete of the prefix only: the length rules them out. The words
-        // left are read before any is compared, for the same reason.
-        ids.retain(|&id| self.lens[id as usize].abs_diff(typed_len) <= max_edits);
-        let words: Vec<&[u8]> = ids
+        // Most ids share a delete of the prefix only: their keys rule them out. The words left
+        // are all read (their first letters) before any is compared, for the same reason.
+        let typed_key = Key::of(t);
+        ids.retain(|&id| typed_key.may_be_within(self.keys[id as usize], max_edits));
+        let words: Vec<&[u8]> = ids.iter().map(|&id| self.word(id).as_bytes()).collect();
+        let first_letters = words
             .iter()
-            .map(|&id| self.words[id as usize].as_bytes())
-            .collect();
+            .fold(0u8, |x, w| x ^ w.first().copied().unwrap_or(0));
+        std::hint::black_box(first_letters);
         // Prepared once for all the ids (past 64 letters, compared a word at a time).
         let pattern = DistancePattern::new(t);
         for (id, word) in ids.into_iter().zip(words) {
@@ -362,5 +401,58 @@ mod tests {
         let mut out = Vec::new();
         idx.lookup("CAFE", 2, &mut out);
         assert!(out.is_empty(), "only lower-case ASCII is looked up");
+    }
+
+    #[test]
+    fn keys_never_rule_out_a_word_within_the_edits() {
+        use proptest::prelude::*;
+        // Few letters, so that words share deletes, letters and lengths.
+        let word = proptest::collection::vec(prop::sample::select(b"abcde".to_vec()), 1..10)
+            .prop_map(|w| String::from_utf8(w).expect("ASCII"));
+        let mut runner = proptest::test_runner::TestRunner::deterministic();
+        runner
+            .run(
+                &(proptest::collection::vec(word.clone(), 1..40), word),
+                |(words, typed)| {
+                    let refs: Vec<&str> = words.iter().map(String::as_str).collect();
+                    for a in &refs {
+                        let d = distance(a.as_bytes(), typed.as_bytes(), MAX_EDITS);
+                        for edits in 0..=MAX_EDITS {
+                            if d <= edits {
+                                let (ka, kt) = (Key::of(a.as_bytes()), Key::of(typed.as_bytes()));
+                                prop_assert!(kt.may_be_within(ka, edits), "{a} {typed}");
+                            }
+                        }
+                    }
+                    let idx = CandidateIndex::build(refs.iter().copied());
+                    for max in [1, 2] {
+                        let mut out = Vec::new();
+                        idx.lookup(&typed, max, &mut out);
+                        let mut got: Vec<String> = out
+                            .iter()
+                            .map(|&(id, _)| idx.word(id).to_string())
+                            .collect();
+                        got.sort();
+                        got.dedup();
+                        let mut want = naive(&refs, &typed, max);
+                        want.dedup();
+                        prop_assert_eq!(got, want, "{} within {}", typed, max);
+                    }
+                    Ok(())
+                },
+            )
+            .expect("the look-up finds exactly the words within the edits");
+    }
+
+    #[test]
+    fn a_key_rules_out_more_new_letters_or_length_than_the_edits_allow() {
+        let key = |w: &str| Key::of(w.as_bytes());
+        assert!(key("receive").may_be_within(key("recieve"), 1));
+        assert!(key("heart").may_be_within(key("hearth"), 1));
+        assert!(!key("heart").may_be_within(key("hearths"), 1));
+        // Two letters `heart` lacks: not within one edit, maybe within two.
+        assert!(!key("heart").may_be_within(key("herbs"), 1));
+        assert!(key("heart").may_be_within(key("hexrz"), 2));
+        assert!(!key("abc").may_be_within(key("xyz"), 2));
     }
 }
