@@ -239,22 +239,26 @@ impl CandidateIndex {
             let b = (h >> self.shift) as usize;
             *bound = (self.buckets[b], self.buckets[b + 1]);
         }
-        let mut ids: Vec<u32> = Vec::with_capacity(64);
+        // Most ids share a delete of the prefix only: their keys rule them out before they are
+        // sorted, and the words left are all read (their first letters) before any is
+        // compared, for the same reason.
+        let typed_key = Key::of(t);
+        let mut ids: Vec<u32> = Vec::with_capacity(256);
         // Within one edit, entries two letters short cannot be needed.
         let skip = if max_edits <= 1 { TWO_DELETES } else { 0 };
         for (&h, &(lo, hi)) in hashes.iter().zip(&bounds) {
-            for &(eh, id) in &self.entries[lo as usize..hi as usize] {
-                if eh == h && id & skip == 0 {
-                    ids.push(id & !TWO_DELETES);
+            for &(eh, entry) in &self.entries[lo as usize..hi as usize] {
+                let id = entry & !TWO_DELETES;
+                if eh == h
+                    && entry & skip == 0
+                    && typed_key.may_be_within(self.keys[id as usize], max_edits)
+                {
+                    ids.push(id);
                 }
             }
         }
         ids.sort_unstable();
         ids.dedup();
-        // Most ids share a delete of the prefix only: their keys rule them out. The words left
-        // are all read (their first letters) before any is compared, for the same reason.
-        let typed_key = Key::of(t);
-        ids.retain(|&id| typed_key.may_be_within(self.keys[id as usize], max_edits));
         let words: Vec<&[u8]> = ids.iter().map(|&id| self.word(id).as_bytes()).collect();
         let first_letters = words
             .iter()

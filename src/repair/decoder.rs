@@ -2333,8 +2333,9 @@ fn function_word_in_context(r: &Repairer, words: &[QueryWord], at: usize) -> Vec
 }
 
 /// A state of the search: the last meant word at a word boundary.
-struct State {
-    word: String,
+struct State<'a> {
+    /// Borrowed from the reading that ends here.
+    word: &'a str,
     stats: WordStats,
     score: f64,
     /// (boundary, state there, reading index at that boundary's position).
@@ -2501,7 +2502,7 @@ pub(crate) fn best_path(
     let frame_start = frame_start(r, readings);
     let mut states: Vec<Vec<State>> = (0..=n).map(|_| Vec::new()).collect();
     states[0].push(State {
-        word: String::new(),
+        word: "",
         stats: WordStats::default(),
         score: 0.0,
         back: None,
@@ -2530,7 +2531,7 @@ pub(crate) fn best_path(
                     Some((pb, _, pri)) => *memo
                         .scores
                         .entry((pb as u32, pri as u32, b as u32, ri as u32))
-                        .or_insert_with(|| r.lm.ln_bigram(&s.word, &s.stats, first, first_stats)),
+                        .or_insert_with(|| r.lm.ln_bigram(s.word, &s.stats, first, first_stats)),
                 };
                 let score = s.score + lm + inner - rd.cost;
                 if best.is_none_or(|(bs, _)| score > bs) {
@@ -2538,9 +2539,10 @@ pub(crate) fn best_path(
                 }
             }
             let Some((score, si)) = best else { continue };
-            let (last, last_stats) = rd.words[rd.words.len() - 1].clone();
+            let (last, last_stats) = &rd.words[rd.words.len() - 1];
+            let (last, last_stats) = (last.as_str(), *last_stats);
             let score = if to == n {
-                score + frame_lift(r, &last, true, n)
+                score + frame_lift(r, last, true, n)
             } else {
                 score
             };
