@@ -44,6 +44,9 @@ impl WordStats {
 pub struct LanguageModel {
     vocab: Arc<Vocabulary>,
     lexicon: Option<Arc<Lexicon>>,
+    /// The corpus count of each lexicon word, by lexicon id: [`LanguageModel::stats`] asks
+    /// the vocabulary's map only for the words the lexicon lacks.
+    lexicon_corpus_counts: Vec<u64>,
     general_total: f64,
     corpus_total: f64,
     corpus_weight: f64,
@@ -76,9 +79,14 @@ impl LanguageModel {
             .as_deref()
             .map(|l| function_word_reach(l, general_total))
             .unwrap_or_default();
+        let lexicon_corpus_counts = lexicon
+            .as_deref()
+            .map(|l| l.words().map(|w| vocab.count(w)).collect())
+            .unwrap_or_default();
         LanguageModel {
             vocab,
             lexicon,
+            lexicon_corpus_counts,
             general_total,
             corpus_total,
             corpus_weight,
@@ -131,7 +139,10 @@ impl LanguageModel {
                 (Some(id), Some(l)) => l.count_of(id),
                 _ => 0,
             },
-            corpus: self.vocab.count(word),
+            corpus: match lexicon_id {
+                Some(id) => self.lexicon_corpus_counts[id as usize],
+                None => self.vocab.count(word),
+            },
             borrowed_pairs: false,
         }
     }
