@@ -59,6 +59,8 @@ impl Lookups {
 #[derive(Default)]
 struct LookedUp {
     found: Vec<(u32, u8)>,
+    /// [`error_model::cost`] of each candidate in `found`, where already computed.
+    channel: Vec<Option<f32>>,
     typo: bool,
     usage_typo: bool,
     /// A short written string far rarer than a word one edit away
@@ -88,6 +90,7 @@ pub(crate) fn readings(
             (w.editable && (!w.stats.known() || corpus_only(w)) && w.lower.len() >= p.min_letters)
                 .then(|| {
                     let found = candidates_of(r, &w.lower, lookups);
+                    let mut channel = vec![None; found.len()];
                     // The documents the query retrieved write a candidate and never the word
                     // as typed (`famivr`, where they write `famvir`): a slip, as the usage
                     // rule reads one.
@@ -98,7 +101,7 @@ pub(crate) fn readings(
                             vote.for_change(i, &w.lower, meant, stats.corpus, 1.0) > 0.0
                         })
                     };
-                    let usage_typo = typo_of_a_written_word(r, &w.lower, &found);
+                    let usage_typo = typo_of_a_written_word(r, &w.lower, &found, &mut channel);
                     let typo = usage_typo
                         || over_regularised(r, &w.lower, 0.0).next().is_some()
                         || (!found.is_empty() && r.unwritten_rare_start(&w.lower))
@@ -106,6 +109,7 @@ pub(crate) fn readings(
                     let pays_pairs = !typo && written_less_than_a_near_word(r, &w.lower, &found);
                     LookedUp {
                         found,
+                        channel,
                         typo,
                         usage_typo,
                         pays_pairs,
@@ -162,6 +166,7 @@ pub(crate) fn readings(
             // Looked up from `min_letters` letters on.
             let LookedUp {
                 found,
+                channel,
                 typo,
                 usage_typo,
                 pays_pairs,
@@ -269,11 +274,14 @@ pub(crate) fn readings(
                         } else {
                             error_model::FIRST_LETTER
                         };
-                        let cost = f64::from(error_model::cost_with_first_letter(
-                            w.lower.as_bytes(),
-                            meant.as_bytes(),
-                            first_letter,
-                        ));
+                        let cost = f64::from(match channel.get(k).copied().flatten() {
+                            Some(cost) if first_letter == error_model::FIRST_LETTER => cost,
+                            _ => error_model::cost_with_first_letter(
+                                w.lower.as_bytes(),
+                                meant.as_bytes(),
+                                first_letter,
+                            ),
+                        });
                         // The usage rule weighs the edit at the usual first-letter cost: this
                         // one, unless a rare start made the first letter free.
                         let usage_channel =
@@ -722,19 +730,37 @@ fn letter_rate(p: &super::Params, letters: usize) -> f64 {
 /// ([`super::Params::sound_letters`]) are not asked: the rule weighs a slip's few edits, and a
 /// word three edits off that keeps the string's ends would outrank the nearer word that does not
 /// (`dweather` names `dither`, not `weather`).
-fn typo_of_a_written_word(r: &Repairer, typed: &str, found: &[(u32, u8)]) -> bool {
+/// The edit costs it computes are kept in `channel` (one slot per candidate of `found`).
+fn typo_of_a_written_word(
+    r: &Repairer,
+    typed: &str,
+    found: &[(u32, u8)],
+    channel: &mut [Option<f32>],
+) -> bool {
     found
         .iter()
-        .filter(|&&(_, d)| d <= MAX_EDITS)
-        .any(|&(id, _)| written_as_typo_of(r, typed, r.candidates.word(id)))
+        .zip(channel)
+        .filter(|(&(_, d), _)| d <= MAX_EDITS)
+        .any(|(&(id, _), slot)| {
+            let meant = r.candidates.word(id);
+            written_as_typo_of(r, typed, meant, || {
+                let (t, m) = (typed.as_bytes(), meant.as_bytes());
+                f64::from(*slot.get_or_insert_with(|| error_model::cost(t, m)))
+            })
+        })
 }
 
 /// Whether the usage list reads the writings of `typed` as `meant`'s typos (see
-/// [`typo_of_a_written_word`]).
-fn written_as_typo_of(r: &Repairer, typed: &str, meant: &str) -> bool {
+/// [`typo_of_a_written_word`]), `channel` giving the edit's [`error_model::cost`].
+fn written_as_typo_of(
+    r: &Repairer,
+    typed: &str,
+    meant: &str,
+    channel: impl FnOnce() -> f64,
+) -> bool {
     keeps_ends(typed.as_bytes(), meant.as_bytes())
         && !another_form(r, typed, meant)
-        && written_far_more(r, typed, meant, None)
+        && written_far_more_with(r, typed, meant, channel)
 }
 
 /// Whether a short string people write is written far less than a word one edit away that
@@ -787,6 +813,18 @@ fn named_by_usage(r: &Repairer, typed: &str, meant: &str, channel: Option<f64>) 
 /// margin after the edit's cost, [`error_model::cost`] (`channel` where the caller knows it;
 /// see [`typo_of_a_written_word`]).
 fn written_far_more(r: &Repairer, typed: &str, meant: &str, channel: Option<f64>) -> bool {
+    written_far_more_with(r, typed, meant, || {
+        channel.unwrap_or_else(|| f64::from(error_model::cost(typed.as_bytes(), meant.as_bytes())))
+    })
+}
+
+/// [`written_far_more`] with the edit's cost computed by `channel`, only when needed.
+fn written_far_more_with(
+    r: &Repairer,
+    typed: &str,
+    meant: &str,
+    channel: impl FnOnce() -> f64,
+) -> bool {
     let margin = if typed.len() >= r.params.long_word {
         r.params.typo_usage_margin
     } else if error_model::y_kept_before_ending(typed.as_bytes(), meant.as_bytes()) {
@@ -809,9 +847,7 @@ fn written_far_more(r: &Repairer, typed: &str, meant: &str, channel: Option<f64>
     if ln_meant - ln_typed <= margin {
         return false;
     }
-    let channel =
-        channel.unwrap_or_else(|| f64::from(error_model::cost(typed.as_bytes(), meant.as_bytes())));
-    ln_meant - channel - ln_typed > margin
+    ln_meant - channel() - ln_typed > margin
 }
 
 /// Whether `typed` keeps `meant`'s first and last letters, as people's misspellings of long
