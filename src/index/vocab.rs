@@ -597,15 +597,15 @@ impl Bloom {
 /// 16 bits a key: under 1% false positives), built when the map is: a key it lacks is not in
 /// the map, found in a few instructions where the map's walk takes hundreds. Not written to
 /// disk.
-#[derive(Default)]
-struct KeyFilter {
+#[derive(Clone, Default)]
+pub(crate) struct KeyFilter {
     /// A power of two in length, or empty (then it lets every key through).
     blocks: Vec<u64>,
 }
 
 impl KeyFilter {
     /// The filter of `map`'s keys.
-    fn of(map: &fst::Map<Vec<u8>>) -> Self {
+    pub(crate) fn of(map: &fst::Map<Vec<u8>>) -> Self {
         let len = (map.len() / 4).max(1).next_power_of_two();
         let mut blocks = vec![0u64; len];
         let mut keys = map.keys();
@@ -624,12 +624,20 @@ impl KeyFilter {
     }
 
     /// False only for a key the map does not hold.
-    fn may_hold(&self, key: &[u8]) -> bool {
+    pub(crate) fn may_hold(&self, key: &[u8]) -> bool {
         if self.blocks.is_empty() {
             return true;
         }
         let (i, bits) = Self::place(key, self.blocks.len());
         self.blocks[i] & bits == bits
+    }
+}
+
+impl std::fmt::Debug for KeyFilter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KeyFilter")
+            .field("blocks", &self.blocks.len())
+            .finish()
     }
 }
 

@@ -6,6 +6,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use super::inflection::{over_regularised, over_regularised_plurals, Noun, Verb};
+use crate::index::vocab::KeyFilter;
 
 /// File name of the default word list under the assets directory (`scripts/setup` fetches it).
 pub const DEFAULT_LEXICON: &str = "lexicon/frequency_dictionary_en_82_765.txt";
@@ -57,6 +58,9 @@ pub struct Lexicon {
     sources: Vec<PathBuf>,
     /// How often strings are written (per billion words), misspellings included: a usage list.
     usage: Option<fst::Map<Vec<u8>>>,
+    /// The usage list's strings in a key filter: most typos are not in it, found so without
+    /// walking the map.
+    usage_keys: KeyFilter,
     /// Words of two letters or more that begin with each pair of letters `a`–`z` (26 × 26),
     /// empty until such a word is added.
     starts: Vec<u32>,
@@ -375,6 +379,7 @@ impl Lexicon {
         usage.dedup_by(|b, a| a.0 == b.0);
         // Sorted and deduplicated keys cannot fail to build.
         self.usage = fst::Map::from_iter(usage).ok();
+        self.usage_keys = self.usage.as_ref().map(KeyFilter::of).unwrap_or_default();
     }
 
     /// How many words of the lexicon begin with the first two letters of `word` (lower-case
@@ -426,7 +431,11 @@ impl Lexicon {
     /// `None` when no usage list is loaded or it does not hold the word. It tells a name or a
     /// brand that no dictionary holds (written often) from a typo (written seldom or never).
     pub fn usage(&self, word: &str) -> Option<u64> {
-        self.usage.as_ref().and_then(|m| m.get(word))
+        let map = self.usage.as_ref()?;
+        if !self.usage_keys.may_hold(word.as_bytes()) {
+            return None;
+        }
+        map.get(word)
     }
 
     /// The strings of the usage list written at least `least` times per billion words, with
