@@ -7,7 +7,7 @@ use super::error_model::{self, JOIN};
 use super::language_model::WordStats;
 use super::query::{defined_word, QueryWord, MIN_CONTEXT_CHARS};
 use super::retrieved::RetrievedWords;
-use super::{EditKind, Repairer};
+use super::{ln_usage, EditKind, Repairer};
 use crate::index::vocab::{is_stopword, STOPWORDS};
 
 /// One way to read the words at a position.
@@ -310,7 +310,7 @@ pub(crate) fn readings(
                         };
                         let named = written_typo
                             && keeps_ends(w.lower.as_bytes(), meant.as_bytes())
-                            && written_far_more(r, &w.lower, meant, usage_channel);
+                            && written_far_more(r, &w.lower, id, usage_channel);
                         // Two edits apart, only a sound spelt another way (`mekanic`) or a
                         // doubling moved (`dissmis`); three or more, nothing (a word found by
                         // its sound is lowered, not lifted: `caracciola` is no `caracalla`).
@@ -322,7 +322,7 @@ pub(crate) fn readings(
                         };
                         let unnamed = usage_names
                             && !named
-                            && !named_by_usage(r, &w.lower, meant, usage_channel)
+                            && !named_by_usage(r, &w.lower, id, usage_channel)
                             && !error_model::is_respelling(w.lower.as_bytes(), meant.as_bytes());
                         // What a slip's keeping pays, where the slip lowers the word instead.
                         let slip_pays = if (slip.doubled || slip.first_lost || slip.sounded)
@@ -742,24 +742,24 @@ fn typo_of_a_written_word(
         .zip(channel)
         .filter(|(&(_, d), _)| d <= MAX_EDITS)
         .any(|(&(id, _), slot)| {
-            let meant = r.candidates.word(id);
-            written_as_typo_of(r, typed, meant, || {
-                let (t, m) = (typed.as_bytes(), meant.as_bytes());
+            written_as_typo_of(r, typed, id, || {
+                let (t, m) = (typed.as_bytes(), r.candidates.word(id).as_bytes());
                 f64::from(*slot.get_or_insert_with(|| error_model::cost(t, m)))
             })
         })
 }
 
-/// Whether the usage list reads the writings of `typed` as `meant`'s typos (see
+/// Whether the usage list reads the writings of `typed` as the typos of candidate `meant` (see
 /// [`typo_of_a_written_word`]), `channel` giving the edit's [`error_model::cost`].
 fn written_as_typo_of(
     r: &Repairer,
     typed: &str,
-    meant: &str,
+    meant: u32,
     channel: impl FnOnce() -> f64,
 ) -> bool {
-    keeps_ends(typed.as_bytes(), meant.as_bytes())
-        && !another_form(r, typed, meant)
+    let word = r.candidates.word(meant);
+    keeps_ends(typed.as_bytes(), word.as_bytes())
+        && !another_form(r, typed, word)
         && written_far_more_with(r, typed, meant, channel)
 }
 
@@ -797,24 +797,25 @@ struct Candidate {
     keeps_ends: bool,
 }
 
-/// Whether the usage list reads the writings of `typed` as `meant`'s typos, as
+/// Whether the usage list reads the writings of `typed` as the typos of candidate `meant`, as
 /// [`written_as_typo_of`] does, or would were it not for an end letter slipped to a key next
 /// to the right one (`doed` for `does`, beside `deed`, which keeps the ends): the words a
 /// correction of a written typo may go to at no extra cost
 /// ([`super::Params::unnamed_reading_cost`]). `meant` is no other form of `typed` (the caller
 /// has ruled those out); `channel` is [`error_model::cost`] of the two where already known.
-fn named_by_usage(r: &Repairer, typed: &str, meant: &str, channel: Option<f64>) -> bool {
-    let (t, m) = (typed.as_bytes(), meant.as_bytes());
+fn named_by_usage(r: &Repairer, typed: &str, meant: u32, channel: Option<f64>) -> bool {
+    let (t, m) = (typed.as_bytes(), r.candidates.word(meant).as_bytes());
     (keeps_ends(t, m) || (t.len() == m.len() && error_model::slip_of_the_hand(t, m)))
         && written_far_more(r, typed, meant, channel)
 }
 
-/// Whether the usage list holds `meant` written more often than `typed` by the usage rule's
-/// margin after the edit's cost, [`error_model::cost`] (`channel` where the caller knows it;
-/// see [`typo_of_a_written_word`]).
-fn written_far_more(r: &Repairer, typed: &str, meant: &str, channel: Option<f64>) -> bool {
+/// Whether the usage list holds candidate `meant` written more often than `typed` by the usage
+/// rule's margin after the edit's cost, [`error_model::cost`] (`channel` where the caller knows
+/// it; see [`typo_of_a_written_word`]).
+fn written_far_more(r: &Repairer, typed: &str, meant: u32, channel: Option<f64>) -> bool {
     written_far_more_with(r, typed, meant, || {
-        channel.unwrap_or_else(|| f64::from(error_model::cost(typed.as_bytes(), meant.as_bytes())))
+        let m = r.candidates.word(meant).as_bytes();
+        channel.unwrap_or_else(|| f64::from(error_model::cost(typed.as_bytes(), m)))
     })
 }
 
@@ -822,9 +823,10 @@ fn written_far_more(r: &Repairer, typed: &str, meant: &str, channel: Option<f64>
 fn written_far_more_with(
     r: &Repairer,
     typed: &str,
-    meant: &str,
+    meant_id: u32,
     channel: impl FnOnce() -> f64,
 ) -> bool {
+    let meant = r.candidates.word(meant_id);
     let margin = if typed.len() >= r.params.long_word {
         r.params.typo_usage_margin
     } else if error_model::y_kept_before_ending(typed.as_bytes(), meant.as_bytes()) {
@@ -839,7 +841,7 @@ fn written_far_more_with(
     if !r.has_usage() || !margin.is_finite() {
         return false;
     }
-    let Some(ln_meant) = r.ln_usage(meant) else {
+    let Some(ln_meant) = r.candidate_usage(meant_id).map(ln_usage) else {
         return false;
     };
     let ln_typed = r.ln_usage(typed).unwrap_or(-(1e9f64).ln());

@@ -753,8 +753,13 @@ impl Default for Params {
 /// words to tell a misspelling by ear from a word that sounds alike.
 const SOUND_KEY_MIN: usize = 3;
 
+/// [`Repairer`]'s `candidate_usage` of a word the usage list lacks.
+const CANDIDATE_UNWRITTEN: u32 = u32::MAX;
+/// [`Repairer`]'s `candidate_usage` of a count too large for it: the list is asked.
+const CANDIDATE_USAGE_OVER: u32 = u32::MAX - 1;
+
 /// ln of a usage list's count per billion words.
-fn ln_usage(per_billion: u64) -> f64 {
+pub(crate) fn ln_usage(per_billion: u64) -> f64 {
     (per_billion.max(1) as f64 * 1e-9).ln()
 }
 
@@ -768,6 +773,9 @@ pub struct Repairer {
     /// The candidates filed by sound ([`Params::sound_letters`]), with the same ids.
     pub(crate) sounds: sounds::SoundIndex,
     pub(crate) candidate_stats: Vec<WordStats>,
+    /// How often each candidate is written (see [`Repairer::candidate_usage`]), read from the
+    /// usage list once: [`CANDIDATE_UNWRITTEN`] where it lacks the word.
+    candidate_usage: Vec<u32>,
     /// The first candidate id of the words only the usage list holds
     /// ([`Params::usage_candidate_per_billion`]).
     usage_words_from: u32,
@@ -877,6 +885,16 @@ impl Repairer {
                 words.push(w);
             }
         }
+        let candidate_usage = words
+            .iter()
+            .map(|w| match lm.usage(w) {
+                None => CANDIDATE_UNWRITTEN,
+                Some(c) => u32::try_from(c)
+                    .ok()
+                    .filter(|&c| c < CANDIDATE_USAGE_OVER)
+                    .unwrap_or(CANDIDATE_USAGE_OVER),
+            })
+            .collect();
         let candidates = CandidateIndex::build(words.iter().map(String::as_str));
         let sounds = sounds::SoundIndex::build(words.iter().map(String::as_str), SOUND_KEY_MIN);
         Repairer {
@@ -886,6 +904,7 @@ impl Repairer {
             candidates,
             sounds,
             candidate_stats,
+            candidate_usage,
             usage_words_from,
             params,
         }
@@ -1062,6 +1081,16 @@ impl Repairer {
     pub(crate) fn unlisted_cost(&self, word: &str) -> f64 {
         self.params.unlisted_cost
             + self.params.unlisted_per_letter * word.len().saturating_sub(5) as f64
+    }
+
+    /// How often candidate `id` is written, per billion words ([`LanguageModel::usage`] of its
+    /// word).
+    pub(crate) fn candidate_usage(&self, id: u32) -> Option<u64> {
+        match self.candidate_usage[id as usize] {
+            CANDIDATE_UNWRITTEN => None,
+            CANDIDATE_USAGE_OVER => self.lm.usage(self.candidates.word(id)),
+            c => Some(u64::from(c)),
+        }
     }
 
     /// ln of how often `word` is written (a share of all words), when a usage list holds it.
