@@ -3087,3 +3087,30 @@ fn a_word_that_sounds_as_the_one_the_usage_rule_names_is_named_with_it() {
         "get their first shots"
     );
 }
+
+#[test]
+fn each_candidates_usage_is_what_the_usage_list_says() {
+    let vocab = Arc::new(Vocabulary::build(DOCS.iter().map(|t| ("", *t))));
+    let words = [("heating", 500), ("baseboard", 40), ("symptoms", 900)];
+    // One count past what four bytes hold: read from the list itself.
+    let usage = [
+        ("heating", 15_136),
+        ("symptoms", 5_000_000_000),
+        ("baseboard", 0),
+        ("sympotms", 3),
+    ];
+    let lexicon = Lexicon::from_counts(words, []).with_usage(usage);
+    let r = Repairer::new(vocab, Some(Arc::new(lexicon)));
+    assert!(
+        r.candidates.len() > words.len(),
+        "corpus words are candidates too"
+    );
+    for id in 0..r.candidates.len() as u32 {
+        let word = r.candidates.word(id);
+        assert_eq!(r.candidate_usage(id), r.lm.usage(word), "{word}");
+    }
+    let id = |w: &str| r.candidates.find(w).expect("a candidate");
+    assert_eq!(r.candidate_usage(id("symptoms")), Some(5_000_000_000));
+    assert_eq!(r.candidate_usage(id("baseboard")), Some(0));
+    assert_eq!(r.candidate_usage(id("heating")), Some(15_136));
+}
