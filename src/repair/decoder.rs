@@ -236,6 +236,9 @@ pub(crate) fn readings(
                                 respelt: p.unwritten_respelling && error_model::is_respelling(t, m),
                                 doubled: p.unwritten_doubling_moved && doubling_moved(t, m),
                                 single: p.unwritten_doubling_lost && doubling_lost(t, m),
+                                lost: p.unwritten_letter_lost_letters > 0
+                                    && t.len() >= p.unwritten_letter_lost_letters
+                                    && inner_letter_lost(t, m),
                                 first_lost: p.unwritten_first_lost
                                     && first_letter_lost(
                                         prev.map(|q| q.lower.as_str()),
@@ -302,6 +305,7 @@ pub(crate) fn readings(
                                 || slip.respelt
                                 || slip.doubled
                                 || slip.single
+                                || slip.lost
                                 || slip.first_lost)
                                 && (slip.first_lost
                                     || keeps_ends(w.lower.as_bytes(), meant.as_bytes()))
@@ -902,6 +906,8 @@ struct Slip {
     single: bool,
     /// The first letter of a word of seven letters or more lost (`ervice`; [`first_letter_lost`]).
     first_lost: bool,
+    /// A letter inside the word lost (`brusing`; [`inner_letter_lost`]).
+    lost: bool,
     /// The word's sound written by ear, three or more edits away (`nessisary`;
     /// [`super::Params::sound_letters`]): lowered as a doubling moved is, never lifted.
     sounded: bool,
@@ -932,6 +938,13 @@ fn doubling_lost(typed: &[u8], meant: &[u8]) -> bool {
         && (1..long.len()).any(|i| {
             long[i] == long[i - 1] && long[..i] == short[..i] && long[i + 1..] == short[i..]
         })
+}
+
+/// Whether `typed` is `meant` with one letter left out, neither its first nor its last
+/// (`brusing` for `bruising`).
+fn inner_letter_lost(typed: &[u8], meant: &[u8]) -> bool {
+    meant.len() == typed.len() + 1
+        && (1..meant.len() - 1).any(|i| meant[..i] == typed[..i] && meant[i + 1..] == typed[i..])
 }
 
 /// Whether `typed` is `meant` with its first letter lost ([`first_lost`]) where the word before
@@ -2745,6 +2758,20 @@ mod tests {
         assert!(!doubling_lost(b"hapenn", b"happen"));
         assert!(!doubling_lost(b"ferrari", b"ferrari"));
         assert!(!doubling_lost(b"soccor", b"soccer"));
+    }
+
+    #[test]
+    fn a_letter_lost_inside_is_neither_the_first_nor_the_last() {
+        assert!(inner_letter_lost(b"brusing", b"bruising"));
+        assert!(inner_letter_lost(b"mechnic", b"mechanic"));
+        assert!(inner_letter_lost(b"ferari", b"ferrari"));
+        // The first or the last letter lost, a letter added, one changed: other slips.
+        assert!(!inner_letter_lost(b"ruising", b"bruising"));
+        assert!(!inner_letter_lost(b"bruisin", b"bruising"));
+        assert!(!inner_letter_lost(b"bruiising", b"bruising"));
+        assert!(!inner_letter_lost(b"brusong", b"bruising"));
+        assert!(!inner_letter_lost(b"bruising", b"bruising"));
+        assert!(!inner_letter_lost(b"", b"a"));
     }
 
     #[test]

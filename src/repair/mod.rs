@@ -536,6 +536,14 @@ pub struct Params {
     /// letter lost (6; 7 until the forty-ninth round). Shorter words lose their first letter
     /// into other words and names (`lbow`, `rain`).
     pub unwritten_first_lost_letters: usize,
+    /// As [`Params::unwritten_doubling_lost`], where the word is the string with one letter put
+    /// back inside it (not the first, not the last), for a string nobody writes of at least this
+    /// many letters (6; `brusing` for `bruising`, `mechnic` for `mechanic`, `synoym` for
+    /// `synonym`): a letter left out is the commonest slip of the hand, and a name the lists lack
+    /// rarely differs from a word by one letter missing inside it. Lifted to the floor's gap, not
+    /// lowered. Five-letter strings lose letters into other words (`braks` is `brakes` and
+    /// `breaks`, `flaes` `flakes` and `flames`). 0 turns this off (the fiftieth round).
+    pub unwritten_letter_lost_letters: usize,
     /// An unknown word of at least this many letters that nobody writes (the usage list lacks
     /// it), and that keeps the first and last letters of no word within two edits, is also
     /// looked up by its sound ([`sounds`]): the words three to [`Params::sound_edits`] edits
@@ -722,6 +730,7 @@ impl Default for Params {
             unwritten_doubling_lost: true,
             unwritten_first_lost: true,
             unwritten_first_lost_letters: 6,
+            unwritten_letter_lost_letters: 6,
             sound_letters: 7,
             sound_edits: 4,
             unwritten_swap_keep_cost: 2.0,
