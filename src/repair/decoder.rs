@@ -329,14 +329,19 @@ pub(crate) fn readings(
                             && !named_by_usage(r, &w.lower, id, usage_channel)
                             && !error_model::is_respelling(w.lower.as_bytes(), meant.as_bytes());
                         // What a slip's keeping pays, where the slip lowers the word instead.
-                        let slip_pays = if (slip.doubled || slip.first_lost || slip.sounded)
-                            && !keep_pays_slip
-                            && !w.stats.known()
-                        {
-                            p.unwritten_swap_keep_cost
-                        } else {
-                            0.0
-                        };
+                        // A letter lost inside lowers its word too, unless a name may be meant.
+                        let lost_lowers = slip.lost
+                            && p.unwritten_letter_lost_lowers
+                            && !beside_a_name(w, prev, next);
+                        let slip_pays =
+                            if (slip.doubled || slip.first_lost || slip.sounded || lost_lowers)
+                                && !keep_pays_slip
+                                && !w.stats.known()
+                            {
+                                p.unwritten_swap_keep_cost
+                            } else {
+                                0.0
+                            };
                         let cost = cost + extra
                             - floor_gap
                             - slip_pays
@@ -938,6 +943,13 @@ fn doubling_lost(typed: &[u8], meant: &[u8]) -> bool {
         && (1..long.len()).any(|i| {
             long[i] == long[i - 1] && long[..i] == short[..i] && long[i + 1..] == short[i..]
         })
+}
+
+/// Whether a word is capitalised, or stands beside a capitalised word that no list holds: a
+/// name's part as often as a slip (`Edward Dorins`, `Chelidonura varians`).
+fn beside_a_name(w: &QueryWord, prev: Option<&QueryWord>, next: Option<&QueryWord>) -> bool {
+    let unknown_capitalised = |q: &QueryWord| q.capitalised && !q.stats.known();
+    w.capitalised || prev.is_some_and(unknown_capitalised) || next.is_some_and(unknown_capitalised)
 }
 
 /// Whether `typed` is `meant` with one letter left out, neither its first nor its last

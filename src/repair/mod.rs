@@ -540,10 +540,18 @@ pub struct Params {
     /// back inside it (not the first, not the last), for a string nobody writes of at least this
     /// many letters (6; `brusing` for `bruising`, `mechnic` for `mechanic`, `synoym` for
     /// `synonym`): a letter left out is the commonest slip of the hand, and a name the lists lack
-    /// rarely differs from a word by one letter missing inside it. Lifted to the floor's gap, not
-    /// lowered. Five-letter strings lose letters into other words (`braks` is `brakes` and
-    /// `breaks`, `flaes` `flakes` and `flames`). 0 turns this off (the fiftieth round).
+    /// rarely differs from a word by one letter missing inside it. Lifted to the floor's gap,
+    /// and lowered as well where [`Params::unwritten_letter_lost_lowers`] says. Five-letter
+    /// strings lose letters into other words (`braks` is `brakes` and `breaks`, `flaes` `flakes`
+    /// and `flames`). 0 turns this off (the fiftieth round).
     pub unwritten_letter_lost_letters: usize,
+    /// Whether the word [`Params::unwritten_letter_lost_letters`] reads is also lowered by
+    /// [`Params::unwritten_swap_keep_cost`], as a doubling moved is: the lift alone leaves the
+    /// string kept wherever its letter's edit costs more than keeping it (`vegtable soup`,
+    /// `suprise party`). Not for a capitalised word, nor beside a capitalised word no list
+    /// holds: names (`Edward Dorins`, `Chelidonura varians`) differ from words so too (the
+    /// fifty-first round).
+    pub unwritten_letter_lost_lowers: bool,
     /// An unknown word of at least this many letters that nobody writes (the usage list lacks
     /// it), and that keeps the first and last letters of no word within two edits, is also
     /// looked up by its sound ([`sounds`]): the words three to [`Params::sound_edits`] edits
@@ -731,6 +739,7 @@ impl Default for Params {
             unwritten_first_lost: true,
             unwritten_first_lost_letters: 6,
             unwritten_letter_lost_letters: 6,
+            unwritten_letter_lost_lowers: true,
             sound_letters: 7,
             sound_edits: 4,
             unwritten_swap_keep_cost: 2.0,

@@ -114,6 +114,8 @@ pub struct QueryWord {
     pub editable: bool,
     /// Not a stopword, and at least [`MIN_CONTEXT_CHARS`] letters.
     pub content: bool,
+    /// Typed with a capital first letter (not with caps lock on): a name as often as not.
+    pub capitalised: bool,
     /// Only whitespace separates it from the word before (a join may remove it).
     pub spaced_from_previous: bool,
     /// The whole whitespace token is this word (a split may divide it).
@@ -205,6 +207,7 @@ pub fn scan(
                     && !live_word
                     && (!capitalised || first || misspelt_name),
                 content: !is_stopword(&lower) && letters >= MIN_CONTEXT_CHARS,
+                capitalised,
                 spaced_from_previous,
                 whole_token,
                 lower,
