@@ -187,6 +187,16 @@ pub(crate) fn readings(
                 // people ask the meaning of the words they cannot spell (`what does definately
                 // mean`). Shorter ones are names and acronyms as often (`poct`, `hirad`).
                 defined_typo = p.defined_typo_free && letters >= p.long_word;
+            } else if w.possessive
+                && p.possessive_name_letters > 0
+                && letters >= p.possessive_name_letters
+                && !w.stats.known()
+                && r.ln_usage(&w.lower).is_some()
+            {
+                // A string people write, no common word's typo, before `'s`: a name's
+                // possessive (`peyer's patch`, `marvin hagler's`), kept as typed.
+                out.push(rs);
+                continue;
             } else if pays_pairs && defined != Some(i) {
                 // A short string people write far less than a word one slip away: not named a
                 // typo, but no longer spared the pairs its correction pays.

@@ -552,6 +552,12 @@ pub struct Params {
     /// holds: names (`Edward Dorins`, `Chelidonura varians`) differ from words so too (the
     /// fifty-first round).
     pub unwritten_letter_lost_lowers: bool,
+    /// A string of at least this many letters before `'s` that no list holds as a word but
+    /// people write, and that the usage rule reads as no common word's typo, is a name's
+    /// possessive and kept as typed (5; `peyer's patch`, `marvin hagler's`, `schmorl's`):
+    /// eponyms and shop names are written so. Shorter strings are slips of short words as
+    /// often (`wha's`, `worl's`, `eart's`). 0 turns this off (the fifty-second round).
+    pub possessive_name_letters: usize,
     /// An unknown word of at least this many letters that nobody writes (the usage list lacks
     /// it), and that keeps the first and last letters of no word within two edits, is also
     /// looked up by its sound ([`sounds`]): the words three to [`Params::sound_edits`] edits
@@ -740,6 +746,7 @@ impl Default for Params {
             unwritten_first_lost_letters: 6,
             unwritten_letter_lost_letters: 6,
             unwritten_letter_lost_lowers: true,
+            possessive_name_letters: 5,
             sound_letters: 7,
             sound_edits: 4,
             unwritten_swap_keep_cost: 2.0,

@@ -116,6 +116,8 @@ pub struct QueryWord {
     pub content: bool,
     /// Typed with a capital first letter (not with caps lock on): a name as often as not.
     pub capitalised: bool,
+    /// Followed by a possessive `'s` that ends its token (`peyer's`, and contractions: `what's`).
+    pub possessive: bool,
     /// Only whitespace separates it from the word before (a join may remove it).
     pub spaced_from_previous: bool,
     /// The whole whitespace token is this word (a split may divide it).
@@ -208,6 +210,7 @@ pub fn scan(
                     && (!capitalised || first || misspelt_name),
                 content: !is_stopword(&lower) && letters >= MIN_CONTEXT_CHARS,
                 capitalised,
+                possessive: possessive(&text[e..]),
                 spaced_from_previous,
                 whole_token,
                 lower,
@@ -219,6 +222,16 @@ pub fn scan(
         return None;
     }
     Some(words)
+}
+
+/// Whether `rest`, what follows a word, begins with a possessive `'s` (or `’s`) that ends the
+/// token.
+fn possessive(rest: &str) -> bool {
+    let after = rest
+        .strip_prefix('\'')
+        .or_else(|| rest.strip_prefix('\u{2019}'))
+        .and_then(|r| r.strip_prefix(['s', 'S']));
+    after.is_some_and(|r| !r.starts_with(|c: char| c.is_alphanumeric()))
 }
 
 #[cfg(test)]
@@ -287,6 +300,25 @@ mod tests {
         ] {
             assert_eq!(defined(q), None, "{q}");
         }
+    }
+
+    #[test]
+    fn a_possessive_s_ending_the_token_is_found() {
+        for rest in ["'s", "'s?", "\u{2019}s", "'S", "'s,"] {
+            assert!(possessive(rest), "{rest:?}");
+        }
+        for rest in ["", "'", "'st", "'sake", "s", " 's", "'ll", "-s"] {
+            assert!(!possessive(rest), "{rest:?}");
+        }
+        let vocab = std::sync::Arc::new(crate::index::vocab::Vocabulary::build(
+            [("", "peyer patch")].into_iter(),
+        ));
+        let lm = LanguageModel::new(vocab, None, 1e-10);
+        let words = scan("peyer's patch", &lm, &|_| false).expect("English");
+        assert_eq!(
+            words.iter().map(|w| w.possessive).collect::<Vec<_>>(),
+            [true, false, false]
+        );
     }
 
     #[test]

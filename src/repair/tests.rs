@@ -1945,6 +1945,54 @@ fn a_letter_lost_inside_lowers_its_word_unless_a_name_may_be_meant() {
 }
 
 #[test]
+fn a_written_string_before_a_possessive_is_a_name_and_kept() {
+    // `peyer` is written (Peyer's patches) though no word list holds it, and it is no common
+    // word's typo; before `'s` it is a name's possessive and stays, where unguarded the common
+    // `peter`, a key away, wins. Short strings are slips of short words as often (`worl's`),
+    // and a string nobody writes before `'s` is still a typo (`peteer's`).
+    let vocab = Arc::new(Vocabulary::build(DOCS.iter().map(|t| ("", *t))));
+    let words = [
+        ("the", 23_000_000_000),
+        ("peter", 900_000_000),
+        ("patch", 20_000_000),
+        ("world", 300_000_000),
+        ("population", 40_000_000),
+    ];
+    let lexicon = Lexicon::from_counts(words, [("world", "population", 900_000)]);
+    let usage = [
+        ("the", 53_000_000),
+        ("peter", 60_000),
+        ("peyer", 33),
+        ("patch", 20_000),
+        ("world", 400_000),
+        ("worl", 40),
+        ("population", 60_000),
+    ];
+    let r = Repairer::new(vocab, Some(Arc::new(lexicon.with_usage(usage))));
+    let unguarded = with_params(
+        &r,
+        Params {
+            possessive_name_letters: 0,
+            ..Params::default()
+        },
+    );
+    assert_eq!(unguarded.repair("peyer's patch").text, "peter's patch");
+    assert!(!r.repair("peyer's patch").changed());
+    assert!(!r.repair("the peyer\u{2019}s patch").changed());
+    // Not before a possessive: read as without the guard.
+    assert_eq!(
+        r.repair("peyer patch").text,
+        unguarded.repair("peyer patch").text
+    );
+    // Four letters: a slip as often.
+    assert_eq!(
+        r.repair("the worl's population").text,
+        "the world's population"
+    );
+    assert_eq!(r.repair("peteer's patch").text, "peter's patch");
+}
+
+#[test]
 fn a_written_typo_s_slips_name_its_word_two_edits_away() {
     // People write `cinammon` (15 per billion), far less than `cinnamon`, so the usage rule
     // reads it as a typo; but `cinnamon` is two edits away, its doubling moved, which the rule
