@@ -106,7 +106,9 @@ pub(crate) fn readings(
                         || over_regularised(r, &w.lower, 0.0).next().is_some()
                         || (!found.is_empty() && r.unwritten_rare_start(&w.lower))
                         || voted();
-                    let pays_pairs = !typo && written_less_than_a_near_word(r, &w.lower, &found);
+                    let pays_pairs = !typo
+                        && (written_less_than_a_near_word(r, &w.lower, &found)
+                            || near_word_in_a_phrase(r, words, i, &found));
                     LookedUp {
                         found,
                         channel,
@@ -803,6 +805,38 @@ fn written_less_than_a_near_word(r: &Repairer, typed: &str, found: &[(u32, u8)])
             && r.ln_usage(meant).is_some_and(|ln_meant| {
                 ln_meant - f64::from(error_model::cost(t, m)) - ln_typed > margin
             })
+    })
+}
+
+/// Whether a short string people write (fewer than [`super::Params::long_word`] letters) is one
+/// edit from a word written more that a neighbour makes a set phrase with
+/// ([`super::Params::phrase_pairs_association`]: `home depo` for `home depot`): the context
+/// wants the word, so kept as typed the string is no longer spared the pairs its correction
+/// pays.
+fn near_word_in_a_phrase(r: &Repairer, words: &[QueryWord], i: usize, found: &[(u32, u8)]) -> bool {
+    let Some(least) = r.params.phrase_pairs_association else {
+        return false;
+    };
+    let typed = words[i].lower.as_str();
+    if typed.len() >= r.params.long_word {
+        return false;
+    }
+    let Some(typed_usage) = r.lm.usage(typed) else {
+        return false;
+    };
+    let prev = i.checked_sub(1).map(|j| &words[j]);
+    let next = words.get(i + 1);
+    found.iter().filter(|&&(_, d)| d <= 1).any(|&(id, _)| {
+        let meant = r.candidates.word(id);
+        let sm = &r.candidate_stats[id as usize];
+        let phrase = |a: &WordStats, b: &WordStats| {
+            r.lm.ln_general_over_chance(a, b)
+                .is_some_and(|ln| ln >= least)
+        };
+        r.candidate_usage(id).is_some_and(|u| u > typed_usage)
+            && !another_form(r, typed, meant)
+            && (prev.is_some_and(|q| q.content && phrase(&q.stats, sm))
+                || next.is_some_and(|q| q.content && phrase(sm, &q.stats)))
     })
 }
 

@@ -592,6 +592,12 @@ pub struct Params {
     /// keeps names and brands as they are); it is only no longer spared the pairs its
     /// correction pays. `None` turns this off.
     pub short_written_pairs_margin: Option<f64>,
+    /// A short string people write, one edit from a word written more that a neighbour makes a
+    /// set phrase with (the pair list writes the two at least e^this times more than chance:
+    /// `home depot`, 6.2), kept as typed pays [`Params::unseen_pair_cost`] for each known
+    /// neighbour as [`Params::short_written_pairs_margin`]'s strings do: the context wants the
+    /// word (`home depo hours`). `None` turns this off (the fifty-third round).
+    pub phrase_pairs_association: Option<f64>,
     /// An unknown word of at least this many letters that nobody writes (the usage list lacks
     /// it) may also be read as three words run together (`bankofamerica`, `howtomake`,
     /// `whatisa`): three words of the lists, none of them across a cut a listed word
@@ -752,6 +758,7 @@ impl Default for Params {
             unwritten_swap_keep_cost: 2.0,
             written_typo_slips: true,
             short_written_pairs_margin: Some(5.0),
+            phrase_pairs_association: Some(6.0),
             three_word_split_letters: 7,
             acronym_piece_usage: 1000,
             run_together_pays_pairs: true,

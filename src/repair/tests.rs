@@ -2067,6 +2067,57 @@ fn a_short_string_written_far_less_than_a_word_one_slip_away_pays_for_its_pairs(
 }
 
 #[test]
+fn a_short_string_one_edit_from_a_word_its_neighbour_makes_a_phrase_with_pays_for_its_pairs() {
+    // People write `depo` (251 per billion), 35 times less than `depot`: not far enough to pay
+    // for its pairs on that alone. But `home depot` is a set phrase (the pair list writes it far
+    // more than chance): the context wants the word, and as typed `depo` pays for its known
+    // neighbours. Not where the neighbour is a function word, nor without the phrase.
+    let vocab = Arc::new(Vocabulary::build(DOCS[..4].iter().map(|t| ("", *t))));
+    let words = [
+        ("the", 430_000_000_000),
+        ("home", 1_277_000_000),
+        ("depot", 9_700_000),
+        ("hours", 198_000_000),
+        ("old", 300_000_000),
+    ];
+    let lexicon = Lexicon::from_counts(words, [("home", "depot", 13_700_000)]);
+    let usage = [
+        ("the", 53_000_000),
+        ("home", 645_654),
+        ("depot", 8_913),
+        ("depo", 251),
+        ("hours", 251_189),
+        ("old", 400_000),
+    ];
+    let r = Repairer::new(vocab, Some(Arc::new(lexicon.with_usage(usage))));
+    let off = with_params(
+        &r,
+        Params {
+            phrase_pairs_association: None,
+            ..Params::default()
+        },
+    );
+    let paid = |q: &str| off.explain(q).typed_score - r.explain(q).typed_score;
+    let per_pair = Params::default().unseen_pair_cost;
+    assert!((paid("home depo hours") - 2.0 * per_pair).abs() < 1e-9);
+    assert_eq!(r.repair("home depo hours").text, "home depot hours");
+    assert!(!off.repair("home depo hours").changed());
+    // No phrase with the neighbour, or one too weak to count.
+    assert_eq!(paid("old depo hours"), 0.0);
+    let strict = with_params(
+        &r,
+        Params {
+            phrase_pairs_association: Some(12.0),
+            ..Params::default()
+        },
+    );
+    assert_eq!(
+        strict.explain("home depo hours").typed_score,
+        off.explain("home depo hours").typed_score
+    );
+}
+
+#[test]
 fn a_string_nobody_writes_that_is_a_long_word_less_its_first_letter_is_its_typo() {
     // A key struck too lightly: nobody writes `ervice`, and names add letters to a word rather
     // than take its first away.
