@@ -354,7 +354,22 @@ pub(crate) fn readings(
                             } else {
                                 0.0
                             };
-                        let cost = cost + extra
+                        // Two edits no slip explains, from a string nobody writes: a name's
+                        // or a term's as often (`millings` is no `millions`).
+                        let unexplained = if d >= 2
+                            && unwritten
+                            && !unwritten_long
+                            && !(slip.swapped
+                                || slip.respelt
+                                || slip.doubled
+                                || slip.single
+                                || slip.sounded)
+                        {
+                            p.unexplained_two_edit_cost
+                        } else {
+                            0.0
+                        };
+                        let cost = cost + extra + unexplained
                             - floor_gap
                             - slip_pays
                             - r.context_bonus(meant, stats.corpus, letters, words)

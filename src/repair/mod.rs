@@ -598,6 +598,13 @@ pub struct Params {
     /// neighbour as [`Params::short_written_pairs_margin`]'s strings do: the context wants the
     /// word (`home depo hours`). `None` turns this off (the fifty-third round).
     pub phrase_pairs_association: Option<f64>,
+    /// What a word two edits from a string nobody writes pays more, where no slip explains the
+    /// two (no swap, respelling, doubling moved or lost, nor the word's sound) and the string is
+    /// shorter than [`Params::unwritten_typo_letters`] (1 nat): a name or a term one edit from
+    /// nothing is two unrelated edits from some word as often (`millings` is no `millions`,
+    /// `protime` no `prime`, `seadoos` no `seasons`), while people's slips are one edit, or
+    /// two of a kind the rules name. 0 turns this off (the fifty-fourth round).
+    pub unexplained_two_edit_cost: f64,
     /// An unknown word of at least this many letters that nobody writes (the usage list lacks
     /// it) may also be read as three words run together (`bankofamerica`, `howtomake`,
     /// `whatisa`): three words of the lists, none of them across a cut a listed word
@@ -759,6 +766,7 @@ impl Default for Params {
             written_typo_slips: true,
             short_written_pairs_margin: Some(5.0),
             phrase_pairs_association: Some(6.0),
+            unexplained_two_edit_cost: 1.0,
             three_word_split_letters: 7,
             acronym_piece_usage: 1000,
             run_together_pays_pairs: true,

@@ -2118,6 +2118,39 @@ fn a_short_string_one_edit_from_a_word_its_neighbour_makes_a_phrase_with_pays_fo
 }
 
 #[test]
+fn two_edits_no_slip_explains_cost_more() {
+    // `millings` is written by nobody, and `millions` is two unrelated edits away: a term's
+    // distance from a word as often as a typo's. `milloins`, two letters swapped, is a slip and
+    // pays nothing more; one edit away (`milions`) nothing either.
+    let vocab = Arc::new(Vocabulary::build(DOCS.iter().map(|t| ("", *t))));
+    let words = [("the", 23_000_000_000), ("millions", 90_000_000)];
+    let lexicon = Lexicon::from_counts(words, []);
+    let usage = [("the", 53_000_000), ("millions", 60_000)];
+    let r = Repairer::new(vocab, Some(Arc::new(lexicon.with_usage(usage))));
+    let off = with_params(
+        &r,
+        Params {
+            unexplained_two_edit_cost: 0.0,
+            ..Params::default()
+        },
+    );
+    let cost_of = |r: &Repairer, q: &str| {
+        let e = r.explain(q);
+        e.words[1]
+            .readings
+            .iter()
+            .find(|x| x.meant == "millions")
+            .map(|x| x.cost)
+            .expect("millions is read")
+    };
+    let more = Params::default().unexplained_two_edit_cost;
+    assert!(more > 0.0);
+    assert!((cost_of(&r, "the millings") - cost_of(&off, "the millings") - more).abs() < 1e-9);
+    assert_eq!(cost_of(&r, "the milloins"), cost_of(&off, "the milloins"));
+    assert_eq!(cost_of(&r, "the milions"), cost_of(&off, "the milions"));
+}
+
+#[test]
 fn a_string_nobody_writes_that_is_a_long_word_less_its_first_letter_is_its_typo() {
     // A key struck too lightly: nobody writes `ervice`, and names add letters to a word rather
     // than take its first away.
