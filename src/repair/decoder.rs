@@ -1670,6 +1670,24 @@ impl<'a> Vote<'a> {
             0.0
         }
     }
+
+    /// What the vote gives a real-word candidate: [`Params::real_word_vote`], or
+    /// [`Params::real_word_vote_most`] where most of the voting documents use it: two
+    /// documents of ten may share a word by topic alone (`lose belly fat` → `loss`), but where
+    /// most documents about the query write the candidate and none the typed word, they agree
+    /// on the reading (`the leather in jamaica` → `weather`).
+    fn for_real_word(&self, at: usize, typed: &str, meant: &str, meant_count: u64) -> f64 {
+        let p = &self.r.params;
+        let nats = self.for_change(at, typed, meant, meant_count, p.real_word_vote);
+        let most = self
+            .retrieved
+            .is_some_and(|d| 2 * u64::from(d.documents_using(meant)) >= u64::from(d.documents()));
+        if nats > 0.0 && most {
+            nats.max(p.real_word_vote_most)
+        } else {
+            nats
+        }
+    }
 }
 
 /// A typed word's pairs with the words before and after it that general English's list holds:
@@ -1809,7 +1827,7 @@ fn real_words(
         };
         let gain = with_meant - with_typed
             + function_typos
-            + vote.for_change(at, &w.lower, meant, stats.corpus, p.real_word_vote);
+            + vote.for_real_word(at, &w.lower, meant, stats.corpus);
         let floored = with_meant_floored - with_typed_floored;
         // The function words beside it open the gate but leave the reading's cost alone: the
         // decoder weighs their pairs itself.
@@ -1911,8 +1929,8 @@ fn homophones_in_context(
             }
             let (with_meant, with_meant_floored) =
                 with_neighbours(r, prev, next, start, meant, &stats);
-            let gain = with_meant - with_typed
-                + vote.for_change(at, &w.lower, meant, stats.corpus, p.real_word_vote);
+            let gain =
+                with_meant - with_typed + vote.for_real_word(at, &w.lower, meant, stats.corpus);
             (gain > p.real_word_cost).then(|| {
                 let floored = with_meant_floored - with_typed_floored;
                 real_word_reading(

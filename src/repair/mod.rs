@@ -676,6 +676,9 @@ pub struct Params {
     /// Nats a real-word candidate with the index's vote gains; with it, no neighbour needs to
     /// speak for the change.
     pub real_word_vote: f64,
+    /// Nats a real-word candidate with the index's vote gains instead where most of the voting
+    /// documents use it: they agree on the reading.
+    pub real_word_vote_most: f64,
     /// A string of three letters the word list lacks may be a content word with a letter
     /// dropped or one slip of the hand away where general English's pair list holds that word
     /// with every known word beside it, function words too, in a set phrase with one
@@ -782,6 +785,7 @@ impl Default for Params {
             vote_on_topic: 0.75,
             vote_bonus: 4.0,
             real_word_vote: 6.0,
+            real_word_vote_most: 12.0,
             three_letter_set_phrases: true,
             set_phrase_over_chance: 5.5,
             vote_keep: 2.0,

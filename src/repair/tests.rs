@@ -3100,6 +3100,51 @@ fn the_index_vote_follows_what_the_retrieved_documents_write() {
 }
 
 #[test]
+fn most_voting_documents_writing_a_word_outweigh_the_real_word_cost() {
+    let docs = |texts: &[&str]| RetrievedWords::from_documents(texts.iter().map(|t| ("", *t)));
+    let r = english();
+    assert!(r.params.real_word_vote <= r.params.real_word_cost);
+    // Three documents of seven write `reflux`, none `reflex`: a vote, but topics share words
+    // by chance, and nothing beside `reflex` speaks for `reflux`.
+    let some = docs(&[
+        "Acid reflux symptoms include heartburn.",
+        "Reflux symptoms: a sour taste, heartburn.",
+        "Symptoms of reflux at night.",
+        "Symptoms of a cold.",
+        "Symptoms of the flu.",
+        "Symptoms and signs.",
+        "Common symptoms.",
+    ]);
+    assert!(!r
+        .repair_with("reflex symptoms", &|_| false, Some(&some))
+        .changed());
+    // Where most of them write it, the documents about the query agree on the reading.
+    let most = docs(&[
+        "Acid reflux symptoms include heartburn.",
+        "Reflux symptoms: a sour taste, heartburn.",
+        "Symptoms of reflux at night.",
+        "Reflux in infants, and its symptoms.",
+        "Symptoms of a cold.",
+        "Symptoms of the flu.",
+    ]);
+    let voted = r.repair_with("reflex symptoms", &|_| false, Some(&most));
+    assert_eq!(voted.text, "reflux symptoms");
+    assert_eq!(voted.edits[0].kind, EditKind::RealWord);
+    // Turned down to the plain vote, the same documents are not enough.
+    let plain = Repairer::with_params(
+        r.vocab().clone(),
+        r.lexicon().cloned(),
+        Params {
+            real_word_vote_most: r.params.real_word_vote,
+            ..Params::default()
+        },
+    );
+    assert!(!plain
+        .repair_with("reflex symptoms", &|_| false, Some(&most))
+        .changed());
+}
+
+#[test]
 fn a_word_only_the_usage_list_holds_is_a_candidate() {
     // Neither the lexicon nor the corpus holds `bitcoin`; the usage list says people write it
     // (as often as `price` here: a small lexicon's rare words sit at the model's floor).
