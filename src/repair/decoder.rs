@@ -569,6 +569,17 @@ pub(crate) fn readings(
         {
             rs.extend(function_word_in_context(r, words, i));
         }
+        // A short string the documents about the query never write, one edit from a word most
+        // of them do (`do goldfish gow`, `cook sou vide`).
+        if letters < p.min_letters {
+            for v in voted_short_words(r, w, i, &vote, lookups) {
+                match rs.iter_mut().find(|x| x.words == v.words) {
+                    Some(x) if v.cost < x.cost => *x = v,
+                    Some(_) => {}
+                    None => rs.push(v),
+                }
+            }
+        }
         // A join with the next word.
         if let Some(nx) = next {
             if nx.editable && nx.spaced_from_previous && w.whole_token && nx.whole_token {
@@ -1191,6 +1202,63 @@ fn three_letter_content_words(
                 kind: Some(EditKind::NonWord),
                 distance: d,
             })
+        })
+        .collect()
+}
+
+/// A string of two or three letters read as a word one edit away that at least half the
+/// documents the query retrieved use and none the string ([`super::Params::short_word_vote`]):
+/// too short for the lists to tell an acronym from a slip (`gow`, `sou`, `cey`), where the
+/// documents about the rest of the query say which word it is. A known string pays the
+/// real-word cost besides (`row` for `grow`).
+fn voted_short_words(
+    r: &Repairer,
+    w: &QueryWord,
+    at: usize,
+    vote: &Vote<'_>,
+    lookups: &mut Lookups,
+) -> Vec<Reading> {
+    let p = &r.params;
+    let Some(d) = vote.retrieved else {
+        return Vec::new();
+    };
+    if p.short_word_vote <= 0.0
+        || w.lower.len() < 2
+        || !w.lower.bytes().all(|b| b.is_ascii_lowercase())
+        || is_stopword(&w.lower)
+        || vote.uses(&w.lower)
+    {
+        return Vec::new();
+    }
+    let known = if w.stats.known() {
+        p.real_word_cost
+    } else {
+        0.0
+    };
+    let typed = w.lower.as_bytes();
+    lookups
+        .get(r, &w.lower, 1)
+        .iter()
+        .filter_map(|&(id, distance)| {
+            let meant = r.candidates.word(id);
+            let stats = r.candidate_stats[id as usize];
+            let most = 2 * u64::from(d.documents_using(meant)) >= u64::from(d.documents());
+            (meant.len() >= 3
+                && !is_stopword(meant)
+                && most
+                && vote.for_change(at, &w.lower, meant, stats.corpus, 1.0) > 0.0)
+                .then(|| Reading {
+                    span: 1,
+                    words: vec![(meant.to_string(), stats)],
+                    cost: f64::from(error_model::cost(typed, meant.as_bytes())) + known
+                        - p.short_word_vote,
+                    kind: Some(if w.stats.known() {
+                        EditKind::RealWord
+                    } else {
+                        EditKind::NonWord
+                    }),
+                    distance,
+                })
         })
         .collect()
 }

@@ -679,6 +679,11 @@ pub struct Params {
     /// Nats a real-word candidate with the index's vote gains instead where most of the voting
     /// documents use it: they agree on the reading.
     pub real_word_vote_most: f64,
+    /// Nats a word one edit from a string of two or three letters gains where at least half
+    /// of the voting documents use the word and none the string: what the documents about
+    /// the query write says which word so short a slip was (`do goldfish gow`). 0 turns this
+    /// off.
+    pub short_word_vote: f64,
     /// A string of three letters the word list lacks may be a content word with a letter
     /// dropped or one slip of the hand away where general English's pair list holds that word
     /// with every known word beside it, function words too, in a set phrase with one
@@ -786,6 +791,7 @@ impl Default for Params {
             vote_bonus: 4.0,
             real_word_vote: 6.0,
             real_word_vote_most: 12.0,
+            short_word_vote: 6.0,
             three_letter_set_phrases: true,
             set_phrase_over_chance: 5.5,
             vote_keep: 2.0,

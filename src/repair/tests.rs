@@ -3145,6 +3145,56 @@ fn most_voting_documents_writing_a_word_outweigh_the_real_word_cost() {
 }
 
 #[test]
+fn a_short_string_reads_as_the_word_most_voting_documents_write() {
+    let docs = |texts: &[&str]| RetrievedWords::from_documents(texts.iter().map(|t| ("", *t)));
+    let r = english();
+    let about_fleas = docs(&[
+        "Flea bites: symptoms and itching.",
+        "Symptoms of a flea allergy in dogs.",
+        "Flea symptoms in cats.",
+        "Symptoms of mites.",
+    ]);
+    // Too short for the lists to tell a slip from an acronym: alone, kept.
+    assert!(!r.repair("fle symptoms").changed());
+    // Three of the four documents about the rest of the query write `flea`, none `fle`.
+    let voted = r.repair_with("fle symptoms", &|_| false, Some(&about_fleas));
+    assert_eq!(voted.text, "flea symptoms");
+    assert_eq!(voted.edits[0].kind, EditKind::NonWord);
+    // Documents that write the string as typed keep it (an acronym they use).
+    let using_fle = docs(&[
+        "FLE symptoms, a rare syndrome.",
+        "Flea symptoms in cats.",
+        "Flea bites: symptoms.",
+    ]);
+    assert!(!r
+        .repair_with("fle symptoms", &|_| false, Some(&using_fle))
+        .changed());
+    // Fewer than half of them writing the word is no vote on so short a string.
+    let few = docs(&[
+        "Flea bites: symptoms and itching.",
+        "Flea symptoms in cats.",
+        "Symptoms of mites.",
+        "Symptoms of lice.",
+        "Symptoms of scabies.",
+    ]);
+    assert!(!r
+        .repair_with("fle symptoms", &|_| false, Some(&few))
+        .changed());
+    // Turned off, the documents say nothing of it.
+    let off = Repairer::with_params(
+        r.vocab().clone(),
+        r.lexicon().cloned(),
+        Params {
+            short_word_vote: 0.0,
+            ..Params::default()
+        },
+    );
+    assert!(!off
+        .repair_with("fle symptoms", &|_| false, Some(&about_fleas))
+        .changed());
+}
+
+#[test]
 fn a_word_only_the_usage_list_holds_is_a_candidate() {
     // Neither the lexicon nor the corpus holds `bitcoin`; the usage list says people write it
     // (as often as `price` here: a small lexicon's rare words sit at the model's floor).
