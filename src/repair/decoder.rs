@@ -1219,10 +1219,8 @@ fn voted_short_words(
     lookups: &mut Lookups,
 ) -> Vec<Reading> {
     let p = &r.params;
-    let Some(d) = vote.retrieved else {
-        return Vec::new();
-    };
-    if p.short_word_vote <= 0.0
+    if vote.retrieved.is_none()
+        || p.short_word_vote <= 0.0
         || w.lower.len() < 2
         || !w.lower.bytes().all(|b| b.is_ascii_lowercase())
         || is_stopword(&w.lower)
@@ -1230,11 +1228,8 @@ fn voted_short_words(
     {
         return Vec::new();
     }
-    let known = if w.stats.known() {
-        p.real_word_cost
-    } else {
-        0.0
-    };
+    let word = w.stats.known();
+    let known = if word { p.real_word_cost } else { 0.0 };
     let typed = w.lower.as_bytes();
     lookups
         .get(r, &w.lower, 1)
@@ -1242,23 +1237,21 @@ fn voted_short_words(
         .filter_map(|&(id, distance)| {
             let meant = r.candidates.word(id);
             let stats = r.candidate_stats[id as usize];
-            let most = 2 * u64::from(d.documents_using(meant)) >= u64::from(d.documents());
             (meant.len() >= 3
                 && !is_stopword(meant)
-                && most
-                && vote.for_change(at, &w.lower, meant, stats.corpus, 1.0) > 0.0)
-                .then(|| Reading {
-                    span: 1,
-                    words: vec![(meant.to_string(), stats)],
-                    cost: f64::from(error_model::cost(typed, meant.as_bytes())) + known
-                        - p.short_word_vote,
-                    kind: Some(if w.stats.known() {
-                        EditKind::RealWord
-                    } else {
-                        EditKind::NonWord
-                    }),
-                    distance,
-                })
+                && vote.agrees_on(at, &w.lower, meant, stats.corpus))
+            .then(|| Reading {
+                span: 1,
+                words: vec![(meant.to_string(), stats)],
+                cost: f64::from(error_model::cost(typed, meant.as_bytes())) + known
+                    - p.short_word_vote,
+                kind: Some(if word {
+                    EditKind::RealWord
+                } else {
+                    EditKind::NonWord
+                }),
+                distance,
+            })
         })
         .collect()
 }
@@ -1746,15 +1739,20 @@ impl<'a> Vote<'a> {
     /// on the reading (`the leather in jamaica` → `weather`).
     fn for_real_word(&self, at: usize, typed: &str, meant: &str, meant_count: u64) -> f64 {
         let p = &self.r.params;
-        let nats = self.for_change(at, typed, meant, meant_count, p.real_word_vote);
-        let most = self
-            .retrieved
-            .is_some_and(|d| 2 * u64::from(d.documents_using(meant)) >= u64::from(d.documents()));
-        if nats > 0.0 && most {
-            nats.max(p.real_word_vote_most)
+        if self.agrees_on(at, typed, meant, meant_count) {
+            p.real_word_vote.max(p.real_word_vote_most)
         } else {
-            nats
+            self.for_change(at, typed, meant, meant_count, p.real_word_vote)
         }
+    }
+
+    /// Whether the vote holds for `meant` ([`Vote::for_change`]) and at least half of the
+    /// voting documents use it: they agree on the reading.
+    fn agrees_on(&self, at: usize, typed: &str, meant: &str, meant_count: u64) -> bool {
+        self.retrieved.is_some_and(|d| {
+            2 * u64::from(d.documents_using(meant)) >= u64::from(d.documents())
+                && self.for_change(at, typed, meant, meant_count, 1.0) > 0.0
+        })
     }
 }
 
