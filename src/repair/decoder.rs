@@ -570,8 +570,8 @@ pub(crate) fn readings(
             rs.extend(function_word_in_context(r, words, i));
         }
         // A short string the documents about the query never write, one edit from a word most
-        // of them do (`do goldfish gow`, `cook sou vide`).
-        if letters < p.min_letters {
+        // of them do (`do goldfish gow`, `cook sou vide`): the two lengths below `min_letters`.
+        if letters < p.min_letters && letters + 2 >= p.min_letters {
             for v in voted_short_words(r, w, i, &vote, lookups) {
                 match rs.iter_mut().find(|x| x.words == v.words) {
                     Some(x) if v.cost < x.cost => *x = v,
@@ -1221,7 +1221,6 @@ fn voted_short_words(
     let p = &r.params;
     if vote.retrieved.is_none()
         || p.short_word_vote <= 0.0
-        || w.lower.len() < 2
         || !w.lower.bytes().all(|b| b.is_ascii_lowercase())
         || is_stopword(&w.lower)
         || vote.uses(&w.lower)

@@ -679,10 +679,10 @@ pub struct Params {
     /// Nats a real-word candidate with the index's vote gains instead where most of the voting
     /// documents use it: they agree on the reading.
     pub real_word_vote_most: f64,
-    /// Nats a word one edit from a string of two or three letters gains where at least half
-    /// of the voting documents use the word and none the string: what the documents about
-    /// the query write says which word so short a slip was (`do goldfish gow`). 0 turns this
-    /// off.
+    /// Nats a word one edit from a string of two or three letters (the two lengths below
+    /// [`Params::min_letters`]) gains where at least half of the voting documents use the word
+    /// and none the string: what the documents about the query write says which word so short
+    /// a slip was (`do goldfish gow`). 0 turns this off.
     pub short_word_vote: f64,
     /// A string of three letters the word list lacks may be a content word with a letter
     /// dropped or one slip of the hand away where general English's pair list holds that word
