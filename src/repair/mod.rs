@@ -10,12 +10,13 @@
 //! What is never touched (docs/repair.md gives the measurements): a query with letters outside
 //! ASCII or with a function word of another language; tokens with digits or code characters
 //! (URLs, e-mail, product codes); words in capitals or mixed case (unless the whole query is in
-//! capitals with a function word: caps lock), and capitalised words after the first unless no
-//! list holds them and the usage list says nobody writes them (a misspelt name); words shorter
-//! than [`Params::min_letters`], except a function word with a letter dropped (`whn`). A known
-//! word (in the lexicon or the corpus) changes only as a real-word error, when its neighbours
-//! make another word more likely by more than [`Params::real_word_cost`]. Repair is idempotent:
-//! repairing its output changes nothing.
+//! capitals with a function word: caps lock), and capitalised words after a sentence's first
+//! unless no list holds them and the usage list says nobody writes them (a misspelt name); words
+//! shorter than [`Params::min_letters`], except a function word with a letter dropped (`whn`). A
+//! known word (in the lexicon or the corpus) changes only as a real-word error, when its
+//! neighbours make another word more likely by more than [`Params::real_word_cost`]. A text of
+//! several sentences is repaired a sentence at a time, each read as a query. Repair is
+//! idempotent: repairing its output changes nothing.
 
 pub mod candidates;
 mod decoder;
@@ -203,6 +204,33 @@ pub struct Explanation {
     /// Why the query was not looked at, when it was not.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub skipped: Option<String>,
+}
+
+impl Explanation {
+    /// This sentence's explanation and the next's, as one text's: the next's words follow,
+    /// their paths' positions moved past this one's words, and the scores add up. A sentence
+    /// that was not looked at adds nothing.
+    fn followed_by(mut self, next: Explanation) -> Explanation {
+        if next.skipped.is_some() {
+            return self;
+        }
+        if self.skipped.is_some() {
+            return next;
+        }
+        let offset = self.words.len();
+        let moved = |steps: Vec<PathStep>| {
+            steps.into_iter().map(move |mut s| {
+                s.position += offset;
+                s
+            })
+        };
+        self.best_path.extend(moved(next.best_path));
+        self.typed_path.extend(moved(next.typed_path));
+        self.words.extend(next.words);
+        self.best_score += next.best_score;
+        self.typed_score += next.typed_score;
+        self
+    }
 }
 
 /// One word of an [`Explanation`].
@@ -1182,7 +1210,7 @@ impl Repairer {
         }
     }
 
-    /// One pass of the decoder over `text`.
+    /// One pass of the decoder over `text`, a sentence at a time ([`query::sentences`]).
     fn repair_once(
         &self,
         text: &str,
@@ -1190,12 +1218,34 @@ impl Repairer {
         retrieved: Option<&RetrievedWords>,
         lookups: &mut decoder::Lookups,
     ) -> Repaired {
-        let Some(words) = query::scan(text, &self.lm, also_known) else {
+        let mut edits = Vec::new();
+        for span in query::sentences(text) {
+            let sentence = &text[span.clone()];
+            for mut e in self.sentence_edits(sentence, also_known, retrieved, lookups) {
+                e.start += span.start;
+                edits.push(e);
+            }
+        }
+        if edits.is_empty() {
             return Repaired::unchanged(text);
+        }
+        apply(text, edits)
+    }
+
+    /// The edits of one pass over one sentence, read as a query of its own.
+    fn sentence_edits(
+        &self,
+        text: &str,
+        also_known: &dyn Fn(&str) -> bool,
+        retrieved: Option<&RetrievedWords>,
+        lookups: &mut decoder::Lookups,
+    ) -> Vec<Edit> {
+        let Some(words) = query::scan(text, &self.lm, also_known) else {
+            return Vec::new();
         };
         let readings = decoder::readings(self, &words, retrieved, lookups);
         if readings.iter().all(|r| r.len() == 1) {
-            return Repaired::unchanged(text);
+            return Vec::new();
         }
         let lift = decoder::question_start_lift(self, &words);
         let mut memo = decoder::Transitions::default();
@@ -1223,7 +1273,7 @@ impl Repairer {
             });
         }
         edits.retain(|e| e.from != e.to);
-        apply(text, edits)
+        edits
     }
 
     /// Repairs `text`. Never fails: a query it cannot or should not correct comes back as it is.
@@ -1278,8 +1328,24 @@ impl Repairer {
 
     /// [`Repairer::explain`] of [`Repairer::repair_with`]: with the index's vote, and how many
     /// of the retrieved documents use each word and each reading.
+    /// A text of several sentences is explained a sentence at a time, as it is repaired: their
+    /// words follow one another and their scores add up; a sentence not looked at (another
+    /// language) is left out.
     pub fn explain_with(&self, text: &str, retrieved: Option<&RetrievedWords>) -> Explanation {
         let retrieved = retrieved.filter(|r| r.documents() > 0);
+        let mut all: Option<Explanation> = None;
+        for span in query::sentences(text) {
+            let next = self.explain_sentence(&text[span], retrieved);
+            all = Some(match all {
+                None => next,
+                Some(sofar) => sofar.followed_by(next),
+            });
+        }
+        all.unwrap_or_else(|| self.explain_sentence(text, retrieved))
+    }
+
+    /// [`Repairer::explain_with`] of one sentence.
+    fn explain_sentence(&self, text: &str, retrieved: Option<&RetrievedWords>) -> Explanation {
         let Some(words) = query::scan(text, &self.lm, &|_| false) else {
             return Explanation {
                 words: Vec::new(),

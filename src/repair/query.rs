@@ -224,6 +224,71 @@ pub fn scan(
     Some(words)
 }
 
+/// The sentences of `text`, as byte ranges that cover it: a sentence ends with a token that
+/// [`ends_sentence`] or at a line break, where the next token starts with a capital, and takes
+/// the whitespace after it. Each is read as a query of its own: a text of several (an essay, a
+/// question and its detail) starts each with a capital that says nothing of a name, and with the
+/// words a query starts with. Text typed in lower case is read whole (`lunar phases? quizlet`:
+/// the words around the mark are each other's context).
+pub fn sentences(text: &str) -> Vec<std::ops::Range<usize>> {
+    let mut out = Vec::new();
+    let mut start = 0;
+    // Whether the text since the last token ended a sentence (punctuation or a line break).
+    let mut ended = false;
+    let mut token_start = None;
+    for (i, c) in text.char_indices() {
+        if c.is_whitespace() {
+            if let Some(s) = token_start.take() {
+                ended = ends_sentence(&text[s..i]);
+            }
+            ended |= c == '\n';
+        } else if token_start.is_none() {
+            let capital = text[i..]
+                .chars()
+                .take_while(|c| !c.is_whitespace())
+                .find(|c| c.is_alphanumeric())
+                .is_some_and(char::is_uppercase);
+            if ended && capital && i > start {
+                out.push(start..i);
+                start = i;
+            }
+            ended = false;
+            token_start = Some(i);
+        }
+    }
+    out.push(start..text.len());
+    out
+}
+
+/// Abbreviations written with a full stop before a name (`Dr. Jonson`, `St. Louis`, `vs. Texas`):
+/// the capital after them is the name's, not a sentence's.
+const NAME_ABBREVIATIONS: &[&str] = &[
+    "capt", "co", "col", "corp", "dr", "ft", "gen", "gov", "inc", "jr", "lt", "ltd", "messrs",
+    "mr", "mrs", "ms", "mt", "no", "prof", "rep", "rev", "sen", "sgt", "sr", "st", "vs",
+];
+
+/// Whether a whitespace token ends a sentence: a full stop, `!` or `?` at its end, closing
+/// quotes and brackets after it allowed, but not an initial (`J.`), a dotted abbreviation
+/// (`U.S.`, `e.g.`) or one of [`NAME_ABBREVIATIONS`].
+fn ends_sentence(token: &str) -> bool {
+    let token = token.trim_end_matches(['"', '\'', ')', ']', '\u{2019}', '\u{201d}']);
+    if token.ends_with(['!', '?']) {
+        return true;
+    }
+    let Some(body) = token.strip_suffix('.') else {
+        return false;
+    };
+    let body = body.trim_end_matches('.');
+    let word = body
+        .rsplit(|c: char| !c.is_ascii_alphabetic())
+        .next()
+        .unwrap_or_default();
+    let dotted = body.len() > word.len() && body[..body.len() - word.len()].ends_with('.');
+    !dotted
+        && (word.is_empty() || word.len() >= 2)
+        && !NAME_ABBREVIATIONS.contains(&word.to_ascii_lowercase().as_str())
+}
+
 /// Whether `rest`, what follows a word, begins with a possessive `'s` (or `’s`) that ends the
 /// token.
 fn possessive(rest: &str) -> bool {
@@ -319,6 +384,47 @@ mod tests {
             words.iter().map(|w| w.possessive).collect::<Vec<_>>(),
             [true, false, false]
         );
+    }
+
+    #[test]
+    fn a_text_is_split_into_sentences_where_they_end() {
+        for token in [
+            "help.",
+            "help!",
+            "why?",
+            "1990.",
+            "said.\"",
+            "(sic.)",
+            "waited...",
+            "etc.",
+        ] {
+            assert!(ends_sentence(token), "{token:?}");
+        }
+        for token in [
+            "help", "help,", "J.", "U.S.", "e.g.", "Ph.D.", "Dr.", "st.", "vs.", "a:",
+        ] {
+            assert!(!ends_sentence(token), "{token:?}");
+        }
+        let split = |t: &'static str| -> Vec<&'static str> {
+            sentences(t).into_iter().map(|r| &t[r]).collect()
+        };
+        assert_eq!(split("went home. Paul went"), ["went home. ", "Paul went"]);
+        assert_eq!(
+            split("why?  Because!\nNext"),
+            ["why?  ", "Because!\n", "Next"]
+        );
+        assert_eq!(split("went home\n\"Paul"), ["went home\n", "\"Paul"]);
+        for one in [
+            "went to St. Paul",
+            "went home, Paul",
+            "the U.S. Army",
+            "lunar phases? quizlet",
+            "went home.\n2 times",
+            "",
+            " done. ",
+        ] {
+            assert_eq!(split(one), [one]);
+        }
     }
 
     #[test]

@@ -2877,6 +2877,34 @@ fn the_real_model_fixes_what_people_type_and_leaves_clean_and_foreign_queries_al
 }
 
 #[test]
+fn each_sentence_of_a_text_starts_as_a_query_does() {
+    // A capital at a sentence's start says no more of a name than a query's first word's.
+    let r = repairer(Some(&["deen"]));
+    let out = r.repair("Paula deen. Vitamn deficiency? Vitamn deficiency");
+    assert_eq!(
+        out.text,
+        "Paula deen. Vitamin deficiency? Vitamin deficiency"
+    );
+    let starts: Vec<usize> = out.edits.iter().map(|e| e.start).collect();
+    assert_eq!(starts, [12, 31]);
+    // Explained the same way: the sentences' words follow one another.
+    let e = r.explain("Paula deen. Vitamn deficiency");
+    assert_eq!(e.words.len(), 4);
+    assert!(e
+        .best_path
+        .iter()
+        .any(|s| s.position == 2 && s.meant == "vitamin"));
+    // After a title's abbreviation or an initial, or inside a sentence, it is a name's.
+    for q in [
+        "Paula deen, Vitamn deficiency",
+        "Paula deen Dr. Vitamn",
+        "Paula deen J. Vitamn",
+    ] {
+        assert!(!r.repair(q).changed(), "{q:?}");
+    }
+}
+
+#[test]
 fn known_short_coded_and_capitalised_words_are_left_alone() {
     let r = repairer(Some(&["deen"]));
     for q in [
