@@ -526,6 +526,13 @@ pub(crate) fn readings(
                     && !(prev.is_some_and(|q| joins_neighbour(&q.lower, &w.lower))
                         || next.is_some_and(|q| joins_neighbour(&w.lower, &q.lower)));
                 let mut split = splits(r, &w.lower, beside_unknown, three_words);
+                // A phrase seldom ends with a function word, unless a verb's particle or a
+                // question's preposition (`shore up`, `used for`): at the query's end or before a
+                // mark, a string one edit from a word is that word's typo, not such a split
+                // (`dwayne johnon`, `mla forat`, `meanin`: `john on`, `for at`, `mean in`).
+                if w.ends_phrase && found.iter().any(|f| f.1 == 1) {
+                    split.retain(|s| s.words.last().is_none_or(|(x, _)| !is_stopword(x)));
+                }
                 // Not a string nobody writes: it is as often words run together
                 // (`latitudeis`) as a word's typo.
                 if usage_names && r.ln_usage(&w.lower).is_some() {

@@ -120,8 +120,12 @@ pub struct QueryWord {
     pub possessive: bool,
     /// Only whitespace separates it from the word before (a join may remove it).
     pub spaced_from_previous: bool,
-    /// The whole whitespace token is this word (a split may divide it).
+    /// The whole whitespace token is this word, or this word and closing punctuation (a split
+    /// may divide it).
     pub whole_token: bool,
+    /// Ends a phrase: the text ends after it, or a closing mark follows it in its token
+    /// (`meanin?`, `alot,`).
+    pub ends_phrase: bool,
 }
 
 /// The words of `text`, or `None` when the query is not one to touch at all (another script or
@@ -185,7 +189,10 @@ pub fn scan(
             let mixed = !caps_lock && raw.bytes().skip(1).any(|b| b.is_ascii_uppercase());
             let capitalised = !caps_lock && raw.as_bytes()[0].is_ascii_uppercase();
             let first = words.is_empty();
-            let whole_token = n_runs == 1 && s == ts && e == te;
+            // Clause or sentence punctuation after it leaves a word whole (`alot,`, `aswell.`):
+            // a split or a join keeps the mark after it.
+            let whole_token =
+                n_runs == 1 && s == ts && text[e..te].chars().all(|c| CLOSING_MARKS.contains(c));
             // The space before: the previous word ended its own token, and this one starts one.
             let spaced_from_previous = k == 0
                 && s == ts
@@ -213,6 +220,7 @@ pub fn scan(
                 possessive: possessive(&text[e..]),
                 spaced_from_previous,
                 whole_token,
+                ends_phrase: whole_token && (e < te || text[te..].trim().is_empty()),
                 lower,
             });
         }
@@ -259,6 +267,9 @@ pub fn sentences(text: &str) -> Vec<std::ops::Range<usize>> {
     out.push(start..text.len());
     out
 }
+
+/// Marks that may follow a word in its token and leave it whole ([`QueryWord::whole_token`]).
+const CLOSING_MARKS: &str = ".,;:!?)]\"'\u{201d}\u{2019}";
 
 /// Abbreviations written with a full stop before a name (`Dr. Jonson`, `St. Louis`, `vs. Texas`):
 /// the capital after them is the name's, not a sentence's.
@@ -425,6 +436,33 @@ mod tests {
         ] {
             assert_eq!(split(one), [one]);
         }
+    }
+
+    #[test]
+    fn a_closing_mark_leaves_a_word_whole_and_ends_its_phrase() {
+        let vocab = std::sync::Arc::new(crate::index::vocab::Vocabulary::build(
+            [("", "in fact it is")].into_iter(),
+        ));
+        let lm = LanguageModel::new(vocab, None, 1e-10);
+        let read = |q: &str| -> Vec<(bool, bool)> {
+            let words = scan(q, &lm, &|_| false).expect("English");
+            words
+                .iter()
+                .map(|w| (w.whole_token, w.ends_phrase))
+                .collect()
+        };
+        assert_eq!(
+            read("infact, it is"),
+            [(true, true), (true, false), (true, true)]
+        );
+        assert_eq!(
+            read("it is? (infact)"),
+            [(true, false), (true, true), (false, false)]
+        );
+        assert_eq!(
+            read("e-mail it 2"),
+            [(false, false), (false, false), (true, false)]
+        );
     }
 
     #[test]

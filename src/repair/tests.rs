@@ -1209,6 +1209,35 @@ fn a_string_written_far_less_than_its_two_words_apart_is_split() {
 }
 
 #[test]
+fn a_phrase_ending_in_a_typo_is_not_split_into_a_trailing_function_word() {
+    let vocab = Arc::new(Vocabulary::build(DOCS.iter().map(|t| ("", *t))));
+    let words = [
+        ("in", 8_000_000_000),
+        ("fact", 50_000_000),
+        ("mean", 100_000_000),
+        ("meaning", 60_000_000),
+        ("cabin", 5_000_000),
+        ("fever", 10_000_000),
+    ];
+    let pairs = [
+        ("mean", "in", 20_000_000),
+        ("in", "fact", 40_000_000),
+        ("fever", "mean", 50_000),
+    ];
+    let r = Repairer::new(vocab, Some(Arc::new(Lexicon::from_counts(words, pairs))));
+    // One edit from a word, at the query's end or before a mark: that word's typo.
+    for (typed, meant) in [
+        ("cabin fever meanin", "cabin fever meaning"),
+        ("cabin fever meanin?", "cabin fever meaning?"),
+    ] {
+        assert_eq!(r.repair(typed).text, meant, "{typed:?}");
+    }
+    // Elsewhere the split stands, and a mark after a word leaves it whole to split.
+    assert_eq!(r.repair("infact cabin fever").text, "in fact cabin fever");
+    assert_eq!(r.repair("infact, cabin fever").text, "in fact, cabin fever");
+}
+
+#[test]
 fn fragments_people_write_are_joined_into_the_word_they_come_from() {
     let docs = ["A room is warm in the winter.", "The winter is cold."];
     let vocab = Arc::new(Vocabulary::build(docs.iter().map(|t| ("", *t))));
