@@ -2130,22 +2130,26 @@ enum Confusion {
     Letter,
     /// Sounds the same.
     Sound,
-    /// One letter more or less after the first, both of four letters or more.
+    /// One letter more, less or for another after the first, both of four letters or more
+    /// (`where`/`were`, `then`/`than`, `these`/`those`).
     OneLetter,
     /// A content word that sounds the same (`how to no if` → `know`, `for wheel drive` →
     /// `four`), of a typed function word of two letters or more.
     ContentSound,
 }
 
-/// The function words of four letters or more that are one letter apart after the first
-/// ([`Confusion::OneLetter`]), found once.
+/// The function words of four letters or more that are one letter apart after the first —
+/// one more or less, or one for another ([`Confusion::OneLetter`]) — found once.
 fn one_letter_apart() -> &'static [(&'static str, &'static str)] {
     static PAIRS: std::sync::OnceLock<Vec<(&str, &str)>> = std::sync::OnceLock::new();
     PAIRS.get_or_init(|| {
         let long = || STOPWORDS.iter().copied().filter(|w| w.len() >= 4);
         long()
             .flat_map(|a| long().map(move |b| (a, b)))
-            .filter(|(a, b)| one_letter_more(a.as_bytes(), b.as_bytes()))
+            .filter(|(a, b)| {
+                let (a, b) = (a.as_bytes(), b.as_bytes());
+                one_letter_more(a, b) || (a != b && one_letter_for_another(a, b))
+            })
             .collect()
     })
 }
@@ -2269,8 +2273,8 @@ fn function_word_in_context(r: &Repairer, words: &[QueryWord], at: usize) -> Vec
     // the typed word's pairs are written too (`their is`: 13.6M times in the pair list): those
     // that sound the same and start with the same letter (`their` and `there`, `too` and `to`;
     // not `are` and `or`, which only share a weak form), and those of four letters or more one
-    // letter apart after the first (`where` and `were`); and content words that sound as
-    // they do (`no` and `know`, `for` and `four`). Only with homophones on.
+    // letter apart after the first (`where` and `were`, `then` and `than`); and content words
+    // that sound as they do (`no` and `know`, `for` and `four`). Only with homophones on.
     let typed_is_function_word = is_stopword(&w.lower);
     let confusable = p.homophone_cost.is_some() && w.whole_token && typed_is_function_word;
     let heard: &[Box<str>] = if confusable {
@@ -2485,6 +2489,15 @@ fn function_word_in_context(r: &Repairer, words: &[QueryWord], at: usize) -> Vec
                 Confusion::OneLetter | Confusion::ContentSound => {
                     let against = p.typo_pair_margin.exp();
                     if !sides().any(favours) || sides().any(|(t, m)| t > 0.0 && t >= m * against) {
+                        return None;
+                    }
+                    // A letter for another is read between two neighbours only: a phrase may
+                    // end with the typed word where the other seldom ends one (`get out of
+                    // there` is no `of these`, though `of these` is written far more).
+                    if matches!(confusion, Confusion::OneLetter)
+                        && meant.len() == typed.len()
+                        && (prev.is_none() || next.is_none())
+                    {
                         return None;
                     }
                     // A content word beside a function word read as a content word must speak

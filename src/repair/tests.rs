@@ -396,6 +396,36 @@ fn a_function_word_a_letter_from_the_one_a_neighbour_wants_is_read_as_it() {
 }
 
 #[test]
+fn a_function_word_one_letter_for_another_from_the_one_a_neighbour_wants_is_read_as_it() {
+    let words = [
+        ("taller", 10_000_000),
+        ("than", 1_000_000_000),
+        ("then", 1_500_000_000),
+        ("and", 13_000_000_000),
+        ("me", 1_000_000_000),
+        ("went", 300_000_000),
+    ];
+    let pairs = [
+        ("taller", "than", 21_000_000),
+        ("and", "then", 900_000_000),
+        ("and", "than", 2_000_000),
+        ("then", "went", 5_000_000),
+    ];
+    let lexicon = Lexicon::from_counts(words, pairs);
+    let (r, off) = with_and_without_homophones(lexicon);
+    // `taller than` is written, `taller then` never: a vowel for a vowel between two function
+    // words a writer mixes up.
+    let out = r.repair("taller then me");
+    assert_eq!(out.text, "taller than me");
+    assert_eq!(out.edits[0].kind, EditKind::RealWord);
+    assert!(!off.repair("taller then me").changed());
+    // A neighbour written with the typed word far more keeps it, and one neighbour alone is no
+    // context for a letter for another: the typed word may end the phrase.
+    assert!(!r.repair("and then went").changed());
+    assert!(!r.repair("me taller then").changed());
+}
+
+#[test]
 fn a_function_word_that_sounds_as_the_content_word_a_neighbour_wants_is_read_as_it() {
     let words = [
         ("how", 570_000_000),
