@@ -163,6 +163,8 @@ pub(crate) fn readings(
             0.0
         };
         let mut keep_pays_pairs = false;
+        // The neighbours an unwritten string kept as typed already pays for.
+        let mut unwritten_paid = 0;
         let mut defined_typo = false;
         if !w.stats.known() || corpus_only {
             // Looked up from `min_letters` letters on.
@@ -178,6 +180,11 @@ pub(crate) fn readings(
             // string's sound (`thear`, `there`), are what the writer meant, not the others
             // (`articals` is `articles`, not `article`).
             let usage_names = usage_typo && p.unnamed_reading_cost != 0.0;
+            // A word beside an unknown one is as often part of a name (`groupone
+            // healthsource`).
+            let beside_unknown = [prev, next]
+                .iter()
+                .any(|q| q.is_some_and(|q| q.editable && !q.stats.known()));
             if typo {
                 // Neither its being written nor the corpus's use of it speaks for it, and as
                 // typed it is never seen beside its neighbours either: it pays for each known one
@@ -471,6 +478,27 @@ pub(crate) fn readings(
                         }
                     }
                 }
+                // Nobody writes it and the corpus lacks it, and a word is one edit away: as
+                // typed it is never seen beside its neighbours, as the word may be.
+                if p.unwritten_pays_pairs_letters > 0
+                    && letters >= p.unwritten_pays_pairs_letters
+                    && !keep_pays_pairs
+                    && !w.stats.known()
+                    && unwritten
+                    && defined != Some(i)
+                    && !beside_unknown
+                    && !w.capitalised
+                    && found.iter().any(|f| f.1 == 1)
+                {
+                    let content = [prev, next]
+                        .iter()
+                        .filter(|q| {
+                            q.is_some_and(|q| q.stats.known() && q.content && !q.capitalised)
+                        })
+                        .count();
+                    rs[0].cost += p.unseen_pair_cost * content as f64;
+                    unwritten_paid = content;
+                }
             } else if letters + 1 == p.min_letters {
                 let (slips, typo) = function_word_slips(r, w, extra, lookups);
                 // A string written far less than the function word it slips from is that word's
@@ -509,11 +537,6 @@ pub(crate) fn readings(
                 );
             }
             if !corpus_only && w.whole_token && letters >= p.min_split_letters {
-                // A word beside an unknown one is as often part of a name (`groupone
-                // healthsource`).
-                let beside_unknown = [prev, next]
-                    .iter()
-                    .any(|q| q.is_some_and(|q| q.editable && !q.stats.known()));
                 // A piece of a word broken in two joins with its other piece into a word
                 // (`pollinat or`): it is split into two words at most. Asked only where a
                 // three-word split could be read at all.
@@ -550,7 +573,8 @@ pub(crate) fn readings(
                     && defined != Some(i)
                     && run_together(r, &w.lower, &split)
                 {
-                    rs[0].cost += p.unseen_pair_cost * known_neighbours(prev, next) as f64;
+                    let unpaid = known_neighbours(prev, next).saturating_sub(unwritten_paid);
+                    rs[0].cost += p.unseen_pair_cost * unpaid as f64;
                 }
                 rs.extend(split);
             }

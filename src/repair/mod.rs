@@ -655,6 +655,13 @@ pub struct Params {
     /// (`who is legalshield`), not where the split begins with a piece English builds words
     /// from (`over packs`).
     pub run_together_pays_pairs: bool,
+    /// An unknown word of at least this many letters that nobody writes (the usage list lacks
+    /// it) and the corpus lacks, one edit from a word, kept as typed pays
+    /// [`Params::unseen_pair_cost`] for each known neighbour, as a typo does: as typed it is
+    /// never seen beside them, while its correction pays for every pair it is not seen in
+    /// (`salvation army foundev`). Not beside an unknown word (a name's part), not for the word
+    /// the query asks the meaning of. 0 turns this off.
+    pub unwritten_pays_pairs_letters: usize,
     /// A string people write is read as two words run together, as if nobody wrote it, where
     /// general English writes the two words apart e^this times more often than the usage list
     /// says the string is written ([`Repairer::written_apart`]; `ofthe`, `whois`: 0 turns
@@ -806,6 +813,7 @@ impl Default for Params {
             three_word_split_letters: 7,
             acronym_piece_usage: 1000,
             run_together_pays_pairs: true,
+            unwritten_pays_pairs_letters: 5,
             written_apart_margin: 7.5,
             fragment_usage_margin: 1.0,
             rare_start_words: 3,

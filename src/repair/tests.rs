@@ -1860,8 +1860,16 @@ fn a_string_nobody_writes_with_a_doubling_moved_is_its_word_s_typo() {
     );
     assert!(!without.repair("dissmis the claim").changed());
     // The doubling lifts the word it spells, not the string's other readings: `motoo` is
-    // `motto` so, and no likelier `motor` for it.
-    assert_ne!(r.repair("motoo club").text, "motor club");
+    // `motto` so, and no likelier `motor` for it. (Kept as typed, a string nobody writes pays
+    // for its pair with `club`, which alone may make it `motor`: that rule is off here.)
+    let unpaired = with_params(
+        &r,
+        Params {
+            unwritten_pays_pairs_letters: 0,
+            ..Params::default()
+        },
+    );
+    assert_ne!(unpaired.repair("motoo club").text, "motor club");
 }
 
 #[test]
@@ -2174,6 +2182,60 @@ fn a_short_string_one_edit_from_a_word_its_neighbour_makes_a_phrase_with_pays_fo
         strict.explain("home depo hours").typed_score,
         off.explain("home depo hours").typed_score
     );
+}
+
+#[test]
+fn a_string_nobody_writes_one_edit_from_a_word_pays_for_its_content_neighbours() {
+    // Nobody writes `foundev` and the corpus lacks it: kept as typed it is never seen beside
+    // `army`, as `founded` is not either, and pays for that pair as its correction does. A
+    // function word beside it says little (the pair list holds few of a rare word's pairs with
+    // one), and a capitalised word, an unknown neighbour or the word asked about may be a name.
+    let vocab = Arc::new(Vocabulary::build(DOCS[..4].iter().map(|t| ("", *t))));
+    let words = [
+        ("the", 23_000_000_000),
+        ("was", 9_000_000_000),
+        ("when", 2_000_000_000),
+        ("army", 90_000_000),
+        ("founded", 40_000_000),
+        ("meaning", 60_000_000),
+    ];
+    let lexicon = Lexicon::from_counts(words, []);
+    let usage = [
+        ("the", 53_000_000),
+        ("was", 9_000_000),
+        ("when", 2_000_000),
+        ("army", 110_000),
+        ("founded", 45_000),
+        ("meaning", 70_000),
+    ];
+    let r = Repairer::new(vocab, Some(Arc::new(lexicon.with_usage(usage))));
+    let off = with_params(
+        &r,
+        Params {
+            unwritten_pays_pairs_letters: 0,
+            ..Params::default()
+        },
+    );
+    let paid = |q: &str| off.explain(q).typed_score - r.explain(q).typed_score;
+    let per_pair = Params::default().unseen_pair_cost;
+    assert!(per_pair > 0.0);
+    assert!((paid("when was the army foundev") - per_pair).abs() < 1e-9);
+    assert!((paid("army foundev army") - 2.0 * per_pair).abs() < 1e-9);
+    assert_eq!(
+        r.repair("when was the army foundev").text,
+        "when was the army founded"
+    );
+    assert!(!off.repair("when was the army foundev").changed());
+    for kept in [
+        "when was the foundev",
+        "when was the Army Foundev",
+        "when was the xqzvrt foundev",
+        "foundev meaning",
+    ] {
+        assert_eq!(paid(kept), 0.0, "{kept}");
+    }
+    // Two edits from every word: no word it is one slip of.
+    assert_eq!(paid("the army fuondevx"), 0.0);
 }
 
 #[test]
