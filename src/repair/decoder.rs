@@ -536,7 +536,20 @@ pub(crate) fn readings(
                         }),
                 );
             }
-            if !corpus_only && w.whole_token && letters >= p.min_split_letters {
+            // The word before wants the article, in the same phrase (`have alot of`).
+            let article = p.article_split_association.is_some_and(|least| {
+                prev.is_some_and(|q| {
+                    !q.ends_phrase
+                        && r.lm
+                            .ln_general_over_chance(&q.stats, &r.lm.stats("a"))
+                            .is_some_and(|x| x >= least)
+                })
+            });
+            if !corpus_only
+                && w.whole_token
+                && (letters >= p.min_split_letters
+                    || article && letters + 1 == p.min_split_letters && w.lower.starts_with('a'))
+            {
                 // A piece of a word broken in two joins with its other piece into a word
                 // (`pollinat or`): it is split into two words at most. Asked only where a
                 // three-word split could be read at all.
@@ -548,7 +561,7 @@ pub(crate) fn readings(
                     && w.lower.len() >= p.three_word_split_letters
                     && !(prev.is_some_and(|q| joins_neighbour(&q.lower, &w.lower))
                         || next.is_some_and(|q| joins_neighbour(&w.lower, &q.lower)));
-                let mut split = splits(r, &w.lower, beside_unknown, three_words);
+                let mut split = splits(r, &w.lower, beside_unknown, three_words, article);
                 // A phrase seldom ends with a function word, unless a verb's particle or a
                 // question's preposition (`shore up`, `used for`): at the query's end or before a
                 // mark, a string one edit from a word is that word's typo, not such a split
@@ -1321,7 +1334,13 @@ fn listed_words_run_together(r: &Repairer, word: &str) -> bool {
 /// Splits of an unknown word into two known ones (or a function word and an acronym people
 /// write), the likeliest first, then, if `three_words`, its likeliest split into three
 /// ([`super::Params::three_word_split_letters`]).
-fn splits(r: &Repairer, word: &str, beside_unknown: bool, three_words: bool) -> Vec<Reading> {
+fn splits(
+    r: &Repairer,
+    word: &str,
+    beside_unknown: bool,
+    three_words: bool,
+    article: bool,
+) -> Vec<Reading> {
     let mut v: Vec<(f64, Reading)> = Vec::new();
     // Nobody writes the string, and each piece is a written word long enough to be no fragment.
     let unwritten = !beside_unknown && r.lm.has_usage() && !r.written(word);
@@ -1341,12 +1360,28 @@ fn splits(r: &Repairer, word: &str, beside_unknown: bool, three_words: bool) -> 
     // content word (unless an acronym), and pieces of one or two letters only where they are
     // function words (`is`, `of`) or acronyms beside one (`the tv`); single letters are left
     // out (`human a`, `a plastic`).
+    // The article run into the word after it (`alot`, `agenre`), where the word before wants
+    // the article (the caller's `article`): a word of three letters or more that starts with a
+    // consonant (`a average` is no English, `aaverage` a slip).
+    let article = |a: &str, b: &str| {
+        article
+            && a == "a"
+            && b.len() >= 3
+            && !is_stopword(b)
+            && !b.starts_with(['a', 'e', 'i', 'o', 'u'])
+            && r.lm
+                .usage(word)
+                .is_none_or(|u| r.written_apart_as(u, a, b, r.params.article_written_apart_margin))
+    };
+    // A string too short for other splits is read only so.
+    let short = word.len() < r.params.min_split_letters;
     let side_by_side = |a: &str, b: &str| {
         let ok = |x: &str, y: &str| {
             x.len() >= 3 || (x.len() == 2 && (is_stopword(x) || (is_stopword(y) && acronym(x))))
         };
         let short_beside = |x: &str, y: &str| short_content(x, y) && !acronym(y);
-        !short_beside(a, b) && !short_beside(b, a) && ok(a, b) && ok(b, a)
+        article(a, b)
+            || !short && !short_beside(a, b) && !short_beside(b, a) && ok(a, b) && ok(b, a)
     };
     // An acronym beside a function word is a piece where the usage list alone knows it (`the
     // tv`: neither the lexicon nor every corpus holds `tv`).
@@ -3025,7 +3060,7 @@ mod tests {
         let vocab = Arc::new(Vocabulary::build([("", "nothing here")].into_iter()));
         let r = Repairer::new(vocab, Some(Arc::new(lexicon)));
         let read = |word: &str| -> Vec<String> {
-            splits(&r, word, false, true)
+            splits(&r, word, false, true, false)
                 .iter()
                 .map(|s| {
                     s.words

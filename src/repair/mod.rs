@@ -657,11 +657,24 @@ pub struct Params {
     pub run_together_pays_pairs: bool,
     /// An unknown word of at least this many letters that nobody writes (the usage list lacks
     /// it) and the corpus lacks, one edit from a word, kept as typed pays
-    /// [`Params::unseen_pair_cost`] for each known neighbour, as a typo does: as typed it is
-    /// never seen beside them, while its correction pays for every pair it is not seen in
-    /// (`salvation army foundev`). Not beside an unknown word (a name's part), not for the word
-    /// the query asks the meaning of. 0 turns this off.
+    /// [`Params::unseen_pair_cost`] for each known content word beside it, as a typo does: as
+    /// typed it is never seen beside them, while its correction pays for every pair it is not
+    /// seen in (`salvation army foundev`). Not for a function word beside it (the pair list
+    /// holds few of a rare word's pairs with one), not for a capitalised string or beside a
+    /// capitalised or unknown word (a name's part), not for the word the query asks the
+    /// meaning of. 0 turns this off (the sixtieth round).
     pub unwritten_pays_pairs_letters: usize,
+    /// An unknown word that is the article `a` run into a word of three letters or more that
+    /// starts with a consonant (`alot`, `agenre`, `abanana`) may be split so where the word
+    /// before it, in the same phrase, goes with the article e^this times more than chance in
+    /// general English's pair list (`have a`, `is a`, `of a`: 4.7–6; `will a` 0.1, `my a` −1):
+    /// elsewhere such a string is a term or a name (`aplastic anemia`, `anet`). `None` turns
+    /// this off: a single letter is then never split off (the sixty-first round).
+    pub article_split_association: Option<f64>,
+    /// Such a string people write is split so only where general English writes the article
+    /// and the word apart e^this times more often than the string (`alot`: 7.2; `aduro`, a
+    /// company, never).
+    pub article_written_apart_margin: f64,
     /// A string people write is read as two words run together, as if nobody wrote it, where
     /// general English writes the two words apart e^this times more often than the usage list
     /// says the string is written ([`Repairer::written_apart`]; `ofthe`, `whois`: 0 turns
@@ -813,7 +826,9 @@ impl Default for Params {
             three_word_split_letters: 7,
             acronym_piece_usage: 1000,
             run_together_pays_pairs: true,
-            unwritten_pays_pairs_letters: 5,
+            unwritten_pays_pairs_letters: 4,
+            article_split_association: Some(3.0),
+            article_written_apart_margin: 6.0,
             written_apart_margin: 7.5,
             fragment_usage_margin: 1.0,
             rare_start_words: 3,
@@ -1087,12 +1102,18 @@ impl Repairer {
         if self.lm.stats(word).known() {
             return false;
         }
-        let least = per_billion as f64 * 1e-9 * margin.exp();
         (1..word.len()).any(|k| {
             let (a, b) = word.split_at(k);
-            let (sa, sb) = (self.lm.stats(a), self.lm.stats(b));
-            sa.general > 0 && sb.general > 0 && self.lm.general_pair_share(&sa, &sb) >= least
+            self.written_apart_as(per_billion, a, b, margin)
         })
+    }
+
+    /// Whether general English's pair list writes `a b` e^`margin` times more often than the
+    /// usage list says the string they join into is written (`per_billion`).
+    pub(crate) fn written_apart_as(&self, per_billion: u64, a: &str, b: &str, margin: f64) -> bool {
+        let least = per_billion as f64 * 1e-9 * margin.exp();
+        let (sa, sb) = (self.lm.stats(a), self.lm.stats(b));
+        sa.general > 0 && sb.general > 0 && self.lm.general_pair_share(&sa, &sb) >= least
     }
 
     /// What the usage list adds to the cost of keeping an unknown word as typed: more when

@@ -1001,6 +1001,66 @@ fn two_written_words_run_together_into_a_string_nobody_writes_are_split() {
 }
 
 #[test]
+fn the_article_run_into_a_word_is_split_where_the_word_before_wants_it() {
+    // `alot` is written (8,511 per billion), but general English writes `a lot` far more: the
+    // article run into the next word, split where the word before goes with the article
+    // (`have a`) and left where it does not (`my a`) or where nothing stands before it
+    // (`aplastic anemia` is a term).
+    let vocab = Arc::new(Vocabulary::build(DOCS[..4].iter().map(|t| ("", *t))));
+    let words = [
+        ("the", 40_000_000_000),
+        ("a", 9_000_000_000),
+        ("of", 13_000_000_000),
+        ("i", 5_000_000_000),
+        ("have", 2_000_000_000),
+        ("my", 1_500_000_000),
+        ("lot", 300_000_000),
+        ("friends", 150_000_000),
+    ];
+    let pairs = [
+        ("i", "have", 1_000_000_000),
+        ("have", "a", 10_000_000_000),
+        ("my", "a", 6_600_000),
+        ("a", "lot", 1_100_000_000),
+        ("lot", "of", 500_000_000),
+        ("of", "friends", 30_000_000),
+    ];
+    let lexicon = Lexicon::from_counts(words, pairs);
+    let usage = [
+        ("the", 53_000_000),
+        ("a", 20_000_000),
+        ("of", 30_000_000),
+        ("i", 9_000_000),
+        ("have", 3_000_000),
+        ("my", 2_000_000),
+        ("lot", 150_000),
+        ("friends", 90_000),
+        ("alot", 8_511),
+    ];
+    let r = Repairer::new(
+        vocab.clone(),
+        Some(Arc::new(lexicon.clone().with_usage(usage))),
+    );
+    let out = r.repair("i have alot of friends");
+    assert_eq!(out.text, "i have a lot of friends");
+    assert_eq!(out.edits[0].kind, EditKind::Split);
+    assert!(!r.repair("my alot of friends").changed());
+    assert!(!r.repair("alot of friends").changed());
+    let off = with_params(
+        &r,
+        Params {
+            article_split_association: None,
+            ..Params::default()
+        },
+    );
+    assert!(!off.repair("i have alot of friends").changed());
+    // A string written nearly as often as the two words apart is a word of its own.
+    let written = usage.map(|(w, c)| (w, if w == "alot" { 1_000_000 } else { c }));
+    let r = Repairer::new(vocab, Some(Arc::new(lexicon.with_usage(written))));
+    assert!(!r.repair("i have alot of friends").changed());
+}
+
+#[test]
 fn a_function_word_run_into_an_acronym_people_write_is_split() {
     let docs = [
         "The structure of DNA is a double helix.",
