@@ -1359,10 +1359,12 @@ fn splits(
     // Whether two pieces may stand side by side in a split: no function word beside a short
     // content word (unless an acronym), and pieces of one or two letters only where they are
     // function words (`is`, `of`) or acronyms beside one (`the tv`); single letters are left
-    // out (`human a`, `a plastic`).
+    // out (`human a`, `a plastic`) but for the article before a word (`article`, below).
+    //
     // The article run into the word after it (`alot`, `agenre`), where the word before wants
     // the article (the caller's `article`): a word of three letters or more that starts with a
-    // consonant (`a average` is no English, `aaverage` a slip).
+    // consonant (`a average` is no English, `aaverage` a slip). It stands so in a three-word
+    // split too (`are onasingle` → `on a single`).
     let article = |a: &str, b: &str| {
         article
             && a == "a"
