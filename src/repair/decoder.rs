@@ -536,19 +536,38 @@ pub(crate) fn readings(
                         }),
                 );
             }
-            // The word before wants the article, in the same phrase (`have alot of`).
-            let article = p.article_split_association.is_some_and(|least| {
-                prev.is_some_and(|q| {
-                    !q.ends_phrase
-                        && r.lm
-                            .ln_general_over_chance(&q.stats, &r.lm.stats("a"))
-                            .is_some_and(|x| x >= least)
-                })
-            });
+            // The word before wants the article, in the same phrase (`have alot of`); at a
+            // phrase's start nothing but the usage list speaks (`Alot of`).
+            let article =
+                p.article_split_association
+                    .map_or(ArticleSplit::No, |least| match prev {
+                        Some(q) if !q.ends_phrase => {
+                            if r.lm
+                                .ln_general_over_chance(&q.stats, &r.lm.stats("a"))
+                                .is_some_and(|x| x >= least)
+                            {
+                                ArticleSplit::AfterWord
+                            } else {
+                                ArticleSplit::No
+                            }
+                        }
+                        _ if p.article_split_at_start => match next {
+                            Some(q) if q.spaced_from_previous && !w.ends_phrase => {
+                                ArticleSplit::AtStart {
+                                    least,
+                                    next: q.stats,
+                                }
+                            }
+                            _ => ArticleSplit::No,
+                        },
+                        _ => ArticleSplit::No,
+                    });
             if !corpus_only
                 && w.whole_token
                 && (letters >= p.min_split_letters
-                    || article && letters + 1 == p.min_split_letters && w.lower.starts_with('a'))
+                    || !matches!(article, ArticleSplit::No)
+                        && letters + 1 == p.min_split_letters
+                        && w.lower.starts_with('a'))
             {
                 // A piece of a word broken in two joins with its other piece into a word
                 // (`pollinat or`): it is split into two words at most. Asked only where a
@@ -1331,6 +1350,19 @@ fn listed_words_run_together(r: &Repairer, word: &str) -> bool {
             .any(|k| listed(&word[..k]) && listed(&word[k..]))
 }
 
+/// Where [`splits`] may read the article `a` run into the word after it.
+#[derive(Clone, Copy)]
+enum ArticleSplit {
+    /// Nowhere: no word before wants the article.
+    No,
+    /// After a word of the same phrase that goes with the article
+    /// ([`super::Params::article_split_association`]).
+    AfterWord,
+    /// At a phrase's start ([`super::Params::article_split_at_start`]), where the word after
+    /// goes with the word split off e^`least` times more than chance (`lot of`).
+    AtStart { least: f64, next: WordStats },
+}
+
 /// Splits of an unknown word into two known ones (or a function word and an acronym people
 /// write), the likeliest first, then, if `three_words`, its likeliest split into three
 /// ([`super::Params::three_word_split_letters`]).
@@ -1339,7 +1371,7 @@ fn splits(
     word: &str,
     beside_unknown: bool,
     three_words: bool,
-    article: bool,
+    article: ArticleSplit,
 ) -> Vec<Reading> {
     let mut v: Vec<(f64, Reading)> = Vec::new();
     // Nobody writes the string, and each piece is a written word long enough to be no fragment.
@@ -1361,19 +1393,29 @@ fn splits(
     // function words (`is`, `of`) or acronyms beside one (`the tv`); single letters are left
     // out (`human a`, `a plastic`) but for the article before a word (`article`, below).
     //
-    // The article run into the word after it (`alot`, `agenre`), where the word before wants
-    // the article (the caller's `article`): a word of three letters or more that starts with a
-    // consonant (`a average` is no English, `aaverage` a slip). It stands so in a three-word
-    // split too (`are onasingle` → `on a single`).
+    // The article run into the word after it (`alot`, `agenre`), where the caller's `article`
+    // allows it: a word of three letters or more that starts with a consonant (`a average` is
+    // no English, `aaverage` a slip). It stands so in a three-word split too (`are onasingle`
+    // → `on a single`). A string people write is split only where the pair list writes the two
+    // words far more; at a phrase's start, with no word before to want the article, only such
+    // a string is, and only where the word after goes with the word the article is split from
+    // (`Alot of`: `lot of`; `aplastic anemia` is no `a plastic`).
     let article = |a: &str, b: &str| {
-        article
-            && a == "a"
+        let written_apart = |u| r.written_apart_as(u, a, b, r.params.article_written_apart_margin);
+        a == "a"
             && b.len() >= 3
             && !is_stopword(b)
             && !b.starts_with(['a', 'e', 'i', 'o', 'u'])
-            && r.lm
-                .usage(word)
-                .is_none_or(|u| r.written_apart_as(u, a, b, r.params.article_written_apart_margin))
+            && match article {
+                ArticleSplit::No => false,
+                ArticleSplit::AfterWord => r.lm.usage(word).is_none_or(written_apart),
+                ArticleSplit::AtStart { least, next } => {
+                    r.lm.usage(word).is_some_and(written_apart)
+                        && r.lm
+                            .ln_general_over_chance(&r.lm.stats(b), &next)
+                            .is_some_and(|x| x >= least)
+                }
+            }
     };
     // A string too short for other splits is read only so.
     let short = word.len() < r.params.min_split_letters;
@@ -1586,8 +1628,9 @@ pub(crate) fn spelling_variant(a: &str, b: &str) -> bool {
                 // haemorrhage/hemorrhage, oestrogen/estrogen: inside a word; a final `-ae` is a
                 // plural or a slip (`definae`).
                 b'a' | b'o' => post.starts_with('e') && post.len() > 1,
-                // Only after -in: a final `e` lost elsewhere is a typo (`peopl`, `activ`).
-                b'e' => post.is_empty() && pre.ends_with("in"),
+                // Only after the -in of a word of three syllables or more (`glycerin`,
+                // `gelatin`): a final `e` lost elsewhere is a typo (`peopl`, `activ`, `onlin`).
+                b'e' => post.is_empty() && pre.ends_with("in") && pre.len() >= 7,
                 _ => false,
             }
     })
@@ -1686,6 +1729,14 @@ fn inflection(a: &str, b: &str) -> bool {
 /// another (`the` for `they`).
 fn forms_of_one_function_word(typed: &str, meant: &str) -> bool {
     inflected_form(typed, meant) && !(meant.len() > typed.len() && meant.ends_with('y'))
+}
+
+/// Whether `typed` is `meant` with the article run into it: where `typed` is a known word and
+/// `meant` a function word (`awhile`/`while`, `abut`/`but`), a word English made of the two,
+/// not a slip of it. A content word so read stays a reading (`become areal estate agent`:
+/// `real` is nearer the meant `a real` than `areal`).
+fn article_run_in(typed: &str, meant: &str) -> bool {
+    typed.strip_prefix('a') == Some(meant)
 }
 
 /// Whether one known word is the adjective in `-al` of the other, a noun in `-a`
@@ -2466,6 +2517,7 @@ fn function_word_in_context(r: &Repairer, words: &[QueryWord], at: usize) -> Vec
         // endings they seem to share: `man` is `many` with a letter left out, `doe` is `does`,
         // `wad` is `was` one key off (`how man calories`, `how long doe it take`).
         .filter(|m| !(typed_is_function_word && forms_of_one_function_word(&w.lower, m)))
+        .filter(|m| !(w.stats.known() && article_run_in(&w.lower, m)))
         .filter_map(|m| {
             if error_model::slip_of_the_hand(typed, m.as_bytes()) {
                 Some((m, Confusion::Slip))
@@ -2965,6 +3017,8 @@ mod tests {
             ("sorce", "source"),
             ("corse", "course"),
             ("flor", "flour"),
+            ("onlin", "online"),
+            ("machin", "machine"),
         ] {
             assert!(!spelling_variant(typed, meant), "{typed}/{meant}");
         }
@@ -3062,7 +3116,7 @@ mod tests {
         let vocab = Arc::new(Vocabulary::build([("", "nothing here")].into_iter()));
         let r = Repairer::new(vocab, Some(Arc::new(lexicon)));
         let read = |word: &str| -> Vec<String> {
-            splits(&r, word, false, true, false)
+            splits(&r, word, false, true, ArticleSplit::No)
                 .iter()
                 .map(|s| {
                     s.words

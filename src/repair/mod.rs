@@ -675,6 +675,13 @@ pub struct Params {
     /// and the word apart e^this times more often than the string (`alot`, 8,511 per billion:
     /// e^7.2); a string nobody writes needs no margin.
     pub article_written_apart_margin: f64,
+    /// Whether a string people write that starts a query or a phrase is read as the article
+    /// run into the word after it (`Alot of` → `A lot of`), where no word before can want the
+    /// article: only where the pair list writes the two words
+    /// e^[`Params::article_written_apart_margin`] times more than the string is written, and
+    /// the word after goes with the word split off as the word before must with the article
+    /// ([`Params::article_split_association`]: `lot of`; `aplastic anemia` stays).
+    pub article_split_at_start: bool,
     /// A string people write is read as two words run together, as if nobody wrote it, where
     /// general English writes the two words apart e^this times more often than the usage list
     /// says the string is written ([`Repairer::written_apart`]; `ofthe`, `whois`: 0 turns
@@ -829,6 +836,7 @@ impl Default for Params {
             unwritten_pays_pairs_letters: 4,
             article_split_association: Some(3.0),
             article_written_apart_margin: 6.0,
+            article_split_at_start: true,
             written_apart_margin: 7.5,
             fragment_usage_margin: 1.0,
             rare_start_words: 3,

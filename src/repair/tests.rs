@@ -111,9 +111,13 @@ fn english() -> Repairer {
         ("vaginal", 300_000),
         ("yeast", 1_000_000),
         ("infection", 40_000_000),
+        ("while", 1_000_000_000),
+        ("awhile", 100_000),
+        ("ago", 100_000_000),
     ];
     let pairs: &[(&str, &str, u64)] = &[
         ("acid", "reflux", 14_000_000),
+        ("while", "ago", 300_000_000),
         ("flea", "market", 18_000_000),
         ("the", "causes", 105_000_000),
         ("what", "is", 2_100_000_000),
@@ -162,6 +166,8 @@ fn real_word_errors_are_corrected_only_with_context() {
     assert!(!r.repair("acid, reflex symptoms").changed());
     // A noun in -a and its adjective in -al are a choice of word, not a slip.
     assert!(!r.repair("vaginal yeast infection").changed());
+    // Nor is a word English made of the article and another (`awhile`) a slip of that word.
+    assert!(!r.repair("awhile ago").changed());
 }
 
 /// Repairers over a small vocabulary and `lexicon`, with homophones read and with
@@ -1004,8 +1010,7 @@ fn two_written_words_run_together_into_a_string_nobody_writes_are_split() {
 fn the_article_run_into_a_word_is_split_where_the_word_before_wants_it() {
     // `alot` is written (8,511 per billion), but general English writes `a lot` far more: the
     // article run into the next word, split where the word before goes with the article
-    // (`have a`) and left where it does not (`my a`) or where nothing stands before it
-    // (`aplastic anemia` is a term).
+    // (`have a`) and left where it does not (`my a`).
     let vocab = Arc::new(Vocabulary::build(DOCS[..4].iter().map(|t| ("", *t))));
     let words = [
         ("the", 40_000_000_000),
@@ -1045,7 +1050,6 @@ fn the_article_run_into_a_word_is_split_where_the_word_before_wants_it() {
     assert_eq!(out.text, "i have a lot of friends");
     assert_eq!(out.edits[0].kind, EditKind::Split);
     assert!(!r.repair("my alot of friends").changed());
-    assert!(!r.repair("alot of friends").changed());
     let off = with_params(
         &r,
         Params {
@@ -1058,6 +1062,62 @@ fn the_article_run_into_a_word_is_split_where_the_word_before_wants_it() {
     let written = usage.map(|(w, c)| (w, if w == "alot" { 1_000_000 } else { c }));
     let r = Repairer::new(vocab, Some(Arc::new(lexicon.with_usage(written))));
     assert!(!r.repair("i have alot of friends").changed());
+}
+
+#[test]
+fn the_article_run_into_a_word_at_a_phrase_start_is_split_where_the_word_after_wants_its_word() {
+    // At a sentence's start no word before can want the article: `Alot of` is split where the
+    // word after goes with `lot`, and `aplastic anemia`, a term written apart as `a plastic`
+    // even more, stays, since `plastic anemia` is no pair.
+    let vocab = Arc::new(Vocabulary::build(DOCS[..4].iter().map(|t| ("", *t))));
+    let words = [
+        ("the", 40_000_000_000),
+        ("a", 9_000_000_000),
+        ("of", 13_000_000_000),
+        ("lot", 300_000_000),
+        ("friends", 150_000_000),
+        ("plastic", 20_000_000),
+        ("anemia", 2_000_000),
+        ("bag", 20_000_000),
+        ("came", 200_000_000),
+        ("them", 1_000_000_000),
+        ("stayed", 50_000_000),
+    ];
+    let pairs = [
+        ("a", "lot", 1_100_000_000),
+        ("lot", "of", 2_000_000_000),
+        ("of", "friends", 30_000_000),
+        ("a", "plastic", 20_000_000),
+        ("plastic", "bag", 5_000_000),
+    ];
+    let lexicon = Lexicon::from_counts(words, pairs);
+    let usage = [
+        ("the", 53_000_000),
+        ("a", 20_000_000),
+        ("of", 30_000_000),
+        ("lot", 150_000),
+        ("friends", 90_000),
+        ("plastic", 30_000),
+        ("anemia", 1_500),
+        ("alot", 8_511),
+        ("aplastic", 100),
+        ("came", 150_000),
+        ("them", 1_000_000),
+        ("stayed", 40_000),
+    ];
+    let r = Repairer::new(vocab, Some(Arc::new(lexicon.with_usage(usage))));
+    let out = r.repair("Alot of friends came. Alot of them stayed");
+    assert_eq!(out.text, "A lot of friends came. A lot of them stayed");
+    assert!(out.edits.iter().all(|e| e.kind == EditKind::Split));
+    assert!(!r.repair("aplastic anemia").changed());
+    let off = with_params(
+        &r,
+        Params {
+            article_split_at_start: false,
+            ..Params::default()
+        },
+    );
+    assert!(!off.repair("alot of friends").changed());
 }
 
 #[test]
