@@ -1929,7 +1929,7 @@ fn real_words(
             .zip(most(fnext, false))
             .map(|(a, b)| a + b);
         if fprev.is_none() && fnext.is_none()
-            || reach.is_some_and(|reach| reach - typed_association <= p.real_word_cost)
+            || reach.is_some_and(|reach| reach - typed_association <= least_change_cost(p))
         {
             return Vec::new();
         }
@@ -2016,15 +2016,26 @@ fn real_words(
         // The function words beside it open the gate but leave the reading's cost alone: the
         // decoder weighs their pairs itself.
         let associated = association(r, fprev, fnext, &stats, false) - typed_association;
-        if gain + associated <= p.real_word_cost {
+        let change_cost = match p.real_word_swap_cost {
+            Some(swap) if swapped_after_first(w.lower.as_bytes(), meant.as_bytes()) => swap,
+            _ => p.real_word_cost,
+        };
+        if gain + associated <= change_cost {
             continue;
         }
         let prior =
-            f64::from(error_model::cost(w.lower.as_bytes(), meant.as_bytes())) + p.real_word_cost;
+            f64::from(error_model::cost(w.lower.as_bytes(), meant.as_bytes())) + change_cost;
         v.push(real_word_reading(meant, stats, prior, gain, floored, d));
     }
     v.sort_by(|a, b| a.0.total_cmp(&b.0));
     v.into_iter().take(p.max_candidates).map(|x| x.1).collect()
+}
+
+/// The least prior a real-word reading pays: [`super::Params::real_word_cost`], or the swap's
+/// where that is less.
+fn least_change_cost(p: &super::Params) -> f64 {
+    p.real_word_swap_cost
+        .map_or(p.real_word_cost, |swap| swap.min(p.real_word_cost))
 }
 
 /// Readings of a string that puts the regular past ending on an irregular verb as the verb's

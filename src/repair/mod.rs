@@ -343,6 +343,12 @@ pub struct Params {
     /// Prior cost, in nats, of changing a word that is known: the threshold a real-word
     /// correction's context gain must pass; joining two known words pays it too.
     pub real_word_cost: f64,
+    /// The same prior for a known word read as another with two adjacent letters after the
+    /// first swapped (`pairs` for `paris`, `cots` for `cost`, `casual` for `causal`): one slip
+    /// of the hand, where the other real-word errors the prior guards against are mostly a
+    /// word's own neighbours in meaning or sound (`otters`/`others`, `itch`/`inch`), which no
+    /// swap makes. `None`: `real_word_cost` (the sixty-third round).
+    pub real_word_swap_cost: Option<f64>,
     /// Weigh a real-word candidate at the start of a query with its own probability against the
     /// typed word's, as the word before it would be weighed elsewhere.
     pub real_word_at_start: bool,
@@ -771,6 +777,7 @@ impl Default for Params {
             borrow_british_pairs: true,
             max_candidates: 8,
             real_word_cost: 8.0,
+            real_word_swap_cost: Some(5.0),
             real_word_at_start: true,
             homophone_cost: Some(2.0),
             over_regularised_cost: Some(1.0),

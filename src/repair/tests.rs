@@ -154,6 +154,8 @@ fn real_word_errors_are_corrected_only_with_context() {
         r.lexicon().cloned(),
         Params {
             real_word_at_start: false,
+            // Two letters swapped are read at a lower prior, where `states` alone speaks.
+            real_word_swap_cost: None,
             ..Params::default()
         },
     );
@@ -168,6 +170,37 @@ fn real_word_errors_are_corrected_only_with_context() {
     assert!(!r.repair("vaginal yeast infection").changed());
     // Nor is a word English made of the article and another (`awhile`) a slip of that word.
     assert!(!r.repair("awhile ago").changed());
+}
+
+#[test]
+fn two_letters_swapped_make_a_real_word_error_at_a_lower_prior() {
+    // `pairs` is `paris` with two letters swapped, and `france` wants `paris`: a swap is read
+    // at `real_word_swap_cost`, where another word one letter off `paris` (`parts`), with the
+    // same counts and context, is not.
+    let vocab = Arc::new(Vocabulary::build(DOCS[..4].iter().map(|t| ("", *t))));
+    let words = [
+        ("the", 40_000_000_000),
+        ("of", 13_000_000_000),
+        ("paris", 50_000_000),
+        ("pairs", 10_000_000),
+        ("parts", 10_000_000),
+        ("france", 100_000_000),
+        ("hotels", 50_000_000),
+    ];
+    let pairs = [("paris", "france", 12_000_000)];
+    let r = Repairer::new(vocab, Some(Arc::new(Lexicon::from_counts(words, pairs))));
+    let out = r.repair("hotels pairs france");
+    assert_eq!(out.text, "hotels paris france");
+    assert_eq!(out.edits[0].kind, EditKind::RealWord);
+    assert!(!r.repair("hotels parts france").changed());
+    let off = with_params(
+        &r,
+        Params {
+            real_word_swap_cost: None,
+            ..Params::default()
+        },
+    );
+    assert!(!off.repair("hotels pairs france").changed());
 }
 
 /// Repairers over a small vocabulary and `lexicon`, with homophones read and with
