@@ -1929,7 +1929,7 @@ fn real_words(
             .zip(most(fnext, false))
             .map(|(a, b)| a + b);
         if fprev.is_none() && fnext.is_none()
-            || reach.is_some_and(|reach| reach - typed_association <= least_change_cost(p))
+            || reach.is_some_and(|reach| reach - typed_association <= p.real_word_cost)
         {
             return Vec::new();
         }
@@ -2029,13 +2029,6 @@ fn real_words(
     }
     v.sort_by(|a, b| a.0.total_cmp(&b.0));
     v.into_iter().take(p.max_candidates).map(|x| x.1).collect()
-}
-
-/// The least prior a real-word reading pays: [`super::Params::real_word_cost`], or the swap's
-/// where that is less.
-fn least_change_cost(p: &super::Params) -> f64 {
-    p.real_word_swap_cost
-        .map_or(p.real_word_cost, |swap| swap.min(p.real_word_cost))
 }
 
 /// Readings of a string that puts the regular past ending on an irregular verb as the verb's
