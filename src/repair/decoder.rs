@@ -537,7 +537,7 @@ pub(crate) fn readings(
                 );
             }
             // The word before wants the article, in the same phrase (`have alot of`); at a
-            // phrase's start nothing but the usage list speaks (`Alot of`).
+            // phrase's start the usage list and the word after speak instead (`Alot of`).
             let article =
                 p.article_split_association
                     .map_or(ArticleSplit::No, |least| match prev {
@@ -1353,7 +1353,8 @@ fn listed_words_run_together(r: &Repairer, word: &str) -> bool {
 /// Where [`splits`] may read the article `a` run into the word after it.
 #[derive(Clone, Copy)]
 enum ArticleSplit {
-    /// Nowhere: no word before wants the article.
+    /// Nowhere: the word before does not want the article, or at a phrase's start no word
+    /// follows in the same phrase.
     No,
     /// After a word of the same phrase that goes with the article
     /// ([`super::Params::article_split_association`]).

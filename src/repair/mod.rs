@@ -341,7 +341,8 @@ pub struct Params {
     /// Candidates kept per word, the likeliest out of context first.
     pub max_candidates: usize,
     /// Prior cost, in nats, of changing a word that is known: the threshold a real-word
-    /// correction's context gain must pass; joining two known words pays it too.
+    /// correction's context gain must pass (two letters swapped pass at
+    /// [`Params::real_word_swap_cost`]); joining two known words pays it too.
     pub real_word_cost: f64,
     /// The same prior for a known word read as another with two adjacent letters after the
     /// first swapped (`pairs` for `paris`, `cots` for `cost`, `casual` for `causal`): one slip
