@@ -657,7 +657,10 @@ pub(crate) fn readings(
                     let fragment = |q: &QueryWord| {
                         !q.stats.known() || (q.lower.len() <= 2 && !is_stopword(&q.lower))
                     };
-                    let both_known = !fragment(w) && !fragment(nx);
+                    // Nor do two known words that are one word split (`heart burn`).
+                    let both_known = !fragment(w)
+                        && !fragment(nx)
+                        && !r.written_together(&joined, &w.lower, &nx.lower);
                     let pieces_written = written_pieces_bonus(r, &joined, w, nx);
                     rs.push(Reading {
                         span: 2,

@@ -450,6 +450,19 @@ pub struct Params {
     pub function_word_phrase_association: Option<f64>,
     /// Prior cost, in nats, of joining two words that are both known (`door knocker`).
     pub join_known_cost: f64,
+    /// Two known words join without [`Params::join_known_cost`] where they are one word split
+    /// (`heart burn`, `you tube`): the usage list writes the word they make e^this times more
+    /// often than general English can write the two apart ([`Repairer::written_together`]).
+    /// `None` turns this off.
+    pub compound_written_together_margin: Option<f64>,
+    /// How many times more than chance (ln) two words may go together where general English's
+    /// pair list lacks them, for [`Params::compound_written_together_margin`]: the most a
+    /// missing pair is believed written.
+    pub compound_apart_association: f64,
+    /// The least the usage list must write a word, per billion, for
+    /// [`Params::compound_written_together_margin`] to join two known words into it: a rarer
+    /// compound is as often written apart by choice (`snake bite`, `corn flakes`).
+    pub compound_least_usage: u64,
     /// How much more an unknown word is believed as typed per letter below six, in nats: short
     /// unknown words are mostly acronyms and names (`poct`, `tanf`).
     pub unknown_per_letter: f64,
@@ -798,6 +811,9 @@ impl Default for Params {
             function_word_letter_cost: Some(4.0),
             function_word_phrase_association: Some(6.0),
             join_known_cost: 12.0,
+            compound_written_together_margin: Some(2.0),
+            compound_apart_association: 3.0,
+            compound_least_usage: 500,
             unknown_per_letter: 0.3,
             unknown_per_extra_letter: 0.3,
             corpus_word_cost: 3.0,
@@ -1130,6 +1146,40 @@ impl Repairer {
         let least = per_billion as f64 * 1e-9 * margin.exp();
         let (sa, sb) = (self.lm.stats(a), self.lm.stats(b));
         sa.general > 0 && sb.general > 0 && self.lm.general_pair_share(&sa, &sb) >= least
+    }
+
+    /// Whether two known words are one word split (`heart burn` → `heartburn`): the usage
+    /// list writes the word they join into e^[`Params::compound_written_together_margin`]
+    /// times more often than general English can write the pair
+    /// ([`LanguageModel::general_pair_share_at_most`]), and the corpus writes the pair no more
+    /// often than the word (`snake bite`, where its documents write it so, stays).
+    pub(crate) fn written_together(&self, joined: &str, a: &str, b: &str) -> bool {
+        let Some(margin) = self.params.compound_written_together_margin else {
+            return false;
+        };
+        let Some(per_billion) = self
+            .lm
+            .usage(joined)
+            .filter(|&n| n >= self.params.compound_least_usage)
+        else {
+            return false;
+        };
+        let (sa, sb, sj) = (self.lm.stats(a), self.lm.stats(b), self.lm.stats(joined));
+        if sa.general == 0 || sb.general == 0 || sj.general == 0 {
+            return false;
+        }
+        // A function word goes with almost any word more than chance (`is sued`, `how ling`):
+        // its missing pairs count as written as often as the least listed.
+        let function_word = [a, b].iter().any(|w| crate::index::vocab::is_stopword(w));
+        let association = if function_word {
+            f64::INFINITY
+        } else {
+            self.params.compound_apart_association
+        };
+        let apart = self.lm.general_pair_share_at_most(&sa, &sb, association);
+        apart > 0.0
+            && per_billion as f64 * 1e-9 >= apart * margin.exp()
+            && self.vocab.bigram(a, b) <= sj.corpus
     }
 
     /// What the usage list adds to the cost of keeping an unknown word as typed: more when

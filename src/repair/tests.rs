@@ -990,6 +990,69 @@ fn run_together_words_are_split_and_broken_words_joined() {
 }
 
 #[test]
+fn two_known_words_that_are_one_word_written_apart_are_joined() {
+    let vocab = Arc::new(Vocabulary::build(DOCS.iter().map(|t| ("", *t))));
+    let words = [
+        ("the", 500_000_000_000),
+        ("for", 8_000_000_000),
+        ("is", 4_700_000_000),
+        ("what", 1_100_000_000),
+        ("baking", 20_000_000),
+        ("soda", 20_000_000),
+        ("heart", 90_000_000),
+        ("burn", 13_600_000),
+        ("heartburn", 1_150_000),
+        ("snake", 10_000_000),
+        ("bite", 10_000_000),
+        ("snakebite", 100_000),
+        ("hand", 200_000_000),
+        ("washing", 20_000_000),
+        ("handwashing", 500_000),
+        ("sued", 1_000_000),
+        ("issued", 50_000_000),
+    ];
+    let pairs = [
+        ("baking", "soda", 6_000_000),
+        ("hand", "washing", 4_000_000),
+        ("what", "is", 2_100_000_000),
+    ];
+    let usage = [
+        ("heartburn", 2_000),
+        ("snakebite", 166),
+        ("handwashing", 800),
+        ("issued", 53_703),
+    ];
+    let lexicon = Arc::new(Lexicon::from_counts(words, pairs).with_usage(usage));
+    let r = Repairer::new(vocab.clone(), Some(lexicon.clone()));
+    // `heartburn` is written far more often than `heart burn` can be (the pair list lacks it:
+    // rarer than its least pair, and no more than e^3 over chance).
+    let out = r.repair("baking soda for heart burn");
+    assert_eq!(out.text, "baking soda for heartburn");
+    assert_eq!(out.edits[0].kind, EditKind::Join);
+    let off = Params {
+        compound_written_together_margin: None,
+        ..Params::default()
+    };
+    assert!(!with_params(&r, off)
+        .repair("baking soda for heart burn")
+        .changed());
+    // A pair the list holds is written apart by choice (`hand washing`).
+    assert!(!r.repair("hand washing").changed());
+    // A rare compound is as often written apart (`snake bite`).
+    assert!(!r.repair("snake bite").changed());
+    let any_usage = Params {
+        compound_least_usage: 0,
+        ..Params::default()
+    };
+    assert_eq!(
+        with_params(&r, any_usage).repair("snake bite").text,
+        "snakebite"
+    );
+    // A function word goes with any word more than chance: `is sued` is no split `issued`.
+    assert!(!r.repair("what is sued").changed());
+}
+
+#[test]
 fn two_written_words_run_together_into_a_string_nobody_writes_are_split() {
     let vocab = Arc::new(Vocabulary::build(DOCS.iter().map(|t| ("", *t))));
     let words = [
