@@ -125,6 +125,14 @@ const RULES: &[(&[u8], &[u8], f32)] = &[
     // (`distace` is no nearer `disease`).
     (b"se", b"ce", SUB_PHONETIC),
     (b"ce", b"se", SUB_PHONETIC),
+    // The unstressed vowel of an ending English spells either way (`independant`,
+    // `existance`, `responsable`): priced as the vowel for a vowel it is.
+    (b"ent", b"ant", SUB_VOWEL),
+    (b"ant", b"ent", SUB_VOWEL),
+    (b"ence", b"ance", SUB_VOWEL),
+    (b"ance", b"ence", SUB_VOWEL),
+    (b"ible", b"able", SUB_VOWEL),
+    (b"able", b"ible", SUB_VOWEL),
 ];
 
 /// Whether `typed` is the three letters `meant`, a vowel pair and a consonant, spelt as the
@@ -832,6 +840,12 @@ mod tests {
                 );
             }
         }
+        // An ending's unstressed vowel, either way, is one sound; a vowel elsewhere is a letter.
+        assert!(is_respelling(b"independant", b"independent"));
+        assert!(is_respelling(b"existance", b"existence"));
+        assert!(is_respelling(b"responsable", b"responsible"));
+        assert!(is_respelling(b"ignorent", b"ignorant"));
+        assert!(!is_respelling(b"seperate", b"separate"));
         // And the rule prices it as one sound, not two letters.
         assert!(c("thear", "there") < DEL_OTHER + INS_VOWEL);
         assert_eq!(c("brane", "brain"), VOWEL_PAIR_AS_SILENT_E);

@@ -2011,6 +2011,8 @@ fn a_string_nobody_writes_that_spells_a_rare_word_s_sound_is_its_typo() {
         ("salary", 20_000_000),
         ("cities", 60_000_000),
         ("best", 300_000_000),
+        ("coherent", 100_000),
+        ("argument", 40_000_000),
     ];
     let lexicon = Lexicon::from_counts(words, []);
     let usage = [
@@ -2022,9 +2024,16 @@ fn a_string_nobody_writes_that_spells_a_rare_word_s_sound_is_its_typo() {
         ("salary", 30_000),
         ("cities", 60_000),
         ("best", 300_000),
+        ("coherent", 1_000),
+        ("argument", 20_000),
     ];
     let r = Repairer::new(vocab, Some(Arc::new(lexicon.with_usage(usage))));
     assert_eq!(r.repair("the leaky fawcet").text, "the leaky faucet");
+    // An ending's unstressed vowel spelt the other way English spells it.
+    assert_eq!(
+        r.repair("the coherant argument").text,
+        "the coherent argument"
+    );
     // Two edits apart for the alignment, one sound for the writer.
     assert_eq!(r.repair("mekanic salary").text, "mechanic salary");
     // A plural that kept its `y`.
@@ -2038,6 +2047,7 @@ fn a_string_nobody_writes_that_spells_a_rare_word_s_sound_is_its_typo() {
     );
     assert!(!without.repair("the leaky fawcet").changed());
     assert!(!without.repair("mekanic salary").changed());
+    assert!(!without.repair("the coherant argument").changed());
     // Two edits that spell no sound the rules know are as often a name.
     assert!(!r.repair("mevanic salary").changed());
 }
