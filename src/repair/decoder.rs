@@ -244,6 +244,12 @@ pub(crate) fn readings(
                     && letters >= p.unwritten_swap_letters;
                 // Per candidate of such a string: how a word the writer knows goes wrong, where a
                 // name rarely differs from a word so (see `Slip`).
+                // A word broken in two is no word with its last letter lost: its pieces join
+                // (`pathologi sts`).
+                let joins_next = p.unwritten_last_lost
+                    && asks_slips
+                    && next
+                        .is_some_and(|q| r.usable(&r.lm.stats(&format!("{}{}", w.lower, q.lower))));
                 let slips: Vec<Slip> = if asks_slips {
                     found
                         .iter()
@@ -258,6 +264,10 @@ pub(crate) fn readings(
                                 lost: p.unwritten_letter_lost_letters > 0
                                     && t.len() >= p.unwritten_letter_lost_letters
                                     && inner_letter_lost(t, m),
+                                last_lost: p.unwritten_last_lost
+                                    && !joins_next
+                                    && t.len() >= p.unwritten_letter_lost_letters
+                                    && last_letter_lost(next.map(|q| q.lower.as_str()), t, m),
                                 first_lost: p.unwritten_first_lost
                                     && first_letter_lost(
                                         prev.map(|q| q.lower.as_str()),
@@ -325,8 +335,10 @@ pub(crate) fn readings(
                                 || slip.doubled
                                 || slip.single
                                 || slip.lost
+                                || slip.last_lost
                                 || slip.first_lost)
                                 && (slip.first_lost
+                                    || slip.last_lost
                                     || keeps_ends(w.lower.as_bytes(), meant.as_bytes()))
                                 && !*run_together_words
                                     .get_or_init(|| listed_words_run_together(r, &w.lower))
@@ -349,7 +361,7 @@ pub(crate) fn readings(
                             && !error_model::is_respelling(w.lower.as_bytes(), meant.as_bytes());
                         // What a slip's keeping pays, where the slip lowers the word instead.
                         // A letter lost inside lowers its word too, unless a name may be meant.
-                        let lost_lowers = slip.lost
+                        let lost_lowers = (slip.lost || slip.last_lost)
                             && p.unwritten_letter_lost_lowers
                             && !beside_a_name(w, prev, next);
                         let slip_pays =
@@ -1049,6 +1061,8 @@ struct Slip {
     first_lost: bool,
     /// A letter inside the word lost (`brusing`; [`inner_letter_lost`]).
     lost: bool,
+    /// The word's last letter lost (`stomac`; [`last_letter_lost`]).
+    last_lost: bool,
     /// The word's sound written by ear, three or more edits away (`nessisary`;
     /// [`super::Params::sound_letters`]): lowered as a doubling moved is, never lifted.
     sounded: bool,
@@ -1093,6 +1107,19 @@ fn beside_a_name(w: &QueryWord, prev: Option<&QueryWord>, next: Option<&QueryWor
 fn inner_letter_lost(typed: &[u8], meant: &[u8]) -> bool {
     meant.len() == typed.len() + 1
         && (1..meant.len() - 1).any(|i| meant[..i] == typed[..i] && meant[i + 1..] == typed[i..])
+}
+
+/// Whether `typed` is `meant` with its last letter lost (`stomac` for `stomach`), where the
+/// word after does not begin with that letter (`lovelan d`, `hedgeho glitters`: a word broken
+/// or run into the next, which the join and the split read), and not a `g` after `in`: the
+/// `-in'` of speech is written so on purpose (`overhaulin`, `lovin`).
+fn last_letter_lost(after: Option<&str>, typed: &[u8], meant: &[u8]) -> bool {
+    let Some((&last, stem)) = meant.split_last() else {
+        return false;
+    };
+    stem == typed
+        && !(last == b'g' && typed.ends_with(b"in"))
+        && after.is_none_or(|a| a.as_bytes().first() != Some(&last))
 }
 
 /// Whether `typed` is `meant` with its first letter lost ([`first_lost`]) where the word before

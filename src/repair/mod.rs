@@ -584,6 +584,13 @@ pub struct Params {
     /// letter lost (6; 7 until the forty-ninth round). Shorter words lose their first letter
     /// into other words and names (`lbow`, `rain`).
     pub unwritten_first_lost_letters: usize,
+    /// As [`Params::unwritten_letter_lost_letters`], from as many letters, where the word is
+    /// the string with its last letter put back (`stomac` for `stomach`, `scientis` for
+    /// `scientist`): a query's last word cut short, or a letter the hand left off. Not where
+    /// the word after begins with that letter (a word broken or run into the next, which a
+    /// join or a split reads), nor for a `g` after `in` (`overhaulin`, written so on purpose).
+    /// Lowered as a letter lost inside is (the sixty-sixth round).
+    pub unwritten_last_lost: bool,
     /// As [`Params::unwritten_doubling_lost`], where the word is the string with one letter put
     /// back inside it (not the first, not the last), for a string nobody writes of at least this
     /// many letters (6; `brusing` for `bruising`, `mechnic` for `mechanic`, `synoym` for
@@ -844,6 +851,7 @@ impl Default for Params {
             unwritten_doubling_lost: true,
             unwritten_first_lost: true,
             unwritten_first_lost_letters: 6,
+            unwritten_last_lost: true,
             unwritten_letter_lost_letters: 6,
             unwritten_letter_lost_lowers: true,
             possessive_name_letters: 5,

@@ -2193,6 +2193,48 @@ fn a_string_nobody_writes_with_a_letter_lost_inside_is_its_word_s_typo() {
 }
 
 #[test]
+fn a_string_nobody_writes_with_its_last_letter_lost_is_its_word_s_typo() {
+    // `stomach` sits at the model's floor; nobody writes `stomac`: the word cut short.
+    let vocab = Arc::new(Vocabulary::build(DOCS.iter().map(|t| ("", *t))));
+    let words = [
+        ("the", 23_000_000_000),
+        ("pain", 60_000_000),
+        ("stomach", 500_000),
+        ("shop", 90_000_000),
+        ("overhauling", 500_000),
+        ("work", 200_000_000),
+        ("pathologic", 500_000),
+        ("pathologists", 30_000),
+    ];
+    let lexicon = Lexicon::from_counts(words, []);
+    let usage = [
+        ("the", 53_000_000),
+        ("pain", 60_000),
+        ("stomach", 1_514),
+        ("shop", 20_000),
+        ("overhauling", 1_000),
+        ("work", 300_000),
+        ("pathologic", 1_000),
+        ("pathologists", 800),
+        ("sts", 20_000),
+    ];
+    let r = Repairer::new(vocab, Some(Arc::new(lexicon.with_usage(usage))));
+    assert_eq!(r.repair("stomac pain").text, "stomach pain");
+    let without = with_params(
+        &r,
+        Params {
+            unwritten_last_lost: false,
+            ..Params::default()
+        },
+    );
+    assert!(!without.repair("stomac pain").changed());
+    // The `-in'` of speech is written so on purpose.
+    assert!(!r.repair("overhaulin shop").changed());
+    // A piece of a word broken in two joins its other piece.
+    assert_eq!(r.repair("pathologi sts work").text, "pathologists work");
+}
+
+#[test]
 fn a_letter_lost_inside_lowers_its_word_unless_a_name_may_be_meant() {
     // Lifted to the floor's gap alone, `vegetable` still loses to `vegtable` kept as typed: the
     // lost `e` costs more than keeping a string nobody writes. Lowered as a doubling moved is,
