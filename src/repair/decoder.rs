@@ -242,14 +242,14 @@ pub(crate) fn readings(
                 let asks_slips = (unwritten || p.written_typo_slips && written_typo)
                     && p.unwritten_swap_letters > 0
                     && letters >= p.unwritten_swap_letters;
-                // Per candidate of such a string: how a word the writer knows goes wrong, where a
-                // name rarely differs from a word so (see `Slip`).
                 // A word broken in two is no word with its last letter lost: its pieces join
                 // (`pathologi sts`).
                 let joins_next = p.unwritten_last_lost
                     && asks_slips
                     && next
                         .is_some_and(|q| r.usable(&r.lm.stats(&format!("{}{}", w.lower, q.lower))));
+                // Per candidate of such a string: how a word the writer knows goes wrong, where a
+                // name rarely differs from a word so (see `Slip`).
                 let slips: Vec<Slip> = if asks_slips {
                     found
                         .iter()

@@ -451,7 +451,7 @@ pub struct Params {
     /// Prior cost, in nats, of joining two words that are both known (`door knocker`).
     pub join_known_cost: f64,
     /// Two known words join without [`Params::join_known_cost`] where they are one word split
-    /// (`heart burn`, `you tube`): the usage list writes the word they make e^this times more
+    /// (`heart burn`, `tooth paste`): the usage list writes the word they make e^this times more
     /// often than general English can write the two apart ([`Repairer::written_together`]).
     /// `None` turns this off.
     pub compound_written_together_margin: Option<f64>,
