@@ -231,6 +231,12 @@ pub(crate) fn readings(
                     && r.lm
                         .usage(&w.lower)
                         .is_some_and(|u| u >= p.written_word_usage);
+                // A string people write more rarely, and no typo by the usage rule: a name as
+                // often (`placida`, `secura`), read two edits away only where the edits cost
+                // what one slip does (`compair`).
+                let rarely_written = p
+                    .rarely_written_two_edit_cost
+                    .filter(|_| !typo && !written_word && r.ln_usage(&w.lower).is_some());
                 // A long string nobody writes (see the lift below); whether it is words run
                 // together is asked once, of the first candidate that needs it.
                 let unwritten = r.has_usage() && r.ln_usage(&w.lower).is_none();
@@ -297,7 +303,16 @@ pub(crate) fn readings(
                     .filter_map(|(k, &(id, d))| {
                         let meant = r.candidates.word(id);
                         let slip = slips.get(k).copied().unwrap_or_default();
-                        if another_form(r, &w.lower, meant) || (written_word && d >= 2) {
+                        if another_form(r, &w.lower, meant)
+                            || (written_word && d >= 2)
+                            || rarely_written.is_some_and(|most| {
+                                d >= 2
+                                    && f64::from(error_model::cost(
+                                        w.lower.as_bytes(),
+                                        meant.as_bytes(),
+                                    )) > most
+                            })
+                        {
                             return None;
                         }
                         let stats = r.candidate_stats[id as usize];

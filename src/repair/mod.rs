@@ -544,6 +544,14 @@ pub struct Params {
     /// for itself (`euless`, `defrag`, `scituate`), and two edits from a common word is no
     /// evidence against it. 0 turns this off.
     pub written_word_usage: u64,
+    /// An unknown word the usage list holds less often than that, and that does not read as
+    /// another word's typo, is read as a word two edits away only where the error model prices
+    /// the two at most this (3.2, what one letter added costs: `compair` → `compare`, a vowel
+    /// added and a silent `e` lost, 3.1): such strings are names as often (`placida` →
+    /// `placed`, 3.6; `secura` → `secured`, 4.2; written 17 and 38 times per billion, as
+    /// `compair` is 17), and two edits that cost more than one slip are no evidence against
+    /// them. `None` turns this off (the sixty-seventh round).
+    pub rarely_written_two_edit_cost: Option<f64>,
     /// With a usage list: an unknown word of at least this many letters that the list does not
     /// hold (nobody writes it) and that keeps the first and last letters of a word one edit away
     /// is that word's typo, as a written typo is: the word is believed no less than an unknown
@@ -844,6 +852,7 @@ impl Default for Params {
             variant_usage_margin: 4.0,
             short_typo_usage_margin: 8.5,
             written_word_usage: 40,
+            rarely_written_two_edit_cost: Some(3.2),
             unwritten_typo_letters: 9,
             unwritten_swap_letters: 5,
             unwritten_respelling: true,

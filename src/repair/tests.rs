@@ -990,6 +990,46 @@ fn run_together_words_are_split_and_broken_words_joined() {
 }
 
 #[test]
+fn a_rarely_written_string_is_read_two_edits_away_only_at_one_slip_s_price() {
+    let vocab = Arc::new(Vocabulary::build(DOCS.iter().map(|t| ("", *t))));
+    let words = [
+        ("the", 500_000_000_000),
+        ("what", 1_100_000_000),
+        ("is", 4_700_000_000),
+        ("county", 60_000_000),
+        ("placed", 60_000_000),
+        ("cost", 100_000_000),
+        ("compare", 40_000_000),
+    ];
+    let pairs = [
+        ("what", "county", 5_000_000),
+        ("county", "is", 9_000_000),
+        ("is", "placed", 50_000_000),
+        ("compare", "cost", 2_000_000),
+    ];
+    let usage = [
+        ("placida", 17),
+        ("compair", 17),
+        ("placed", 60_000),
+        ("compare", 40_000),
+    ];
+    let lexicon = Arc::new(Lexicon::from_counts(words, pairs).with_usage(usage));
+    let r = Repairer::new(vocab.clone(), Some(lexicon.clone()));
+    // A town's name, written 17 times per billion words: `placed` is two edits away (3.6).
+    assert!(!r.repair("what county is placida").changed());
+    let off = Params {
+        rarely_written_two_edit_cost: None,
+        ..Params::default()
+    };
+    assert_eq!(
+        with_params(&r, off).repair("what county is placida").text,
+        "what county is placed"
+    );
+    // Two edits at one slip's price (a vowel added, a silent `e` lost: 3.1) still read.
+    assert_eq!(r.repair("compair cost").text, "compare cost");
+}
+
+#[test]
 fn two_known_words_that_are_one_word_written_apart_are_joined() {
     let vocab = Arc::new(Vocabulary::build(DOCS.iter().map(|t| ("", *t))));
     let words = [
@@ -1746,6 +1786,7 @@ fn a_string_people_write_is_no_typo_of_a_word_two_edits_away() {
         Some(lexicon),
         Params {
             written_word_usage: 0,
+            rarely_written_two_edit_cost: None,
             ..Params::default()
         },
     );
