@@ -270,6 +270,9 @@ pub(crate) fn readings(
                                 lost: p.unwritten_letter_lost_letters > 0
                                     && t.len() >= p.unwritten_letter_lost_letters
                                     && inner_letter_lost(t, m),
+                                vowel: p.unwritten_vowel_letters > 0
+                                    && t.len() >= p.unwritten_vowel_letters
+                                    && inner_vowel_changed(t, m),
                                 last_lost: p.unwritten_last_lost
                                     && !joins_next
                                     && t.len() >= p.unwritten_letter_lost_letters
@@ -351,6 +354,7 @@ pub(crate) fn readings(
                                 || slip.single
                                 || slip.lost
                                 || slip.last_lost
+                                || slip.vowel
                                 || slip.first_lost)
                                 && (slip.first_lost
                                     || slip.last_lost
@@ -1078,6 +1082,9 @@ struct Slip {
     lost: bool,
     /// The word's last letter lost (`stomac`; [`last_letter_lost`]).
     last_lost: bool,
+    /// One vowel inside the word written as another (`seleneum`; [`inner_vowel_changed`]):
+    /// lifted, never lowered.
+    vowel: bool,
     /// The word's sound written by ear, three or more edits away (`nessisary`;
     /// [`super::Params::sound_letters`]): lowered as a doubling moved is, never lifted.
     sounded: bool,
@@ -1122,6 +1129,25 @@ fn beside_a_name(w: &QueryWord, prev: Option<&QueryWord>, next: Option<&QueryWor
 fn inner_letter_lost(typed: &[u8], meant: &[u8]) -> bool {
     meant.len() == typed.len() + 1
         && (1..meant.len() - 1).any(|i| meant[..i] == typed[..i] && meant[i + 1..] == typed[i..])
+}
+
+/// Whether `typed` is `meant` with one vowel inside it, neither its first letter nor its last,
+/// written as another of `a`, `e` and `i` (`seleneum` for `selenium`, `workar` for `worker`,
+/// `vinigar` for `vinegar`): the letters English spells its unstressed vowel with, where `o`
+/// and `u` for another vowel make names as often (`canopius`, `Suponin`, `Scopula`).
+fn inner_vowel_changed(typed: &[u8], meant: &[u8]) -> bool {
+    const VOWELS: &[u8] = b"aei";
+    let vowel = |c: u8| VOWELS.contains(&c);
+    typed.len() == meant.len()
+        && typed.len() > 2
+        && typed[0] == meant[0]
+        && typed.last() == meant.last()
+        && typed
+            .iter()
+            .zip(meant)
+            .filter(|(a, b)| a != b)
+            .all(|(&a, &b)| vowel(a) && vowel(b))
+        && typed.iter().zip(meant).filter(|(a, b)| a != b).count() == 1
 }
 
 /// Whether `typed` is `meant` with its last letter lost (`stomac` for `stomach`), where the

@@ -615,6 +615,15 @@ pub struct Params {
     /// holds: names (`Edward Dorins`, `Chelidonura varians`) differ from words so too (the
     /// fifty-first round).
     pub unwritten_letter_lost_lowers: bool,
+    /// As [`Params::unwritten_letter_lost_letters`], where the word is the string with one vowel
+    /// inside it written as another of `a`, `e`, `i`, for a string nobody writes of at least
+    /// this many letters (6; `seleneum` for `selenium`, `vinigar` for `vinegar`, `workar` for
+    /// `worker`): the vowel English leaves unstressed is spelt any of the three. Lifted to the
+    /// floor's gap, never lowered: lowered as a letter lost is, the clean queries gained a
+    /// wrong change and dbpedia's names one more. `o` and `u` make names as often
+    /// (`canopius` → `canopies`, `Suponin` → `Saponin`). 0 turns this off (the sixty-eighth
+    /// round).
+    pub unwritten_vowel_letters: usize,
     /// A string of at least this many letters before `'s` that no list holds as a word but
     /// people write, and that the usage rule reads as no common word's typo, is a name's
     /// possessive and kept as typed (5; `peyer's patch`, `marvin hagler's`, `schmorl's`):
@@ -863,6 +872,7 @@ impl Default for Params {
             unwritten_last_lost: true,
             unwritten_letter_lost_letters: 6,
             unwritten_letter_lost_lowers: true,
+            unwritten_vowel_letters: 6,
             possessive_name_letters: 5,
             sound_letters: 7,
             sound_edits: 4,

@@ -2083,6 +2083,7 @@ fn a_string_nobody_writes_that_spells_a_rare_word_s_sound_is_its_typo() {
         &r,
         Params {
             unwritten_respelling: false,
+            unwritten_vowel_letters: 0,
             ..Params::default()
         },
     );
@@ -2175,8 +2176,17 @@ fn a_string_nobody_writes_with_a_doubling_lost_is_its_word_s_typo() {
     );
     assert!(!without.repair("used ferari").changed());
     assert!(!without.repair("zuchini bread").changed());
-    // A vowel for a vowel is as often a name's spelling, and is not lifted so.
-    assert!(!r.repair("zuccheni bread").changed());
+    // A vowel for a vowel is no doubling lost (it is read as an unstressed vowel's spelling,
+    // `unwritten_vowel_letters`, of its own).
+    let doubling_only = with_params(
+        &r,
+        Params {
+            unwritten_vowel_letters: 0,
+            ..Params::default()
+        },
+    );
+    assert!(!doubling_only.repair("zuccheni bread").changed());
+    assert_eq!(r.repair("zuccheni bread").text, "zucchini bread");
 }
 
 #[test]
@@ -2273,6 +2283,40 @@ fn a_string_nobody_writes_with_its_last_letter_lost_is_its_word_s_typo() {
     assert!(!r.repair("overhaulin shop").changed());
     // A piece of a word broken in two joins its other piece.
     assert_eq!(r.repair("pathologi sts work").text, "pathologists work");
+}
+
+#[test]
+fn a_string_nobody_writes_with_an_unstressed_vowel_spelt_another_way_is_its_word_s_typo() {
+    // `selenium` sits at the model's floor; nobody writes `seleneum`: its `i` spelt `e`.
+    let vocab = Arc::new(Vocabulary::build(DOCS.iter().map(|t| ("", *t))));
+    let words = [
+        ("the", 23_000_000_000),
+        ("reacted", 300_000),
+        ("selenium", 300_000),
+        ("canopies", 300_000),
+    ];
+    let lexicon = Lexicon::from_counts(words, []);
+    let usage = [
+        ("the", 53_000_000),
+        ("reacted", 1_000),
+        ("selenium", 1_000),
+        ("canopies", 1_000),
+    ];
+    let r = Repairer::new(vocab, Some(Arc::new(lexicon.with_usage(usage))));
+    assert_eq!(r.repair("reacted seleneum").text, "reacted selenium");
+    assert_eq!(r.repair("reacted selinium").text, "reacted selenium");
+    let without = with_params(
+        &r,
+        Params {
+            unwritten_vowel_letters: 0,
+            ..Params::default()
+        },
+    );
+    assert!(!without.repair("reacted seleneum").changed());
+    // `o` and `u` for another vowel make names as often (`canopius`), and the last letter or
+    // a shorter string is no such slip.
+    assert!(!r.repair("reacted seleniom").changed());
+    assert!(!r.repair("the canopius").changed());
 }
 
 #[test]
