@@ -1133,7 +1133,8 @@ fn inner_letter_lost(typed: &[u8], meant: &[u8]) -> bool {
 
 /// Whether `typed` is `meant` with one vowel inside it, neither its first letter nor its last,
 /// written as another of `a`, `e` and `i` (`seleneum` for `selenium`, `workar` for `worker`,
-/// `vinigar` for `vinegar`): the letters English spells its unstressed vowel with, where `o`
+/// `vinigar` for `vinegar`), or `i` and `y` for each other (`sistemic`, `synonims`): the
+/// letters English spells its unstressed vowel with, and two that spell one sound, where `o`
 /// and `u` for another vowel make names as often (`canopius`, `Suponin`, `Scopula`).
 fn inner_vowel_changed(typed: &[u8], meant: &[u8]) -> bool {
     const VOWELS: &[u8] = b"aei";
@@ -1146,7 +1147,7 @@ fn inner_vowel_changed(typed: &[u8], meant: &[u8]) -> bool {
             .iter()
             .zip(meant)
             .filter(|(a, b)| a != b)
-            .all(|(&a, &b)| vowel(a) && vowel(b))
+            .all(|(&a, &b)| vowel(a) && vowel(b) || matches!((a, b), (b'y', b'i') | (b'i', b'y')))
         && typed.iter().zip(meant).filter(|(a, b)| a != b).count() == 1
 }
 

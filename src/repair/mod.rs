@@ -616,8 +616,9 @@ pub struct Params {
     /// fifty-first round).
     pub unwritten_letter_lost_lowers: bool,
     /// As [`Params::unwritten_letter_lost_letters`], where the word is the string with one vowel
-    /// inside it written as another of `a`, `e`, `i`, for a string nobody writes of at least
-    /// this many letters (6; `seleneum` for `selenium`, `vinigar` for `vinegar`, `workar` for
+    /// inside it written as another of `a`, `e`, `i` (or `i` and `y` for each other, the
+    /// sixty-ninth round: `sistemic`), for a string nobody writes of at least this many
+    /// letters (6; `seleneum` for `selenium`, `vinigar` for `vinegar`, `workar` for
     /// `worker`): the vowel English leaves unstressed is spelt any of the three. Lifted to the
     /// floor's gap, never lowered: lowered as a letter lost is, the clean queries gained a
     /// wrong change and dbpedia's names one more. `o` and `u` make names as often

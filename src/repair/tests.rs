@@ -2294,6 +2294,7 @@ fn a_string_nobody_writes_with_an_unstressed_vowel_spelt_another_way_is_its_word
         ("reacted", 300_000),
         ("selenium", 300_000),
         ("canopies", 300_000),
+        ("systemic", 300_000),
     ];
     let lexicon = Lexicon::from_counts(words, []);
     let usage = [
@@ -2301,10 +2302,13 @@ fn a_string_nobody_writes_with_an_unstressed_vowel_spelt_another_way_is_its_word
         ("reacted", 1_000),
         ("selenium", 1_000),
         ("canopies", 1_000),
+        ("systemic", 1_000),
     ];
     let r = Repairer::new(vocab, Some(Arc::new(lexicon.with_usage(usage))));
     assert_eq!(r.repair("reacted seleneum").text, "reacted selenium");
     assert_eq!(r.repair("reacted selinium").text, "reacted selenium");
+    // `i` and `y` spell one sound.
+    assert_eq!(r.repair("reacted sistemic").text, "reacted systemic");
     let without = with_params(
         &r,
         Params {
@@ -2313,6 +2317,7 @@ fn a_string_nobody_writes_with_an_unstressed_vowel_spelt_another_way_is_its_word
         },
     );
     assert!(!without.repair("reacted seleneum").changed());
+    assert!(!without.repair("reacted sistemic").changed());
     // `o` and `u` for another vowel make names as often (`canopius`), and the last letter or
     // a shorter string is no such slip.
     assert!(!r.repair("reacted seleniom").changed());
