@@ -63,6 +63,10 @@ struct LookedUp {
     channel: Vec<Option<f32>>,
     typo: bool,
     usage_typo: bool,
+    /// The usage rule reads the string as a typo only at the margin for strings the corpus
+    /// lacks ([`super::Params::short_unindexed_typo_usage_margin`]): the candidates that margin
+    /// passes are named, as none passes the stricter one.
+    names_leniently: bool,
     /// A short written string far rarer than a word one edit away
     /// ([`written_less_than_a_near_word`]).
     pays_pairs: bool,
@@ -101,7 +105,14 @@ pub(crate) fn readings(
                             vote.for_change(i, &w.lower, meant, stats.corpus, 1.0) > 0.0
                         })
                     };
-                    let usage_typo = typo_of_a_written_word(r, &w.lower, &found, &mut channel);
+                    // Not for a name's marks: a capital or a possessive (`peyer's patch`).
+                    let lenient = !w.capitalised && !w.possessive;
+                    let usage_typo =
+                        typo_of_a_written_word(r, &w.lower, &found, &mut channel, lenient);
+                    let names_leniently = usage_typo
+                        && lenient
+                        && lenient_margin(r, &w.lower).is_some()
+                        && !typo_of_a_written_word(r, &w.lower, &found, &mut channel, false);
                     let typo = usage_typo
                         || over_regularised(r, &w.lower, 0.0).next().is_some()
                         || (!found.is_empty() && r.unwritten_rare_start(&w.lower))
@@ -114,6 +125,7 @@ pub(crate) fn readings(
                         channel,
                         typo,
                         usage_typo,
+                        names_leniently,
                         pays_pairs,
                     }
                 })
@@ -173,13 +185,14 @@ pub(crate) fn readings(
                 channel,
                 typo,
                 usage_typo,
+                names_leniently,
                 pays_pairs,
             } = looked_up[i].take().unwrap_or_default();
             // The usage list reads the string as some candidates' typo (a string nobody writes
             // as one written once in a billion words): those it names, or that spell the
             // string's sound (`thear`, `there`), are what the writer meant, not the others
             // (`articals` is `articles`, not `article`).
-            let usage_names = usage_typo && p.unnamed_reading_cost != 0.0;
+            let usage_names = usage_typo && !names_leniently && p.unnamed_reading_cost != 0.0;
             // A word beside an unknown one is as often part of a name (`groupone
             // healthsource`).
             let beside_unknown = [prev, next]
@@ -364,7 +377,7 @@ pub(crate) fn readings(
                         };
                         let named = written_typo
                             && keeps_ends(w.lower.as_bytes(), meant.as_bytes())
-                            && written_far_more(r, &w.lower, id, usage_channel);
+                            && written_far_more(r, &w.lower, id, usage_channel, names_leniently);
                         // Two edits apart, only a sound spelt another way (`mekanic`) or a
                         // doubling moved (`dissmis`); three or more, nothing (a word found by
                         // its sound is lowered, not lifted: `caracciola` is no `caracalla`).
@@ -376,7 +389,7 @@ pub(crate) fn readings(
                         };
                         let unnamed = usage_names
                             && !named
-                            && !named_by_usage(r, &w.lower, id, usage_channel)
+                            && !named_by_usage(r, &w.lower, id, usage_channel, names_leniently)
                             && !error_model::is_respelling(w.lower.as_bytes(), meant.as_bytes());
                         // What a slip's keeping pays, where the slip lowers the word instead.
                         // A letter lost inside lowers its word too, unless a name may be meant.
@@ -880,13 +893,14 @@ fn typo_of_a_written_word(
     typed: &str,
     found: &[(u32, u8)],
     channel: &mut [Option<f32>],
+    lenient: bool,
 ) -> bool {
     found
         .iter()
         .zip(channel)
         .filter(|(&(_, d), _)| d <= MAX_EDITS)
         .any(|(&(id, _), slot)| {
-            written_as_typo_of(r, typed, id, || {
+            written_as_typo_of(r, typed, id, lenient, || {
                 let (t, m) = (typed.as_bytes(), r.candidates.word(id).as_bytes());
                 f64::from(*slot.get_or_insert_with(|| error_model::cost(t, m)))
             })
@@ -899,12 +913,13 @@ fn written_as_typo_of(
     r: &Repairer,
     typed: &str,
     meant: u32,
+    lenient: bool,
     channel: impl FnOnce() -> f64,
 ) -> bool {
     let word = r.candidates.word(meant);
     keeps_ends(typed.as_bytes(), word.as_bytes())
         && !another_form(r, typed, word)
-        && written_far_more_with(r, typed, meant, channel)
+        && written_far_more_with(r, typed, meant, lenient, channel)
 }
 
 /// Whether a short string people write is written far less than a word one edit away that
@@ -979,20 +994,40 @@ struct Candidate {
 /// correction of a written typo may go to at no extra cost
 /// ([`super::Params::unnamed_reading_cost`]). `meant` is no other form of `typed` (the caller
 /// has ruled those out); `channel` is [`error_model::cost`] of the two where already known.
-fn named_by_usage(r: &Repairer, typed: &str, meant: u32, channel: Option<f64>) -> bool {
+fn named_by_usage(
+    r: &Repairer,
+    typed: &str,
+    meant: u32,
+    channel: Option<f64>,
+    lenient: bool,
+) -> bool {
     let (t, m) = (typed.as_bytes(), r.candidates.word(meant).as_bytes());
     (keeps_ends(t, m) || (t.len() == m.len() && error_model::slip_of_the_hand(t, m)))
-        && written_far_more(r, typed, meant, channel)
+        && written_far_more(r, typed, meant, channel, lenient)
 }
 
 /// Whether the usage list holds candidate `meant` written more often than `typed` by the usage
 /// rule's margin after the edit's cost, [`error_model::cost`] (`channel` where the caller knows
 /// it; see [`typo_of_a_written_word`]).
-fn written_far_more(r: &Repairer, typed: &str, meant: u32, channel: Option<f64>) -> bool {
-    written_far_more_with(r, typed, meant, || {
+fn written_far_more(
+    r: &Repairer,
+    typed: &str,
+    meant: u32,
+    channel: Option<f64>,
+    lenient: bool,
+) -> bool {
+    written_far_more_with(r, typed, meant, lenient, || {
         let m = r.candidates.word(meant).as_bytes();
         channel.unwrap_or_else(|| f64::from(error_model::cost(typed.as_bytes(), m)))
     })
+}
+
+/// The usage rule's margin for a short string the index's corpus lacks
+/// ([`super::Params::short_unindexed_typo_usage_margin`]), where it is set and the string is
+/// short; `None` where the short-word margin stands.
+fn lenient_margin(r: &Repairer, typed: &str) -> Option<f64> {
+    let m = r.params.short_unindexed_typo_usage_margin?;
+    (typed.len() < r.params.long_word && r.lm.stats(typed).corpus == 0).then_some(m)
 }
 
 /// [`written_far_more`] with the edit's cost computed by `channel`, only when needed.
@@ -1000,19 +1035,22 @@ fn written_far_more_with(
     r: &Repairer,
     typed: &str,
     meant_id: u32,
+    lenient: bool,
     channel: impl FnOnce() -> f64,
 ) -> bool {
     let meant = r.candidates.word(meant_id);
+    let short = lenient
+        .then(|| lenient_margin(r, typed))
+        .flatten()
+        .unwrap_or(r.params.short_word_typo_usage_margin);
     let margin = if typed.len() >= r.params.long_word {
         r.params.typo_usage_margin
     } else if error_model::y_kept_before_ending(typed.as_bytes(), meant.as_bytes()) {
         // A word's form spelt wrong, as a variant is, where a short string beside a word is
         // more often a name.
-        r.params
-            .variant_usage_margin
-            .min(r.params.short_word_typo_usage_margin)
+        r.params.variant_usage_margin.min(short)
     } else {
-        r.params.short_word_typo_usage_margin
+        short
     };
     if !r.has_usage() || !margin.is_finite() {
         return false;

@@ -523,6 +523,14 @@ pub struct Params {
     /// The same margin for words shorter than [`Params::long_word`], which are more often names
     /// and brands beside a common word (`humana`, `perris`): higher.
     pub short_word_typo_usage_margin: f64,
+    /// The short-word margin for a string the index's corpus does not write, not capitalised
+    /// and not before `'s` (5): a name or term of the documents is in the corpus, while a
+    /// common misspelling people write is seldom there (`saftey`, 52 per billion, beside
+    /// `safety`'s 93,325; `speach`, `carrer`, `yeild`). Where only this margin reads the string
+    /// as a typo, it names no candidate: the others pay no `unnamed_reading_cost` (`stard`, one
+    /// key from `start`, would name `stand`). `None`: [`Params::short_word_typo_usage_margin`]
+    /// (the seventieth round).
+    pub short_unindexed_typo_usage_margin: Option<f64>,
     /// With a usage list: what a correction of a written string costs more when the usage rule
     /// reads the string as the typo of other words (`meen`, 105 per billion, is `mean`'s: 338,844
     /// with the same ends; not `men`'s, `teen`'s or `seen`'s, which the words beside it may
@@ -858,6 +866,7 @@ impl Default for Params {
             ln_usage_reference: -17.0,
             typo_usage_margin: 2.0,
             short_word_typo_usage_margin: 6.0,
+            short_unindexed_typo_usage_margin: Some(5.0),
             unnamed_reading_cost: 4.0,
             variant_usage_margin: 4.0,
             short_typo_usage_margin: 8.5,

@@ -1030,6 +1030,40 @@ fn a_rarely_written_string_is_read_two_edits_away_only_at_one_slip_s_price() {
 }
 
 #[test]
+fn a_short_misspelling_people_write_and_the_documents_do_not_is_read_at_the_lower_margin() {
+    let words = [
+        ("the", 500_000_000_000),
+        ("pool", 30_000_000),
+        ("safety", 90_000_000),
+        ("covers", 20_000_000),
+    ];
+    let pairs: [(&str, &str, u64); 0] = [];
+    // As wordfreq writes them: `saftey` 52 times per billion words, `safety` 93,325.
+    let usage = [
+        ("saftey", 52),
+        ("safety", 93_325),
+        ("pool", 46_774),
+        ("covers", 32_359),
+    ];
+    let lexicon = Arc::new(Lexicon::from_counts(words, pairs).with_usage(usage));
+    let vocab = Arc::new(Vocabulary::build(DOCS.iter().map(|t| ("", *t))));
+    let r = Repairer::new(vocab, Some(lexicon.clone()));
+    assert_eq!(r.repair("pool saftey covers").text, "pool safety covers");
+    let off = Params {
+        short_unindexed_typo_usage_margin: None,
+        ..Params::default()
+    };
+    assert!(!with_params(&r, off).repair("pool saftey covers").changed());
+    // The documents write it: a brand of theirs, kept at the short-word margin.
+    let docs = DOCS.iter().copied().chain(["Saftey makes pool covers."]);
+    let indexed = Repairer::new(
+        Arc::new(Vocabulary::build(docs.map(|t| ("", t)))),
+        Some(lexicon),
+    );
+    assert!(!indexed.repair("pool saftey covers").changed());
+}
+
+#[test]
 fn two_known_words_that_are_one_word_written_apart_are_joined() {
     let vocab = Arc::new(Vocabulary::build(DOCS.iter().map(|t| ("", *t))));
     let words = [
@@ -2031,6 +2065,7 @@ fn a_plural_or_past_that_kept_its_y_is_the_word_s_form_though_people_write_it() 
         Params {
             variant_usage_margin: 6.0,
             short_written_pairs_margin: None,
+            short_unindexed_typo_usage_margin: None,
             ..Params::default()
         },
     );
@@ -2224,6 +2259,7 @@ fn a_string_nobody_writes_with_a_letter_lost_inside_is_its_word_s_typo() {
         &r,
         Params {
             unwritten_letter_lost_letters: 0,
+            short_unindexed_typo_usage_margin: None,
             ..Params::default()
         },
     );
@@ -2236,6 +2272,7 @@ fn a_string_nobody_writes_with_a_letter_lost_inside_is_its_word_s_typo() {
         &r,
         Params {
             unwritten_letter_lost_letters: 7,
+            short_unindexed_typo_usage_margin: None,
             ..Params::default()
         },
     );
@@ -2476,6 +2513,7 @@ fn a_short_string_written_far_less_than_a_word_one_slip_away_pays_for_its_pairs(
         &r,
         Params {
             short_written_pairs_margin: None,
+            short_unindexed_typo_usage_margin: None,
             ..Params::default()
         },
     );
@@ -2485,6 +2523,7 @@ fn a_short_string_written_far_less_than_a_word_one_slip_away_pays_for_its_pairs(
         &r,
         Params {
             short_written_pairs_margin: Some(9.0),
+            short_unindexed_typo_usage_margin: None,
             ..Params::default()
         },
     );
