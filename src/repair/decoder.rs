@@ -67,6 +67,9 @@ struct LookedUp {
     /// lacks ([`super::Params::short_unindexed_typo_usage_margin`]): the candidates that margin
     /// passes are named, as none passes the stricter one.
     names_leniently: bool,
+    /// The short-word margin a candidate must clear to be named: the one the string was read
+    /// a typo at where only that names ([`short_usage_margin`]), else the stricter.
+    naming_margin: f64,
     /// A short written string far rarer than a word one edit away
     /// ([`written_less_than_a_near_word`]).
     pays_pairs: bool,
@@ -105,14 +108,18 @@ pub(crate) fn readings(
                             vote.for_change(i, &w.lower, meant, stats.corpus, 1.0) > 0.0
                         })
                     };
-                    // Not for a name's marks: a capital or a possessive (`peyer's patch`).
-                    let lenient = !w.capitalised && !w.possessive;
+                    let strict = p.short_word_typo_usage_margin;
+                    let short_margin = short_usage_margin(r, w);
                     let usage_typo =
-                        typo_of_a_written_word(r, &w.lower, &found, &mut channel, lenient);
+                        typo_of_a_written_word(r, &w.lower, &found, &mut channel, short_margin);
                     let names_leniently = usage_typo
-                        && lenient
-                        && lenient_margin(r, &w.lower).is_some()
-                        && !typo_of_a_written_word(r, &w.lower, &found, &mut channel, false);
+                        && short_margin != strict
+                        && !typo_of_a_written_word(r, &w.lower, &found, &mut channel, strict);
+                    let naming_margin = if names_leniently {
+                        short_margin
+                    } else {
+                        strict
+                    };
                     let typo = usage_typo
                         || over_regularised(r, &w.lower, 0.0).next().is_some()
                         || (!found.is_empty() && r.unwritten_rare_start(&w.lower))
@@ -126,6 +133,7 @@ pub(crate) fn readings(
                         typo,
                         usage_typo,
                         names_leniently,
+                        naming_margin,
                         pays_pairs,
                     }
                 })
@@ -186,6 +194,7 @@ pub(crate) fn readings(
                 typo,
                 usage_typo,
                 names_leniently,
+                naming_margin,
                 pays_pairs,
             } = looked_up[i].take().unwrap_or_default();
             // The usage list reads the string as some candidates' typo (a string nobody writes
@@ -377,7 +386,7 @@ pub(crate) fn readings(
                         };
                         let named = written_typo
                             && keeps_ends(w.lower.as_bytes(), meant.as_bytes())
-                            && written_far_more(r, &w.lower, id, usage_channel, names_leniently);
+                            && written_far_more(r, &w.lower, id, usage_channel, naming_margin);
                         // Two edits apart, only a sound spelt another way (`mekanic`) or a
                         // doubling moved (`dissmis`); three or more, nothing (a word found by
                         // its sound is lowered, not lifted: `caracciola` is no `caracalla`).
@@ -389,7 +398,7 @@ pub(crate) fn readings(
                         };
                         let unnamed = usage_names
                             && !named
-                            && !named_by_usage(r, &w.lower, id, usage_channel, names_leniently)
+                            && !named_by_usage(r, &w.lower, id, usage_channel, naming_margin)
                             && !error_model::is_respelling(w.lower.as_bytes(), meant.as_bytes());
                         // What a slip's keeping pays, where the slip lowers the word instead.
                         // A letter lost inside lowers its word too, unless a name may be meant.
@@ -893,14 +902,14 @@ fn typo_of_a_written_word(
     typed: &str,
     found: &[(u32, u8)],
     channel: &mut [Option<f32>],
-    lenient: bool,
+    short_margin: f64,
 ) -> bool {
     found
         .iter()
         .zip(channel)
         .filter(|(&(_, d), _)| d <= MAX_EDITS)
         .any(|(&(id, _), slot)| {
-            written_as_typo_of(r, typed, id, lenient, || {
+            written_as_typo_of(r, typed, id, short_margin, || {
                 let (t, m) = (typed.as_bytes(), r.candidates.word(id).as_bytes());
                 f64::from(*slot.get_or_insert_with(|| error_model::cost(t, m)))
             })
@@ -913,13 +922,13 @@ fn written_as_typo_of(
     r: &Repairer,
     typed: &str,
     meant: u32,
-    lenient: bool,
+    short_margin: f64,
     channel: impl FnOnce() -> f64,
 ) -> bool {
     let word = r.candidates.word(meant);
     keeps_ends(typed.as_bytes(), word.as_bytes())
         && !another_form(r, typed, word)
-        && written_far_more_with(r, typed, meant, lenient, channel)
+        && written_far_more_with(r, typed, meant, short_margin, channel)
 }
 
 /// Whether a short string people write is written far less than a word one edit away that
@@ -999,11 +1008,11 @@ fn named_by_usage(
     typed: &str,
     meant: u32,
     channel: Option<f64>,
-    lenient: bool,
+    short_margin: f64,
 ) -> bool {
     let (t, m) = (typed.as_bytes(), r.candidates.word(meant).as_bytes());
     (keeps_ends(t, m) || (t.len() == m.len() && error_model::slip_of_the_hand(t, m)))
-        && written_far_more(r, typed, meant, channel, lenient)
+        && written_far_more(r, typed, meant, channel, short_margin)
 }
 
 /// Whether the usage list holds candidate `meant` written more often than `typed` by the usage
@@ -1014,20 +1023,25 @@ fn written_far_more(
     typed: &str,
     meant: u32,
     channel: Option<f64>,
-    lenient: bool,
+    short_margin: f64,
 ) -> bool {
-    written_far_more_with(r, typed, meant, lenient, || {
+    written_far_more_with(r, typed, meant, short_margin, || {
         let m = r.candidates.word(meant).as_bytes();
         channel.unwrap_or_else(|| f64::from(error_model::cost(typed.as_bytes(), m)))
     })
 }
 
-/// The usage rule's margin for a short string the index's corpus lacks
-/// ([`super::Params::short_unindexed_typo_usage_margin`]), where it is set and the string is
-/// short; `None` where the short-word margin stands.
-fn lenient_margin(r: &Repairer, typed: &str) -> Option<f64> {
-    let m = r.params.short_unindexed_typo_usage_margin?;
-    (typed.len() < r.params.long_word && r.lm.stats(typed).corpus == 0).then_some(m)
+/// The usage rule's margin for a short string typed as `w`:
+/// [`super::Params::short_unindexed_typo_usage_margin`] where it is set, the string is short and
+/// the index's corpus lacks it and it bears no name's marks (a capital, a possessive: `peyer's
+/// patch`), else [`super::Params::short_word_typo_usage_margin`]. Computed once per word.
+fn short_usage_margin(r: &Repairer, w: &QueryWord) -> f64 {
+    let p = &r.params;
+    p.short_unindexed_typo_usage_margin
+        .filter(|_| {
+            w.lower.len() < p.long_word && w.stats.corpus == 0 && !w.capitalised && !w.possessive
+        })
+        .unwrap_or(p.short_word_typo_usage_margin)
 }
 
 /// [`written_far_more`] with the edit's cost computed by `channel`, only when needed.
@@ -1035,14 +1049,10 @@ fn written_far_more_with(
     r: &Repairer,
     typed: &str,
     meant_id: u32,
-    lenient: bool,
+    short: f64,
     channel: impl FnOnce() -> f64,
 ) -> bool {
     let meant = r.candidates.word(meant_id);
-    let short = lenient
-        .then(|| lenient_margin(r, typed))
-        .flatten()
-        .unwrap_or(r.params.short_word_typo_usage_margin);
     let margin = if typed.len() >= r.params.long_word {
         r.params.typo_usage_margin
     } else if error_model::y_kept_before_ending(typed.as_bytes(), meant.as_bytes()) {
