@@ -295,6 +295,9 @@ pub(crate) fn readings(
                                 vowel: p.unwritten_vowel_letters > 0
                                     && t.len() >= p.unwritten_vowel_letters
                                     && inner_vowel_changed(t, m),
+                                keyed: p.unwritten_key_letters > 0
+                                    && t.len() >= p.unwritten_key_letters
+                                    && inner_consonant_keyed(t, m),
                                 last_lost: p.unwritten_last_lost
                                     && !joins_next
                                     && t.len() >= p.unwritten_letter_lost_letters
@@ -377,6 +380,7 @@ pub(crate) fn readings(
                                 || slip.lost
                                 || slip.last_lost
                                 || slip.vowel
+                                || slip.keyed
                                 || slip.first_lost)
                                 && (slip.first_lost
                                     || slip.last_lost
@@ -1133,6 +1137,9 @@ struct Slip {
     /// One vowel inside the word written as another (`seleneum`; [`inner_vowel_changed`]):
     /// lifted, never lowered.
     vowel: bool,
+    /// One consonant inside the word struck as a consonant next to it on the keyboard
+    /// (`mflaren`; [`inner_consonant_keyed`]): lifted, never lowered.
+    keyed: bool,
     /// The word's sound written by ear, three or more edits away (`nessisary`;
     /// [`super::Params::sound_letters`]): lowered as a doubling moved is, never lifted.
     sounded: bool,
@@ -1197,6 +1204,29 @@ fn inner_vowel_changed(typed: &[u8], meant: &[u8]) -> bool {
             .filter(|(a, b)| a != b)
             .all(|(&a, &b)| vowel(a) && vowel(b) || matches!((a, b), (b'y', b'i') | (b'i', b'y')))
         && typed.iter().zip(meant).filter(|(a, b)| a != b).count() == 1
+}
+
+/// Whether `typed` is `meant` with one consonant inside it, neither its first letter nor its
+/// last, struck as a consonant next to it on the keyboard (`mflaren` for `mclaren`, `inpacted`
+/// for `impacted`): a slip of the typing hand, where a vowel for a key beside it is as often a
+/// vowel spelt wrong.
+fn inner_consonant_keyed(typed: &[u8], meant: &[u8]) -> bool {
+    let consonant = |c: u8| c.is_ascii_lowercase() && !b"aeiou".contains(&c);
+    let mut differ = typed
+        .iter()
+        .zip(meant)
+        .enumerate()
+        .filter(|(_, (a, b))| a != b);
+    typed.len() == meant.len()
+        && typed.len() > 2
+        && differ.next().is_some_and(|(i, (&a, &b))| {
+            i > 0
+                && i + 1 < typed.len()
+                && consonant(a)
+                && consonant(b)
+                && error_model::adjacent(a, b)
+        })
+        && differ.next().is_none()
 }
 
 /// Whether `typed` is `meant` with its last letter lost (`stomac` for `stomach`), where the

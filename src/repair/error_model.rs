@@ -187,7 +187,8 @@ fn neighbours() -> &'static [[bool; 26]; 26] {
     })
 }
 
-fn adjacent(a: u8, b: u8) -> bool {
+/// Whether two lower-case letters are next to each other on a QWERTY keyboard.
+pub(crate) fn adjacent(a: u8, b: u8) -> bool {
     a.is_ascii_lowercase()
         && b.is_ascii_lowercase()
         && neighbours()[(a - b'a') as usize][(b - b'a') as usize]

@@ -633,6 +633,14 @@ pub struct Params {
     /// (`canopius` → `canopies`, `Suponin` → `Saponin`). 0 turns this off (the sixty-eighth
     /// round).
     pub unwritten_vowel_letters: usize,
+    /// As [`Params::unwritten_vowel_letters`], where the word is the string with one consonant
+    /// inside it, neither the first nor the last, struck as a consonant next to it on the
+    /// keyboard, for a string nobody writes of at least this many letters (6; `mflaren` for
+    /// `mclaren`, `inpacted` for `impacted`, `synomyms` for `synonyms`): the commonest slip of
+    /// a typing hand. Lifted to the floor's gap, never lowered. A vowel struck for a key beside
+    /// it is left out: a vowel is spelt wrong more often than mistyped (`reciver` is no
+    /// `recover`, `engeneer` no `engender`). 0 turns this off (the seventy-first round).
+    pub unwritten_key_letters: usize,
     /// A string of at least this many letters before `'s` that no list holds as a word but
     /// people write, and that the usage rule reads as no common word's typo, is a name's
     /// possessive and kept as typed (5; `peyer's patch`, `marvin hagler's`, `schmorl's`):
@@ -883,6 +891,7 @@ impl Default for Params {
             unwritten_letter_lost_letters: 6,
             unwritten_letter_lost_lowers: true,
             unwritten_vowel_letters: 6,
+            unwritten_key_letters: 6,
             possessive_name_letters: 5,
             sound_letters: 7,
             sound_edits: 4,

@@ -2362,6 +2362,39 @@ fn a_string_nobody_writes_with_an_unstressed_vowel_spelt_another_way_is_its_word
 }
 
 #[test]
+fn a_string_nobody_writes_with_a_consonant_struck_for_the_key_beside_it_is_its_word_s_typo() {
+    // `bequests` and `receiver` sit at the model's floor, below the unknown word's prior;
+    // nobody writes `bequexts`: its `s` struck as the `x` beside it.
+    let vocab = Arc::new(Vocabulary::build(DOCS.iter().map(|t| ("", *t))));
+    let words = [
+        ("the", 23_000_000_000),
+        ("bequests", 30_000),
+        ("receiver", 30_000),
+    ];
+    let lexicon = Lexicon::from_counts(words, []);
+    let usage = [
+        ("the", 53_000_000),
+        ("bequests", 1_000),
+        ("receiver", 1_000),
+    ];
+    let r = Repairer::new(vocab, Some(Arc::new(lexicon.with_usage(usage))));
+    assert_eq!(r.repair("bequexts").text, "bequests");
+    let without = with_params(
+        &r,
+        Params {
+            unwritten_key_letters: 0,
+            ..Params::default()
+        },
+    );
+    assert!(!without.repair("bequexts").changed());
+    // A vowel for the key beside it is as often a vowel spelt wrong, and the first and the
+    // last letter are a name's as often.
+    assert!(!r.repair("receuver").changed());
+    assert!(!r.repair("vequests").changed());
+    assert!(!r.repair("bequestd").changed());
+}
+
+#[test]
 fn a_letter_lost_inside_lowers_its_word_unless_a_name_may_be_meant() {
     // Lifted to the floor's gap alone, `vegetable` still loses to `vegtable` kept as typed: the
     // lost `e` costs more than keeping a string nobody writes. Lowered as a doubling moved is,
