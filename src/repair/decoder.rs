@@ -298,6 +298,9 @@ pub(crate) fn readings(
                                 keyed: p.unwritten_key_letters > 0
                                     && t.len() >= p.unwritten_key_letters
                                     && inner_consonant_keyed(t, m),
+                                key_added: p.unwritten_key_added_letters > 0
+                                    && t.len() >= p.unwritten_key_added_letters
+                                    && inner_consonant_struck_beside(t, m),
                                 last_lost: p.unwritten_last_lost
                                     && !joins_next
                                     && t.len() >= p.unwritten_letter_lost_letters
@@ -381,6 +384,7 @@ pub(crate) fn readings(
                                 || slip.last_lost
                                 || slip.vowel
                                 || slip.keyed
+                                || slip.key_added
                                 || slip.first_lost)
                                 && (slip.first_lost
                                     || slip.last_lost
@@ -1140,6 +1144,9 @@ struct Slip {
     /// One consonant inside the word struck as a consonant next to it on the keyboard
     /// (`mflaren`; [`inner_consonant_keyed`]): lifted, never lowered.
     keyed: bool,
+    /// One consonant added inside the word beside a letter next to it on the keyboard
+    /// (`selpfie`; [`inner_consonant_struck_beside`]): lifted, never lowered.
+    key_added: bool,
     /// The word's sound written by ear, three or more edits away (`nessisary`;
     /// [`super::Params::sound_letters`]): lowered as a doubling moved is, never lifted.
     sounded: bool,
@@ -1227,6 +1234,24 @@ fn inner_consonant_keyed(typed: &[u8], meant: &[u8]) -> bool {
                 && error_model::adjacent(a, b)
         })
         && differ.next().is_none()
+}
+
+/// Whether `typed` is `meant` with one consonant added inside it, beside a letter it is next
+/// to on the keyboard and unlike either neighbour (`selpfie` for `selfie`): a finger that
+/// struck two keys, where a vowel added is as often a name's (`canopius`).
+fn inner_consonant_struck_beside(typed: &[u8], meant: &[u8]) -> bool {
+    let consonant = |c: u8| c.is_ascii_lowercase() && !b"aeiou".contains(&c);
+    typed.len() == meant.len() + 1
+        && typed.len() > 2
+        && (1..typed.len() - 1).any(|i| {
+            let (c, before, after) = (typed[i], typed[i - 1], typed[i + 1]);
+            typed[..i] == meant[..i]
+                && typed[i + 1..] == meant[i..]
+                && consonant(c)
+                && c != before
+                && c != after
+                && (error_model::adjacent(c, before) || error_model::adjacent(c, after))
+        })
 }
 
 /// Whether `typed` is `meant` with its last letter lost (`stomac` for `stomach`), where the

@@ -641,6 +641,13 @@ pub struct Params {
     /// it is left out: a vowel is spelt wrong more often than mistyped (`reciver` is no
     /// `recover`, `engeneer` no `engender`). 0 turns this off (the seventy-first round).
     pub unwritten_key_letters: usize,
+    /// As [`Params::unwritten_key_letters`], from this many letters (7), where the word is the
+    /// string with one consonant inside it left out that stands beside a letter next to it on
+    /// the keyboard, unlike either neighbour: a finger that struck two keys (`selpfie` for
+    /// `selfie`, `potgosi` for `potosi`). An added vowel is left out, as names add vowels to
+    /// words (`canopius`, `Hefferon`), and so is a letter beside no key it neighbours
+    /// (`champva`). 0 turns this off (the seventy-second round).
+    pub unwritten_key_added_letters: usize,
     /// A string of at least this many letters before `'s` that no list holds as a word but
     /// people write, and that the usage rule reads as no common word's typo, is a name's
     /// possessive and kept as typed (5; `peyer's patch`, `marvin hagler's`, `schmorl's`):
@@ -892,6 +899,7 @@ impl Default for Params {
             unwritten_letter_lost_lowers: true,
             unwritten_vowel_letters: 6,
             unwritten_key_letters: 6,
+            unwritten_key_added_letters: 7,
             possessive_name_letters: 5,
             sound_letters: 7,
             sound_edits: 4,

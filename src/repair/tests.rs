@@ -2395,6 +2395,33 @@ fn a_string_nobody_writes_with_a_consonant_struck_for_the_key_beside_it_is_its_w
 }
 
 #[test]
+fn a_string_nobody_writes_with_a_consonant_struck_beside_its_neighbour_s_key_is_its_word_s_typo() {
+    // `kitchen` sits at the model's floor; nobody writes `kitcvhen`: the `v` beside the `c`
+    // struck with it.
+    let vocab = Arc::new(Vocabulary::build(DOCS.iter().map(|t| ("", *t))));
+    let words = [
+        ("the", 23_000_000_000),
+        ("kitchen", 30_000),
+        ("canopus", 30_000),
+    ];
+    let lexicon = Lexicon::from_counts(words, []);
+    let usage = [("the", 53_000_000), ("kitchen", 1_000), ("canopus", 1_000)];
+    let r = Repairer::new(vocab, Some(Arc::new(lexicon.with_usage(usage))));
+    assert_eq!(r.repair("kitcvhen").text, "kitchen");
+    let without = with_params(
+        &r,
+        Params {
+            unwritten_key_added_letters: 0,
+            ..Params::default()
+        },
+    );
+    assert!(!without.repair("kitcvhen").changed());
+    // Names add vowels to words, and a letter next to neither neighbour's key is no such slip.
+    assert!(!r.repair("canopius").changed());
+    assert!(!r.repair("kitcphen").changed());
+}
+
+#[test]
 fn a_letter_lost_inside_lowers_its_word_unless_a_name_may_be_meant() {
     // Lifted to the floor's gap alone, `vegetable` still loses to `vegtable` kept as typed: the
     // lost `e` costs more than keeping a string nobody writes. Lowered as a doubling moved is,
