@@ -276,6 +276,10 @@ pub(crate) fn readings(
                     && asks_slips
                     && next
                         .is_some_and(|q| r.usable(&r.lm.stats(&format!("{}{}", w.lower, q.lower))));
+                // Whether the string is listed words run together, and which word one edit away
+                // is likeliest by its writings and the edit, asked once, where needed.
+                let run_together_words = std::cell::OnceCell::new();
+                let likeliest_near = std::cell::OnceCell::new();
                 // Per candidate of such a string: how a word the writer knows goes wrong, where a
                 // name rarely differs from a word so (see `Slip`).
                 let slips: Vec<Slip> = if asks_slips {
@@ -289,9 +293,20 @@ pub(crate) fn readings(
                                 respelt: p.unwritten_respelling && error_model::is_respelling(t, m),
                                 doubled: p.unwritten_doubling_moved && doubling_moved(t, m),
                                 single: p.unwritten_doubling_lost && doubling_lost(t, m),
-                                lost: p.unwritten_letter_lost_letters > 0
-                                    && t.len() >= p.unwritten_letter_lost_letters
-                                    && inner_letter_lost(t, m),
+                                lost: inner_letter_lost(t, m)
+                                    && (p.unwritten_letter_lost_letters > 0
+                                        && t.len() >= p.unwritten_letter_lost_letters
+                                        || p.short_unwritten_letter_lost_letters > 0
+                                            && t.len() >= p.short_unwritten_letter_lost_letters
+                                            && t.len() < p.unwritten_letter_lost_letters
+                                            && unwritten
+                                            && !joins_next
+                                            && *likeliest_near
+                                                .get_or_init(|| likeliest_one_edit(r, t, &found))
+                                                == Some(id)
+                                            && !*run_together_words.get_or_init(|| {
+                                                listed_words_run_together(r, &w.lower)
+                                            })),
                                 vowel: p.unwritten_vowel_letters > 0
                                     && t.len() >= p.unwritten_vowel_letters
                                     && inner_vowel_changed(t, m),
@@ -327,7 +342,6 @@ pub(crate) fn readings(
                 if keep_pays_slip {
                     rs[0].cost += p.unwritten_swap_keep_cost;
                 }
-                let run_together_words = std::cell::OnceCell::new();
                 let mut scored: Vec<Candidate> = found
                     .iter()
                     .enumerate()
@@ -1252,6 +1266,25 @@ fn inner_consonant_struck_beside(typed: &[u8], meant: &[u8]) -> bool {
                 && c != after
                 && (error_model::adjacent(c, before) || error_model::adjacent(c, after))
         })
+}
+
+/// The candidate one edit from `typed` that the usage list and the error model together find
+/// likeliest (its writings less the edit's cost), of those the usage list holds: the word a
+/// short slip means where several are one edit away (`acuse` is `cause` two letters swapped
+/// before it is `accuse` with a letter lost).
+fn likeliest_one_edit(r: &Repairer, typed: &[u8], found: &[(u32, u8)]) -> Option<u32> {
+    found
+        .iter()
+        .filter(|&&(_, d)| d == 1)
+        .filter_map(|&(id, _)| {
+            let meant = r.candidates.word(id).as_bytes();
+            r.candidate_usage(id).map(|u| {
+                let score = super::ln_usage(u) - f64::from(error_model::cost(typed, meant));
+                (score, id)
+            })
+        })
+        .max_by(|a, b| a.0.total_cmp(&b.0))
+        .map(|(_, id)| id)
 }
 
 /// Whether `typed` is `meant` with its last letter lost (`stomac` for `stomach`), where the

@@ -614,8 +614,17 @@ pub struct Params {
     /// rarely differs from a word by one letter missing inside it. Lifted to the floor's gap,
     /// and lowered as well where [`Params::unwritten_letter_lost_lowers`] says. Five-letter
     /// strings lose letters into other words (`braks` is `brakes` and `breaks`, `flaes` `flakes`
-    /// and `flames`). 0 turns this off (the fiftieth round).
+    /// and `flames`): [`Params::short_unwritten_letter_lost_letters`] reads them under guards.
+    /// 0 turns this off (the fiftieth round).
     pub unwritten_letter_lost_letters: usize,
+    /// As [`Params::unwritten_letter_lost_letters`], from this many letters up to it, for a
+    /// string nobody writes at all (the usage list lacks it: `adres`, `stard`, `cours` are
+    /// written and the usage rule weighs them), that is no two listed words run together
+    /// (`inham`) and no piece of a word broken in two (`impla nt`), where the word is the
+    /// likeliest one edit away by its writings less the edit's cost (`acuse` is `cause`
+    /// swapped before it is `accuse` with a letter lost): `mther` for `mother`, `wsdom` for
+    /// `wisdom`, `symbl` for `symbol`. 0 turns this off (the seventy-third round).
+    pub short_unwritten_letter_lost_letters: usize,
     /// Whether the word [`Params::unwritten_letter_lost_letters`] reads is also lowered by
     /// [`Params::unwritten_swap_keep_cost`], as a doubling moved is: the lift alone leaves the
     /// string kept wherever its letter's edit costs more than keeping it (`vegtable soup`,
@@ -896,6 +905,7 @@ impl Default for Params {
             unwritten_first_lost_letters: 6,
             unwritten_last_lost: true,
             unwritten_letter_lost_letters: 6,
+            short_unwritten_letter_lost_letters: 5,
             unwritten_letter_lost_lowers: true,
             unwritten_vowel_letters: 6,
             unwritten_key_letters: 6,

@@ -2265,13 +2265,14 @@ fn a_string_nobody_writes_with_a_letter_lost_inside_is_its_word_s_typo() {
     );
     assert!(!without.repair("causes brusing").changed());
     assert!(!without.repair("heavy mechnic salary").changed());
-    // From six letters (`synoym`); shorter strings lose letters into other words (`braks` is
-    // `brakes` and `breaks`).
+    // From six letters (`synoym`); five only under the likelier word's guard
+    // (`short_unwritten_letter_lost_letters`, off here).
     assert_eq!(r.repair("the synoym").text, "the synonym");
     let seven = with_params(
         &r,
         Params {
             unwritten_letter_lost_letters: 7,
+            short_unwritten_letter_lost_letters: 0,
             short_unindexed_typo_usage_margin: None,
             ..Params::default()
         },
@@ -2419,6 +2420,37 @@ fn a_string_nobody_writes_with_a_consonant_struck_beside_its_neighbour_s_key_is_
     // Names add vowels to words, and a letter next to neither neighbour's key is no such slip.
     assert!(!r.repair("canopius").changed());
     assert!(!r.repair("kitcphen").changed());
+}
+
+#[test]
+fn a_five_letter_string_nobody_writes_with_a_letter_lost_is_the_likeliest_word_s_typo() {
+    // `wisdom` sits at the model's floor; nobody writes `wsdom`: its `i` left out.
+    let vocab = Arc::new(Vocabulary::build(DOCS.iter().map(|t| ("", *t))));
+    let words = [
+        ("the", 23_000_000_000),
+        ("wisdom", 30_000),
+        ("accuse", 30_000),
+        ("cause", 30_000_000),
+    ];
+    let lexicon = Lexicon::from_counts(words, []);
+    let usage = [
+        ("the", 53_000_000),
+        ("wisdom", 1_000),
+        ("accuse", 1_000),
+        ("cause", 100_000),
+    ];
+    let r = Repairer::new(vocab, Some(Arc::new(lexicon.with_usage(usage))));
+    assert_eq!(r.repair("wsdom").text, "wisdom");
+    let without = with_params(
+        &r,
+        Params {
+            short_unwritten_letter_lost_letters: 0,
+            ..Params::default()
+        },
+    );
+    assert!(!without.repair("wsdom").changed());
+    // `acuse` is `cause` two letters swapped, likelier than `accuse` with a letter lost.
+    assert_ne!(r.repair("acuse").text, "accuse");
 }
 
 #[test]
