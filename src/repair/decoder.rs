@@ -655,7 +655,24 @@ pub(crate) fn readings(
                     && w.lower.len() >= p.three_word_split_letters
                     && !(prev.is_some_and(|q| joins_neighbour(&q.lower, &w.lower))
                         || next.is_some_and(|q| joins_neighbour(&w.lower, &q.lower)));
-                let mut split = splits(r, &w.lower, beside_unknown, three_words, article);
+                // The next word, in the same phrase, takes the article (`doesa psychotherapist`).
+                let article_at_end = p.article_split_at_end
+                    && !w.ends_phrase
+                    && next.is_some_and(|q| {
+                        q.spaced_from_previous
+                            && !is_stopword(&q.lower)
+                            && q.lower.starts_with(|c: char| {
+                                c.is_ascii_alphabetic() && !"aeiou".contains(c)
+                            })
+                    });
+                let mut split = splits(
+                    r,
+                    &w.lower,
+                    beside_unknown,
+                    three_words,
+                    article,
+                    article_at_end,
+                );
                 // A phrase seldom ends with a function word, unless a verb's particle or a
                 // question's preposition (`shore up`, `used for`): at the query's end or before a
                 // mark, a string one edit from a word is that word's typo, not such a split
@@ -1574,13 +1591,16 @@ enum ArticleSplit {
 
 /// Splits of an unknown word into two known ones (or a function word and an acronym people
 /// write), the likeliest first, then, if `three_words`, its likeliest split into three
-/// ([`super::Params::three_word_split_letters`]).
+/// ([`super::Params::three_word_split_letters`]). `article` says where the article `a` may be
+/// read run into the word's start, `article_at_end` whether into its end (the next word takes
+/// it).
 fn splits(
     r: &Repairer,
     word: &str,
     beside_unknown: bool,
     three_words: bool,
     article: ArticleSplit,
+    article_at_end: bool,
 ) -> Vec<Reading> {
     let mut v: Vec<(f64, Reading)> = Vec::new();
     // Nobody writes the string, and each piece is a written word long enough to be no fragment.
@@ -1626,6 +1646,19 @@ fn splits(
                 }
             }
     };
+    // The article run into the end of a word that goes with it (`doesa psychotherapist`,
+    // `withouta cosigner`), where nobody writes the string and the next word takes the
+    // article: a name or a term the lists lack ends so too (`kinecta`), but is seldom a word
+    // general English writes before the article.
+    let article_after = |a: &str, b: &str| {
+        b == "a"
+            && article_at_end
+            && r.lm.usage(word).is_none()
+            && r.params.article_split_association.is_some_and(|least| {
+                r.lm.ln_general_over_chance(&r.lm.stats(a), &r.lm.stats(b))
+                    .is_some_and(|x| x >= least)
+            })
+    };
     // A string too short for other splits is read only so.
     let short = word.len() < r.params.min_split_letters;
     let side_by_side = |a: &str, b: &str| {
@@ -1634,6 +1667,7 @@ fn splits(
         };
         let short_beside = |x: &str, y: &str| short_content(x, y) && !acronym(y);
         article(a, b)
+            || !short && article_after(a, b)
             || !short && !short_beside(a, b) && !short_beside(b, a) && ok(a, b) && ok(b, a)
     };
     // An acronym beside a function word is a piece where the usage list alone knows it (`the
@@ -3329,7 +3363,7 @@ mod tests {
         let vocab = Arc::new(Vocabulary::build([("", "nothing here")].into_iter()));
         let r = Repairer::new(vocab, Some(Arc::new(lexicon)));
         let read = |word: &str| -> Vec<String> {
-            splits(&r, word, false, true, ArticleSplit::No)
+            splits(&r, word, false, true, ArticleSplit::No, false)
                 .iter()
                 .map(|s| {
                     s.words

@@ -759,6 +759,13 @@ pub struct Params {
     /// the word after goes with the word split off as the word before must with the article
     /// ([`Params::article_split_association`]: `lot of`; `aplastic anemia` stays).
     pub article_split_at_start: bool,
+    /// Whether a string nobody writes that ends in the article `a` is read as a word with the
+    /// article run into its end (`what doesa psychotherapist do` → `does a`, `makesa person`):
+    /// where the word goes with the article e^[`Params::article_split_association`] times more
+    /// than chance and the next word, in the same phrase, is a content word starting with a
+    /// consonant (`an` goes before a vowel). Without it such a string loses the article as a
+    /// letter added (`does psychotherapist`). `false` turns this off (the seventy-fourth round).
+    pub article_split_at_end: bool,
     /// A string people write is read as two words run together, as if nobody wrote it, where
     /// general English writes the two words apart e^this times more often than the usage list
     /// says the string is written ([`Repairer::written_apart`]; `ofthe`, `whois`: 0 turns
@@ -925,6 +932,7 @@ impl Default for Params {
             article_split_association: Some(3.0),
             article_written_apart_margin: 6.0,
             article_split_at_start: true,
+            article_split_at_end: true,
             written_apart_margin: 7.5,
             fragment_usage_margin: 1.0,
             rare_start_words: 3,
