@@ -1771,7 +1771,50 @@ fn splits(
         }
         v.extend(three);
     }
+    // A name run into a word, where the string reads as no three words (`dewpointrecorded` is
+    // `dew point recorded`, not the name `dewpoint`).
+    if v.last().is_none_or(|x| x.1.words.len() < 3) {
+        v.extend(name_run_into_word(r, word, beside_unknown).map(|x| (0.0, x)));
+    }
     v.into_iter().map(|x| x.1).collect()
+}
+
+/// A string nobody writes read as a name people write run into a common word after it
+/// (`tristessedefinition`, `cmcprogram`; [`super::Params::name_run_into_word_usage`]): the
+/// name stays an unknown word, so the reading pays for the word's own rarity in the language
+/// model only where it sits beside its neighbours.
+fn name_run_into_word(r: &Repairer, word: &str, beside_unknown: bool) -> Option<Reading> {
+    let p = &r.params;
+    let lexicon = r.lexicon.as_ref()?;
+    if p.name_run_into_word_usage == 0 || beside_unknown || r.lm.usage(word).is_some() {
+        return None;
+    }
+    let cuts = (3..word.len().saturating_sub(p.name_run_into_word_letters - 1))
+        .filter(|&k| word.is_char_boundary(k));
+    for k in cuts {
+        let (name, after) = word.split_at(k);
+        let (sn, sa) = (r.lm.stats(name), r.lm.stats(after));
+        let common = sa.general > 0
+            && !is_stopword(after)
+            && r.lm
+                .usage(after)
+                .is_some_and(|u| u >= p.name_run_into_word_usage);
+        let name_like = sn.general == 0
+            && !r.usable(&sn)
+            && r.lm.usage(name).is_some()
+            && !WORD_FORMING_PREFIXES.contains(&name)
+            && lexicon.words_beginning_with(name) <= p.name_run_into_word_beginnings;
+        if common && name_like {
+            return Some(Reading {
+                span: 1,
+                words: vec![(name.to_string(), sn), (after.to_string(), sa)],
+                cost: p.split_cost,
+                kind: Some(EditKind::Split),
+                distance: 1,
+            });
+        }
+    }
+    None
 }
 
 /// Whether an unknown word with these `splits` reads as words run together: nobody writes it,

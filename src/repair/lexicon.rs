@@ -64,6 +64,9 @@ pub struct Lexicon {
     /// Words of two letters or more that begin with each pair of letters `a`–`z` (26 × 26),
     /// empty until such a word is added.
     starts: Vec<u32>,
+    /// Ids in the order of their words' spelling, for [`Lexicon::words_beginning_with`]: built
+    /// on first use, and dropped when a word is added.
+    by_spelling: std::sync::OnceLock<Vec<u32>>,
     /// Word → the other words that sound the same: a homophone list.
     homophones: HashMap<Box<str>, Vec<Box<str>>, foldhash::fast::FixedState>,
     /// A regular past ending put on an irregular verb → the verb's forms: from a verb list; a
@@ -202,6 +205,7 @@ impl Lexicon {
                 }
                 self.ids.insert(word.clone().into_boxed_str(), id);
                 self.words.push(word.into_boxed_str());
+                self.by_spelling = std::sync::OnceLock::new();
                 self.counts.push(count);
             }
         }
@@ -387,6 +391,22 @@ impl Lexicon {
     pub fn words_starting_like(&self, word: &str) -> Option<u32> {
         let i = start_index(word.as_bytes())?;
         Some(self.starts.get(i).copied().unwrap_or(0))
+    }
+
+    /// How many words of the lexicon begin with `prefix` and are longer than it: a string that
+    /// begins many (`simpli`, `intra`) is a piece of words more than a word of its own.
+    pub fn words_beginning_with(&self, prefix: &str) -> usize {
+        let sorted = self.by_spelling.get_or_init(|| {
+            let mut ids: Vec<u32> = (0..self.words.len() as u32).collect();
+            ids.sort_unstable_by(|&a, &b| self.words[a as usize].cmp(&self.words[b as usize]));
+            ids
+        });
+        let first = sorted.partition_point(|&id| &*self.words[id as usize] < prefix);
+        sorted[first..]
+            .iter()
+            .take_while(|&&id| self.words[id as usize].starts_with(prefix))
+            .filter(|&&id| self.words[id as usize].len() > prefix.len())
+            .count()
     }
 
     /// Whether `word` (lower case) is a word of the language.
@@ -579,6 +599,17 @@ pub fn default_path(assets: &Path) -> PathBuf {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn words_beginning_with_counts_longer_words_only_and_sees_words_added_later() {
+        let mut lex = Lexicon::from_words(["simplify", "simplicity", "simple", "sim", "zebra"]);
+        assert_eq!(lex.words_beginning_with("simpli"), 2);
+        assert_eq!(lex.words_beginning_with("sim"), 3);
+        assert_eq!(lex.words_beginning_with("zebra"), 0);
+        assert_eq!(lex.words_beginning_with("q"), 0);
+        lex.add("simplified", 1);
+        assert_eq!(lex.words_beginning_with("simpli"), 3);
+    }
 
     #[test]
     fn it_counts_the_words_that_begin_with_each_two_letters() {

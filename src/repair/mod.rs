@@ -766,6 +766,18 @@ pub struct Params {
     /// consonant (`an` goes before a vowel). Without it such a string loses the article as a
     /// letter added (`does psychotherapist`). `false` turns this off (the seventy-fourth round).
     pub article_split_at_end: bool,
+    /// A string nobody writes that is a word people write but no word list holds (a name, an
+    /// acronym, a term: `tristesse`, `floxin`, `cmc`) run into a common word of at least
+    /// [`Params::name_run_into_word_letters`] letters (`tristessedefinition`, `floxinotic`,
+    /// `cmcprogram`) is read as the two, where people write the word at least this often per
+    /// billion words; not where the first piece is a prefix English makes words with or begins
+    /// more than [`Params::name_run_into_word_beginnings`] listed words (`simplicheck`:
+    /// `simpli` is a piece of `simplify`). 0 turns this off (the seventy-fifth round).
+    pub name_run_into_word_usage: u64,
+    /// The least letters of the word in [`Params::name_run_into_word_usage`].
+    pub name_run_into_word_letters: usize,
+    /// The most listed words the name in [`Params::name_run_into_word_usage`] may begin.
+    pub name_run_into_word_beginnings: usize,
     /// A string people write is read as two words run together, as if nobody wrote it, where
     /// general English writes the two words apart e^this times more often than the usage list
     /// says the string is written ([`Repairer::written_apart`]; `ofthe`, `whois`: 0 turns
@@ -933,6 +945,9 @@ impl Default for Params {
             article_written_apart_margin: 6.0,
             article_split_at_start: true,
             article_split_at_end: true,
+            name_run_into_word_usage: 10_000,
+            name_run_into_word_letters: 5,
+            name_run_into_word_beginnings: 2,
             written_apart_margin: 7.5,
             fragment_usage_margin: 1.0,
             rare_start_words: 3,
@@ -1033,6 +1048,12 @@ impl Repairer {
             .with_unseen_pair_cost(params.unseen_pair_cost)
             .with_known_floor(params.ln_known_floor.exp())
             .with_pair_prior(params.corpus_pair_prior);
+        // The lexicon's spelling order, built here rather than in the first query that asks.
+        if params.name_run_into_word_usage > 0 {
+            if let Some(l) = &lexicon {
+                l.words_beginning_with("");
+            }
+        }
         // Candidates: every lexicon word, then the corpus's own words that occur often enough.
         let mut words: Vec<String> = lexicon
             .as_ref()

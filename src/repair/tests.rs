@@ -1294,6 +1294,62 @@ fn the_article_run_into_the_end_of_a_word_that_wants_it_is_split() {
 }
 
 #[test]
+fn a_name_people_write_run_into_a_common_word_is_split_off_it() {
+    // `tristesse` is written (31 per billion) but in no word list: run into `definition`, a
+    // word people write often, the string nobody writes is the two. A piece of listed words
+    // (`simpli`), a prefix (`intra`), a rare word after (`otic`) or a string people write keep
+    // it.
+    let vocab = Arc::new(Vocabulary::build(DOCS[..4].iter().map(|t| ("", *t))));
+    let words = [
+        ("the", 40_000_000_000),
+        ("what", 800_000_000),
+        ("is", 4_700_000_000),
+        ("definition", 46_000_000),
+        ("national", 90_000_000),
+        ("check", 80_000_000),
+        ("simplify", 5_000_000),
+        ("simplicity", 6_000_000),
+        ("simplified", 5_000_000),
+        ("otic", 50_000),
+    ];
+    let lexicon = Lexicon::from_counts(words, [("what", "is", 300_000_000)]);
+    let usage = [
+        ("the", 53_000_000),
+        ("what", 2_400_000),
+        ("is", 11_700_000),
+        ("definition", 38_000),
+        ("national", 100_000),
+        ("check", 90_000),
+        ("otic", 300),
+        ("tristesse", 31),
+        ("simpli", 17),
+        ("intra", 2_089),
+        ("floxin", 10),
+        ("tristessecheck", 5),
+    ];
+    let r = Repairer::new(vocab, Some(Arc::new(lexicon.with_usage(usage))));
+    let out = r.repair("what is tristessedefinition");
+    assert_eq!(out.text, "what is tristesse definition");
+    assert_eq!(out.edits[0].kind, EditKind::Split);
+    for kept in [
+        "what is simplicheck",
+        "what is intranational",
+        "what is floxinotic",
+        "what is tristessecheck",
+    ] {
+        assert!(!r.repair(kept).changed(), "{kept}");
+    }
+    let off = with_params(
+        &r,
+        Params {
+            name_run_into_word_usage: 0,
+            ..Params::default()
+        },
+    );
+    assert!(!off.repair("what is tristessedefinition").changed());
+}
+
+#[test]
 fn the_article_run_into_a_word_at_a_phrase_start_is_split_where_the_word_after_wants_its_word() {
     // At a sentence's start no word before can want the article: `Alot of` is split where the
     // word after goes with `lot`, and `aplastic anemia`, a term written apart as `a plastic`
