@@ -673,6 +673,13 @@ pub(crate) fn readings(
                     article,
                     article_at_end,
                 );
+                // A name run into a word, where the string reads as no three words
+                // (`dewpointrecorded` is `dew point recorded`, not the name `dewpoint`) and is
+                // no word's typo one edit away (`toight` is `tonight`, not `to ight`).
+                if split.last().is_none_or(|x| x.words.len() < 3) && !found.iter().any(|f| f.1 <= 1)
+                {
+                    split.extend(name_run_into_word(r, &w.lower, beside_unknown));
+                }
                 // A phrase seldom ends with a function word, unless a verb's particle or a
                 // question's preposition (`shore up`, `used for`): at the query's end or before a
                 // mark, a string one edit from a word is that word's typo, not such a split
@@ -1771,22 +1778,58 @@ fn splits(
         }
         v.extend(three);
     }
-    // A name run into a word, where the string reads as no three words (`dewpointrecorded` is
-    // `dew point recorded`, not the name `dewpoint`).
-    if v.last().is_none_or(|x| x.1.words.len() < 3) {
-        v.extend(name_run_into_word(r, word, beside_unknown).map(|x| (0.0, x)));
-    }
     v.into_iter().map(|x| x.1).collect()
 }
 
+/// Function words a name follows (prepositions, `is`, `and`, `the`), for
+/// [`super::Params::function_word_run_into_name_usage`].
+const WORDS_BEFORE_NAMES: &[&str] = &[
+    "about", "and", "are", "at", "by", "for", "from", "in", "into", "is", "of", "on", "the", "to",
+    "was", "with",
+];
+
+/// Whether `piece` of a string reads as a name people write: written at least `least_usage`
+/// times per billion words but in no word list or the corpus, no prefix English makes words
+/// with, and the beginning of no more than [`super::Params::name_run_into_word_beginnings`]
+/// listed words (`simpli` is a piece of `simplify`).
+fn written_name(r: &Repairer, piece: &str, stats: &WordStats, least_usage: u64) -> bool {
+    stats.general == 0
+        && !r.usable(stats)
+        && r.lm.usage(piece).is_some_and(|u| u >= least_usage)
+        && !WORD_FORMING_PREFIXES.contains(&piece)
+        && r.lexicon.as_ref().is_some_and(|l| {
+            l.words_beginning_with(piece) <= r.params.name_run_into_word_beginnings
+        })
+}
+
 /// A string nobody writes read as a name people write run into a common word after it
-/// (`tristessedefinition`, `cmcprogram`; [`super::Params::name_run_into_word_usage`]): the
-/// name stays an unknown word, so the reading pays for the word's own rarity in the language
-/// model only where it sits beside its neighbours.
+/// (`tristessedefinition`, `cmcprogram`; [`super::Params::name_run_into_word_usage`]) or as a
+/// function word run into a name (`fromhemorrhoid`, `torestasis`;
+/// [`super::Params::function_word_run_into_name_usage`]). The name stays an unknown word.
 fn name_run_into_word(r: &Repairer, word: &str, beside_unknown: bool) -> Option<Reading> {
     let p = &r.params;
-    let lexicon = r.lexicon.as_ref()?;
-    if p.name_run_into_word_usage == 0 || beside_unknown || r.lm.usage(word).is_some() {
+    if beside_unknown || r.lm.usage(word).is_some() {
+        return None;
+    }
+    let reading = |a: &str, sa: WordStats, b: &str, sb: WordStats| Reading {
+        span: 1,
+        words: vec![(a.to_string(), sa), (b.to_string(), sb)],
+        cost: p.split_cost,
+        kind: Some(EditKind::Split),
+        distance: 1,
+    };
+    if p.function_word_run_into_name_usage > 0 {
+        for opener in WORDS_BEFORE_NAMES {
+            let Some(name) = word.strip_prefix(opener).filter(|n| n.len() >= 4) else {
+                continue;
+            };
+            let sn = r.lm.stats(name);
+            if written_name(r, name, &sn, p.function_word_run_into_name_usage) {
+                return Some(reading(opener, r.lm.stats(opener), name, sn));
+            }
+        }
+    }
+    if p.name_run_into_word_usage == 0 {
         return None;
     }
     let cuts = (3..word.len().saturating_sub(p.name_run_into_word_letters - 1))
@@ -1799,19 +1842,8 @@ fn name_run_into_word(r: &Repairer, word: &str, beside_unknown: bool) -> Option<
             && r.lm
                 .usage(after)
                 .is_some_and(|u| u >= p.name_run_into_word_usage);
-        let name_like = sn.general == 0
-            && !r.usable(&sn)
-            && r.lm.usage(name).is_some()
-            && !WORD_FORMING_PREFIXES.contains(&name)
-            && lexicon.words_beginning_with(name) <= p.name_run_into_word_beginnings;
-        if common && name_like {
-            return Some(Reading {
-                span: 1,
-                words: vec![(name.to_string(), sn), (after.to_string(), sa)],
-                cost: p.split_cost,
-                kind: Some(EditKind::Split),
-                distance: 1,
-            });
+        if common && written_name(r, name, &sn, 1) {
+            return Some(reading(name, sn, after, sa));
         }
     }
     None

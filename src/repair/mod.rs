@@ -778,6 +778,13 @@ pub struct Params {
     pub name_run_into_word_letters: usize,
     /// The most listed words the name in [`Params::name_run_into_word_usage`] may begin.
     pub name_run_into_word_beginnings: usize,
+    /// A string nobody writes that is a function word a name follows (a preposition, `is`,
+    /// `and`, `the`) run into a name people write at least this often per billion words but no
+    /// word list holds (`fromhemorrhoid`, `torestasis`, `isbetts`) is read as the two; a rarer
+    /// string after the function word is as often a piece of a longer word (`intensest`). The
+    /// name is read as in [`Params::name_run_into_word_usage`]. 0 turns this off (the
+    /// seventy-sixth round).
+    pub function_word_run_into_name_usage: u64,
     /// A string people write is read as two words run together, as if nobody wrote it, where
     /// general English writes the two words apart e^this times more often than the usage list
     /// says the string is written ([`Repairer::written_apart`]; `ofthe`, `whois`: 0 turns
@@ -948,6 +955,7 @@ impl Default for Params {
             name_run_into_word_usage: 10_000,
             name_run_into_word_letters: 5,
             name_run_into_word_beginnings: 2,
+            function_word_run_into_name_usage: 20,
             written_apart_margin: 7.5,
             fragment_usage_margin: 1.0,
             rare_start_words: 3,
@@ -1049,7 +1057,7 @@ impl Repairer {
             .with_known_floor(params.ln_known_floor.exp())
             .with_pair_prior(params.corpus_pair_prior);
         // The lexicon's spelling order, built here rather than in the first query that asks.
-        if params.name_run_into_word_usage > 0 {
+        if params.name_run_into_word_usage > 0 || params.function_word_run_into_name_usage > 0 {
             if let Some(l) = &lexicon {
                 l.words_beginning_with("");
             }

@@ -1350,6 +1350,50 @@ fn a_name_people_write_run_into_a_common_word_is_split_off_it() {
 }
 
 #[test]
+fn a_function_word_run_into_a_name_people_write_is_split_off_it() {
+    // `restasis` is written (120 per billion) but in no word list: `torestasis` is `to` run
+    // into it. A name written more rarely is as often a piece of a longer word (`intensest`),
+    // and a string one edit from a word is its typo (`toight` is `tonight`, not `to ight`).
+    let vocab = Arc::new(Vocabulary::build(DOCS[..4].iter().map(|t| ("", *t))));
+    let words = [
+        ("the", 40_000_000_000),
+        ("to", 17_000_000_000),
+        ("in", 20_000_000_000),
+        ("cost", 60_000_000),
+        ("alternative", 30_000_000),
+        ("tonight", 20_000),
+        ("sing", 15_000_000),
+    ];
+    let lexicon = Lexicon::from_counts(words, [("cost", "alternative", 1_000_000)]);
+    let usage = [
+        ("the", 53_000_000),
+        ("to", 26_000_000),
+        ("in", 18_000_000),
+        ("cost", 90_000),
+        ("alternative", 40_000),
+        ("tonight", 50),
+        ("sing", 30_000),
+        ("restasis", 120),
+        ("tensest", 16),
+        ("ight", 400),
+    ];
+    let r = Repairer::new(vocab, Some(Arc::new(lexicon.with_usage(usage))));
+    let out = r.repair("cost alternative torestasis");
+    assert_eq!(out.text, "cost alternative to restasis");
+    assert_eq!(out.edits[0].kind, EditKind::Split);
+    assert!(!r.repair("cost alternative intensest").changed());
+    assert_ne!(r.repair("sing toight").text, "sing to ight");
+    let off = with_params(
+        &r,
+        Params {
+            function_word_run_into_name_usage: 0,
+            ..Params::default()
+        },
+    );
+    assert!(!off.repair("cost alternative torestasis").changed());
+}
+
+#[test]
 fn the_article_run_into_a_word_at_a_phrase_start_is_split_where_the_word_after_wants_its_word() {
     // At a sentence's start no word before can want the article: `Alot of` is split where the
     // word after goes with `lot`, and `aplastic anemia`, a term written apart as `a plastic`
