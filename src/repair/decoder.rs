@@ -706,6 +706,15 @@ pub(crate) fn readings(
                 {
                     let unpaid = known_neighbours(prev, next).saturating_sub(unwritten_paid);
                     rs[0].cost += p.unseen_pair_cost * unpaid as f64;
+                    // A question opens with its function word (`howtall is`, `isbadminton a
+                    // sport`), which the word's own probability does not know: at the query's
+                    // start such a split pays nothing the string kept does not.
+                    if p.question_start_split_cost > 0.0
+                        && prev.is_none()
+                        && split[0].words.first().is_some_and(|(x, _)| is_stopword(x))
+                    {
+                        rs[0].cost += p.question_start_split_cost;
+                    }
                 }
                 rs.extend(split);
             }

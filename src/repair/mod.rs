@@ -732,6 +732,11 @@ pub struct Params {
     /// (`who is legalshield`), not where the split begins with a piece English builds words
     /// from (`over packs`).
     pub run_together_pays_pairs: bool,
+    /// What a string nobody writes at the query's start pays, kept as typed, where its
+    /// likeliest split begins with a function word (`howtall is james hetfield`, `isbadminton a
+    /// sport`): a question opens so, which the function word's own probability does not know.
+    /// 0 turns this off (the seventy-seventh round).
+    pub question_start_split_cost: f64,
     /// An unknown word of at least this many letters that nobody writes (the usage list lacks
     /// it) and the corpus lacks, one edit from a word, kept as typed pays
     /// [`Params::unseen_pair_cost`] for each known content word beside it, as a typo does: as
@@ -908,6 +913,7 @@ impl Default for Params {
             ln_known_floor: -12.0,
             unlisted_cost: 1.0,
             unseen_pair_cost: 1.0,
+            question_start_split_cost: 2.5,
             corpus_pair_prior: 10.0,
             defined_word_cost: 3.0,
             defined_typo_free: true,

@@ -1394,6 +1394,46 @@ fn a_function_word_run_into_a_name_people_write_is_split_off_it() {
 }
 
 #[test]
+fn a_question_run_together_at_the_query_start_is_split() {
+    // `howtall` is written by nobody: at the query's start, where questions open with their
+    // function word, it is `how tall`; kept as typed it pays for that opening. Not elsewhere
+    // in the query.
+    let vocab = Arc::new(Vocabulary::build(DOCS[..4].iter().map(|t| ("", *t))));
+    let words = [
+        ("the", 40_000_000_000),
+        ("how", 570_000_000),
+        ("tall", 300_000),
+        ("is", 4_700_000_000),
+        ("mount", 20_000_000),
+        ("kenya", 5_000_000),
+    ];
+    let pairs = [("mount", "kenya", 600_000)];
+    let lexicon = Lexicon::from_counts(words, pairs);
+    let usage = [
+        ("the", 53_000_000),
+        ("how", 1_500_000),
+        ("tall", 40_000),
+        ("is", 11_700_000),
+        ("mount", 30_000),
+        ("kenya", 20_000),
+    ];
+    let r = Repairer::new(vocab, Some(Arc::new(lexicon.with_usage(usage))));
+    let off = with_params(
+        &r,
+        Params {
+            question_start_split_cost: 0.0,
+            ..Params::default()
+        },
+    );
+    assert_eq!(
+        r.repair("howtall is mount kenya").text,
+        "how tall is mount kenya"
+    );
+    assert!(!off.repair("howtall is mount kenya").changed());
+    assert!(!r.repair("kenya howtall is mount").changed());
+}
+
+#[test]
 fn the_article_run_into_a_word_at_a_phrase_start_is_split_where_the_word_after_wants_its_word() {
     // At a sentence's start no word before can want the article: `Alot of` is split where the
     // word after goes with `lot`, and `aplastic anemia`, a term written apart as `a plastic`
