@@ -718,6 +718,7 @@ pub(crate) fn readings(
                 }
                 rs.extend(split);
             }
+            rs.extend(function_word_and_article(r, w, prev, next));
         } else if w.content
             && letters >= p.min_letters
             && !is_stopword(&w.lower)
@@ -1788,6 +1789,49 @@ fn splits(
         v.extend(three);
     }
     v.into_iter().map(|x| x.1).collect()
+}
+
+/// A short string the lists do not know as a word read as a function word and the article run
+/// together (`what isa priority` → `is a`, `in place ofa coffee filter` → `of a`;
+/// [`super::Params::function_word_article_association`]): the word before, in the same phrase,
+/// goes with the function word and the function word with the article, and the word after
+/// takes the article (`a` before a consonant, `an` before a vowel). Such strings are mostly
+/// acronyms and names people write (`ISA`, `OFA`), so nothing else speaks for the split.
+fn function_word_and_article(
+    r: &Repairer,
+    w: &QueryWord,
+    prev: Option<&QueryWord>,
+    next: Option<&QueryWord>,
+) -> Option<Reading> {
+    let least = r.params.function_word_article_association?;
+    let (prev, next) = (prev?, next?);
+    let article = ["an", "a"]
+        .into_iter()
+        .find(|a| w.lower.len() > a.len() + 1 && w.lower.ends_with(a))?;
+    let function_word = &w.lower[..w.lower.len() - article.len()];
+    let starts_with_vowel = next.lower.starts_with(['a', 'e', 'i', 'o', 'u']);
+    let takes_article = !is_stopword(&next.lower)
+        && next.lower.starts_with(|c: char| c.is_ascii_alphabetic())
+        && starts_with_vowel == (article == "an");
+    let (sf, sa) = (r.lm.stats(function_word), r.lm.stats(article));
+    let goes_with = |a: &WordStats, b: &WordStats| {
+        r.lm.ln_general_over_chance(a, b)
+            .is_some_and(|x| x >= least)
+    };
+    (is_stopword(function_word)
+        && !w.ends_phrase
+        && !prev.ends_phrase
+        && next.spaced_from_previous
+        && takes_article
+        && goes_with(&prev.stats, &sf)
+        && goes_with(&sf, &sa))
+    .then(|| Reading {
+        span: 1,
+        words: vec![(function_word.to_string(), sf), (article.to_string(), sa)],
+        cost: r.params.split_cost + r.params.function_split_cost,
+        kind: Some(EditKind::Split),
+        distance: 1,
+    })
 }
 
 /// Function words a name follows (prepositions, `is`, `and`, `the`), for

@@ -737,6 +737,15 @@ pub struct Params {
     /// sport`): a question opens so, which the function word's own probability does not know.
     /// 0 turns this off (the seventy-seventh round).
     pub question_start_split_cost: f64,
+    /// A short string the lists do not know as a word that is a function word and the article
+    /// run together (`what isa priority`, `in place ofa coffee filter`, `what isan atm
+    /// mutation`) is read as the two where the word before, in the same phrase, goes with the
+    /// function word e^this times more than chance in general English's pair list (`what is`,
+    /// `of` after `place`), the function word with the article as much (`is a`, `of a`), and
+    /// the word after takes the article. Such strings are mostly acronyms and names (`ISA`,
+    /// `OFA`): at a query's start or end, or after a word that does not want the function
+    /// word (`what is isa`), they stay. `None` turns this off (the seventy-eighth round).
+    pub function_word_article_association: Option<f64>,
     /// An unknown word of at least this many letters that nobody writes (the usage list lacks
     /// it) and the corpus lacks, one edit from a word, kept as typed pays
     /// [`Params::unseen_pair_cost`] for each known content word beside it, as a typo does: as
@@ -914,6 +923,7 @@ impl Default for Params {
             unlisted_cost: 1.0,
             unseen_pair_cost: 1.0,
             question_start_split_cost: 2.5,
+            function_word_article_association: Some(3.0),
             corpus_pair_prior: 10.0,
             defined_word_cost: 3.0,
             defined_typo_free: true,

@@ -1434,6 +1434,70 @@ fn a_question_run_together_at_the_query_start_is_split() {
 }
 
 #[test]
+fn a_function_word_and_the_article_run_together_are_split_where_the_words_around_want_them() {
+    // `isa` is written (an acronym, 3,890 per billion): after `what`, which goes with `is`,
+    // and before a word that takes the article, it is `is a`; `isan` before a vowel `is an`.
+    // At the query's start or end, after a word that does not want `is`, or before a word
+    // that takes `an`, it stays.
+    let vocab = Arc::new(Vocabulary::build(DOCS[..4].iter().map(|t| ("", *t))));
+    let words = [
+        ("the", 40_000_000_000),
+        ("a", 9_000_000_000),
+        ("an", 1_500_000_000),
+        ("is", 4_700_000_000),
+        ("what", 800_000_000),
+        ("priority", 20_000_000),
+        ("atm", 5_000_000),
+        ("apple", 30_000_000),
+    ];
+    let pairs = [
+        ("what", "is", 3_000_000_000),
+        ("is", "a", 16_000_000_000),
+        ("is", "an", 4_000_000_000),
+        ("a", "priority", 3_000_000),
+        ("an", "atm", 300_000),
+    ];
+    let lexicon = Lexicon::from_counts(words, pairs);
+    let usage = [
+        ("the", 53_000_000),
+        ("a", 20_000_000),
+        ("an", 3_000_000),
+        ("is", 11_700_000),
+        ("what", 2_400_000),
+        ("priority", 40_000),
+        ("atm", 20_000),
+        ("apple", 60_000),
+        ("isa", 3_890),
+        ("isan", 110),
+    ];
+    let r = Repairer::new(vocab, Some(Arc::new(lexicon.with_usage(usage))));
+    assert_eq!(r.repair("what isa priority").text, "what is a priority");
+    assert_eq!(r.repair("what isan atm").text, "what is an atm");
+    for kept in [
+        "isa priority",
+        "what isa",
+        "what is isa priority",
+        "what isa apple",
+    ] {
+        assert!(
+            r.repair(kept)
+                .text
+                .split(' ')
+                .all(|w| w != "a" && w != "an"),
+            "{kept}"
+        );
+    }
+    let off = with_params(
+        &r,
+        Params {
+            function_word_article_association: None,
+            ..Params::default()
+        },
+    );
+    assert!(!off.repair("what isa priority").changed());
+}
+
+#[test]
 fn the_article_run_into_a_word_at_a_phrase_start_is_split_where_the_word_after_wants_its_word() {
     // At a sentence's start no word before can want the article: `Alot of` is split where the
     // word after goes with `lot`, and `aplastic anemia`, a term written apart as `a plastic`
