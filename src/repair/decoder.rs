@@ -1856,9 +1856,11 @@ fn written_name(r: &Repairer, piece: &str, stats: &WordStats, least_usage: u64) 
 }
 
 /// A string nobody writes read as a name people write run into a common word after it
-/// (`tristessedefinition`, `cmcprogram`; [`super::Params::name_run_into_word_usage`]) or as a
+/// (`tristessedefinition`, `cmcprogram`; [`super::Params::name_run_into_word_usage`]), as a
 /// function word run into a name (`fromhemorrhoid`, `torestasis`;
-/// [`super::Params::function_word_run_into_name_usage`]). The name stays an unknown word.
+/// [`super::Params::function_word_run_into_name_usage`]) or as a common word run into a name
+/// (`tricuspidatresia`; [`super::Params::word_run_into_name_usage`]). The name stays an unknown
+/// word.
 fn name_run_into_word(r: &Repairer, word: &str, beside_unknown: bool) -> Option<Reading> {
     let p = &r.params;
     if beside_unknown || r.lm.usage(word).is_some() {
@@ -1885,18 +1887,35 @@ fn name_run_into_word(r: &Repairer, word: &str, beside_unknown: bool) -> Option<
     if p.name_run_into_word_usage == 0 {
         return None;
     }
-    let cuts = (3..word.len().saturating_sub(p.name_run_into_word_letters - 1))
-        .filter(|&k| word.is_char_boundary(k));
-    for k in cuts {
+    // A word of the lists people write often, of `name_run_into_word_letters` or more.
+    let common = |x: &str, s: &WordStats| {
+        x.len() >= p.name_run_into_word_letters
+            && s.general > 0
+            && !is_stopword(x)
+            && r.lm
+                .usage(x)
+                .is_some_and(|u| u >= p.name_run_into_word_usage)
+    };
+    let cuts = || (3..word.len().saturating_sub(2)).filter(|&k| word.is_char_boundary(k));
+    for k in cuts() {
         let (name, after) = word.split_at(k);
         let (sn, sa) = (r.lm.stats(name), r.lm.stats(after));
-        let common = sa.general > 0
-            && !is_stopword(after)
-            && r.lm
-                .usage(after)
-                .is_some_and(|u| u >= p.name_run_into_word_usage);
-        if common && written_name(r, name, &sn, 1) {
+        if common(after, &sa) && written_name(r, name, &sn, 1) {
             return Some(reading(name, sn, after, sa));
+        }
+    }
+    // The word first (`tricuspidatresia`): a name of four letters or more, after a word that
+    // is no prefix English makes words with (`interstim`).
+    if p.word_run_into_name_usage > 0 {
+        for k in cuts().filter(|&k| word.len() - k >= 4) {
+            let (before, name) = word.split_at(k);
+            let (sb, sn) = (r.lm.stats(before), r.lm.stats(name));
+            if common(before, &sb)
+                && !WORD_FORMING_PREFIXES.contains(&before)
+                && written_name(r, name, &sn, p.word_run_into_name_usage)
+            {
+                return Some(reading(before, sb, name, sn));
+            }
         }
     }
     None

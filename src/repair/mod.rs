@@ -799,6 +799,11 @@ pub struct Params {
     /// name is read as in [`Params::name_run_into_word_usage`]. 0 turns this off (the
     /// seventy-sixth round).
     pub function_word_run_into_name_usage: u64,
+    /// A string nobody writes that is a common word (as in [`Params::name_run_into_word_usage`],
+    /// no prefix English makes words with) run into a name of four letters or more people write
+    /// at least this often per billion words but no word list holds (`tricuspidatresia`) is read
+    /// as the two. 0 turns this off (the seventy-ninth round).
+    pub word_run_into_name_usage: u64,
     /// A string people write is read as two words run together, as if nobody wrote it, where
     /// general English writes the two words apart e^this times more often than the usage list
     /// says the string is written ([`Repairer::written_apart`]; `ofthe`, `whois`: 0 turns
@@ -972,6 +977,7 @@ impl Default for Params {
             name_run_into_word_letters: 5,
             name_run_into_word_beginnings: 2,
             function_word_run_into_name_usage: 20,
+            word_run_into_name_usage: 20,
             written_apart_margin: 7.5,
             fragment_usage_margin: 1.0,
             rare_start_words: 3,

@@ -1350,6 +1350,42 @@ fn a_name_people_write_run_into_a_common_word_is_split_off_it() {
 }
 
 #[test]
+fn a_common_word_run_into_a_name_people_write_is_split_off_it() {
+    // `arthrogryposis` is written (40 per billion) but in no word list: `definearthrogryposis`
+    // is `define` run into it. Not after a prefix English makes words with (`interstim`), nor a
+    // name of three letters or fewer.
+    let vocab = Arc::new(Vocabulary::build(DOCS[..4].iter().map(|t| ("", *t))));
+    let words = [
+        ("the", 40_000_000_000),
+        ("define", 30_000_000),
+        ("inter", 2_000_000),
+    ];
+    let lexicon = Lexicon::from_counts(words, std::iter::empty::<(&str, &str, u64)>());
+    let usage = [
+        ("the", 53_000_000),
+        ("define", 20_000),
+        ("inter", 20_000),
+        ("arthrogryposis", 40),
+        ("stim", 300),
+        ("xyl", 300),
+    ];
+    let r = Repairer::new(vocab, Some(Arc::new(lexicon.with_usage(usage))));
+    let out = r.repair("definearthrogryposis");
+    assert_eq!(out.text, "define arthrogryposis");
+    assert_eq!(out.edits[0].kind, EditKind::Split);
+    assert!(!r.repair("interstim").changed());
+    assert!(!r.repair("definexyl").changed());
+    let off = with_params(
+        &r,
+        Params {
+            word_run_into_name_usage: 0,
+            ..Params::default()
+        },
+    );
+    assert!(!off.repair("definearthrogryposis").changed());
+}
+
+#[test]
 fn a_function_word_run_into_a_name_people_write_is_split_off_it() {
     // `restasis` is written (120 per billion) but in no word list: `torestasis` is `to` run
     // into it. A name written more rarely is as often a piece of a longer word (`intensest`),
