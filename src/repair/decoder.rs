@@ -718,7 +718,12 @@ pub(crate) fn readings(
                 }
                 rs.extend(split);
             }
-            rs.extend(function_word_and_article(r, w, prev, next));
+            // Not again where a split above reads the same words (`doesa`: `does a`).
+            if let Some(x) = function_word_and_article(r, w, prev, next) {
+                if !rs.iter().any(|y| y.words == x.words) {
+                    rs.push(x);
+                }
+            }
         } else if w.content
             && letters >= p.min_letters
             && !is_stopword(&w.lower)
