@@ -2329,6 +2329,21 @@ fn real_words(
             return Vec::new();
         }
     }
+    // The corpus's documents speak where they use the typed word near none of the query's
+    // other content words, at least two of those are words they use, and no list knows none
+    // of them: a typo elsewhere hides what the query is about (`folly island sc macrh
+    // temperatures` is no `fully island`).
+    let passages = p.real_word_passage_gain.filter(|_| {
+        let others = words
+            .iter()
+            .enumerate()
+            .filter(|&(j, q)| j != at && q.content);
+        others.clone().all(|(_, q)| q.stats.known())
+            && others.filter(|(_, q)| q.stats.corpus > 0).count() >= p.real_word_passage_words
+            && r.near_in_corpus(&w.lower, w.stats.corpus, words, Some(at), false)
+                .0
+                == 0
+    });
     let found = lookups.get(r, &w.lower, 1);
     let start = at_start.then(|| question_start_lift(r, words));
     let context_score = |word: &str, s: &WordStats| with_neighbours(r, prev, next, start, word, s);
@@ -2404,9 +2419,17 @@ fn real_words(
         } else {
             0.0
         };
+        // Near every content word of the query chance would not bring near it (the others say
+        // nothing), and at least two: a corpus that writes it near only some of them is about
+        // something else (`folly island sc march temperatures` is no `fully island`).
+        let passage_gain = passages.filter(|_| {
+            let (near, asked) = r.near_in_corpus(meant, stats.corpus, words, Some(at), true);
+            near == asked && near >= p.real_word_passage_words
+        });
         let gain = with_meant - with_typed
             + function_typos
-            + vote.for_real_word(at, &w.lower, meant, stats.corpus);
+            + vote.for_real_word(at, &w.lower, meant, stats.corpus)
+            + passage_gain.unwrap_or(0.0);
         let floored = with_meant_floored - with_typed_floored;
         // The function words beside it open the gate but leave the reading's cost alone: the
         // decoder weighs their pairs itself.

@@ -856,6 +856,16 @@ pub struct Params {
     /// Nats a real-word candidate with the index's vote gains instead where most of the voting
     /// documents use it: they agree on the reading.
     pub real_word_vote_most: f64,
+    /// Nats a real-word candidate gains where the corpus's documents use it near every other
+    /// content word of the query they hold that chance would not bring near it (the
+    /// vocabulary's pair filter), at least [`Params::real_word_passage_words`], and the typed
+    /// word near none of them: the corpus the index holds speaks as the index's vote does,
+    /// without an encoder (`how are some sharks warm flooded` → `blooded`, `when was the
+    /// salvation arms founded` → `army`; the eightieth round). `None` turns it off.
+    pub real_word_passage_gain: Option<f64>,
+    /// The least number of the query's other content words a real-word candidate must be near
+    /// in the corpus for [`Params::real_word_passage_gain`].
+    pub real_word_passage_words: usize,
     /// Nats a word one edit from a string of two or three letters (the two lengths below
     /// [`Params::min_letters`]) gains where at least half of the voting documents use the word
     /// and none the string: what the documents about the query write says which word so short
@@ -991,6 +1001,8 @@ impl Default for Params {
             vote_bonus: 4.0,
             real_word_vote: 6.0,
             real_word_vote_most: 12.0,
+            real_word_passage_gain: Some(6.0),
+            real_word_passage_words: 2,
             short_word_vote: 6.0,
             three_letter_set_phrases: true,
             set_phrase_over_chance: 5.5,
@@ -1405,18 +1417,12 @@ impl Repairer {
         typed_letters: usize,
         words: &[query::QueryWord],
     ) -> f64 {
-        // Times the two would fall within the pair window of each other if words were scattered
-        // at random: on a large corpus common words meet everywhere, and meeting says nothing.
-        let tokens = self.vocab.info().tokens.max(1) as f64;
-        let by_chance = |count: u64| {
-            candidate_count as f64 * count as f64 * (2 * crate::index::vocab::PAIR_WINDOW) as f64
-                / tokens
-        };
         let near = words.iter().any(|w| {
             w.content
                 && w.stats.known()
                 && w.lower != candidate
-                && by_chance(w.stats.corpus) < self.params.context_chance_limit
+                && self.meetings_by_chance(candidate_count, w.stats.corpus)
+                    < self.params.context_chance_limit
                 && self.vocab.near(candidate, &w.lower)
         });
         if near && typed_letters >= self.params.long_word {
@@ -1426,6 +1432,47 @@ impl Repairer {
         } else {
             0.0
         }
+    }
+
+    /// Times two words the corpus holds `a` and `b` times would fall within the pair window
+    /// of each other if its words were scattered at random: on a large corpus common words meet
+    /// everywhere, and meeting says nothing.
+    fn meetings_by_chance(&self, a: u64, b: u64) -> f64 {
+        let tokens = self.vocab.info().tokens.max(1) as f64;
+        a as f64 * b as f64 * (2 * crate::index::vocab::PAIR_WINDOW) as f64 / tokens
+    }
+
+    /// How many of the content words of `words` the corpus holds (but the one at `except`, and
+    /// `word` itself) it uses near `word`, seen `count` times in it (the vocabulary's pair
+    /// filter), and how many were asked. With `beyond_chance`, only words chance would not
+    /// bring near it ([`Params::context_chance_limit`]) are asked.
+    pub(crate) fn near_in_corpus(
+        &self,
+        word: &str,
+        count: u64,
+        words: &[query::QueryWord],
+        except: Option<usize>,
+        beyond_chance: bool,
+    ) -> (usize, usize) {
+        let asked: Vec<&query::QueryWord> = words
+            .iter()
+            .enumerate()
+            .filter(|&(i, w)| {
+                Some(i) != except
+                    && w.content
+                    && w.stats.corpus > 0
+                    && w.lower != word
+                    && (!beyond_chance
+                        || self.meetings_by_chance(count, w.stats.corpus)
+                            < self.params.context_chance_limit)
+            })
+            .map(|(_, w)| w)
+            .collect();
+        let near = asked
+            .iter()
+            .filter(|w| self.vocab.near(word, &w.lower))
+            .count();
+        (near, asked.len())
     }
 
     /// One pass of the decoder over `text`, a sentence at a time ([`query::sentences`]).

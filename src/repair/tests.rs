@@ -172,6 +172,49 @@ fn real_word_errors_are_corrected_only_with_context() {
     assert!(!r.repair("awhile ago").changed());
 }
 
+/// A speller over [`DOCS`] and `more` documents, with general counts for a real-word error
+/// no pair list decides: `arms` for `army`.
+fn salvation(more: &[&str], params: Params) -> Repairer {
+    let words: &[(&str, u64)] = &[
+        ("when", 650_000_000),
+        ("was", 3_000_000_000),
+        ("the", 23_000_000_000),
+        ("salvation", 5_000_000),
+        ("arms", 5_000_000),
+        ("army", 100_000_000),
+        ("founded", 80_000_000),
+    ];
+    let vocab = Vocabulary::build(DOCS.iter().chain(more).map(|t| ("", *t)));
+    let lexicon = Lexicon::from_counts(words.iter().copied(), []);
+    Repairer::with_params(Arc::new(vocab), Some(Arc::new(lexicon)), params)
+}
+
+#[test]
+fn the_corpus_speaks_for_a_real_word_its_documents_use_near_the_query() {
+    // The documents use `army` near both of the query's other content words, and `arms`
+    // nowhere: the corpus speaks as the index's vote would.
+    let about = "William Booth founded the Salvation Army in London in 1865.";
+    let query = "when was the salvation arms founded";
+    let r = salvation(&[about], Params::default());
+    assert_eq!(r.repair(query).text, "when was the salvation army founded");
+    assert_eq!(r.repair(query).edits[0].kind, EditKind::RealWord);
+    let off = Params {
+        real_word_passage_gain: None,
+        ..Params::default()
+    };
+    assert!(!salvation(&[about], off).repair(query).changed());
+    // Documents that use the typed word near the query's words speak for it.
+    let arms = "Salvation by arms was what the rebels who founded it wanted.";
+    assert!(!salvation(&[about, arms], Params::default())
+        .repair(query)
+        .changed());
+    // Near one of the two only, the corpus is about something else.
+    let apart = "William Booth led the Salvation Army in London in 1865.";
+    let elsewhere = "The college was founded in Oxford in 1264.";
+    let r = salvation(&[apart, elsewhere], Params::default());
+    assert!(!r.repair(query).changed());
+}
+
 #[test]
 fn two_letters_swapped_make_a_real_word_error_at_a_lower_prior() {
     // `pairs` is `paris` with two letters swapped, and `france` wants `paris`: a swap is read
