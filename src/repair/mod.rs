@@ -246,6 +246,10 @@ pub struct ExplainedWord {
     /// With the index's vote: how many of the documents the query retrieved use it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub documents_using: Option<u32>,
+    /// How many of the query's other content words the corpus holds its documents use near it
+    /// (the vocabulary's pair filter; [`Params::real_word_passage_gain`] asks it of a known
+    /// word).
+    pub corpus_near: usize,
     /// The readings that start at this word; the first is the word as typed.
     pub readings: Vec<ExplainedReading>,
 }
@@ -282,6 +286,11 @@ pub struct ExplainedReading {
     /// word (each word of a split counted apart, the fewest kept).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub documents_using: Option<u32>,
+    /// For a reading of one word other than the typed one: how many of the query's other
+    /// content words the corpus uses near it, of how many that chance would not bring near it
+    /// ([`Params::real_word_passage_gain`] wants all of them, two at least).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub corpus_near: Option<[usize; 2]>,
     /// On the best path.
     pub chosen: bool,
 }
@@ -1654,6 +1663,9 @@ impl Repairer {
                 corpus_count: w.stats.corpus,
                 usage_per_billion: self.lm.usage(&w.lower),
                 documents_using: retrieved.map(|d| d.documents_using(&w.lower)),
+                corpus_near: self
+                    .near_in_corpus(&w.lower, w.stats.corpus, &words, Some(pos), false)
+                    .0,
                 readings: rs
                     .iter()
                     .enumerate()
@@ -1670,6 +1682,19 @@ impl Repairer {
                                 .min()
                                 .unwrap_or(0)
                         }),
+                        corpus_near: match r.words.as_slice() {
+                            [(word, stats)] if ri > 0 => {
+                                let (near, asked) = self.near_in_corpus(
+                                    word,
+                                    stats.corpus,
+                                    &words,
+                                    Some(pos),
+                                    true,
+                                );
+                                Some([near, asked])
+                            }
+                            _ => None,
+                        },
                         chosen: path.contains(&(pos, ri)),
                     })
                     .collect(),

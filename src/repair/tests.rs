@@ -198,6 +198,14 @@ fn the_corpus_speaks_for_a_real_word_its_documents_use_near_the_query() {
     let r = salvation(&[about], Params::default());
     assert_eq!(r.repair(query).text, "when was the salvation army founded");
     assert_eq!(r.repair(query).edits[0].kind, EditKind::RealWord);
+    // `--explain` shows the evidence: `arms` near none of `salvation`, `founded`; `army` near
+    // both.
+    let explained = r.explain(query);
+    let arms = &explained.words[4];
+    assert_eq!((arms.word.as_str(), arms.corpus_near), ("arms", 0));
+    let army = arms.readings.iter().find(|x| x.meant == "army").unwrap();
+    assert_eq!(army.corpus_near, Some([2, 2]));
+    assert_eq!(arms.readings[0].corpus_near, None);
     let off = Params {
         real_word_passage_gain: None,
         ..Params::default()
