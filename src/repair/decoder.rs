@@ -2422,9 +2422,12 @@ fn real_words(
         // Near every content word of the query chance would not bring near it (the others say
         // nothing), and at least two: a corpus that writes it near only some of them is about
         // something else (`folly island sc march temperatures` is no `fully island`).
+        // A word the corpus lacks is near none (but by the filter's false positives).
         let passage_gain = passages.filter(|_| {
-            let (near, asked) = r.near_in_corpus(meant, stats.corpus, words, Some(at), true);
-            near == asked && near >= p.real_word_passage_words
+            stats.corpus > 0 && {
+                let (near, asked) = r.near_in_corpus(meant, stats.corpus, words, Some(at), true);
+                near == asked && near >= p.real_word_passage_words
+            }
         });
         let gain = with_meant - with_typed
             + function_typos

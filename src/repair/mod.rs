@@ -1463,7 +1463,7 @@ impl Repairer {
         except: Option<usize>,
         beyond_chance: bool,
     ) -> (usize, usize) {
-        let asked: Vec<&query::QueryWord> = words
+        words
             .iter()
             .enumerate()
             .filter(|&(i, w)| {
@@ -1475,13 +1475,12 @@ impl Repairer {
                         || self.meetings_by_chance(count, w.stats.corpus)
                             < self.params.context_chance_limit)
             })
-            .map(|(_, w)| w)
-            .collect();
-        let near = asked
-            .iter()
-            .filter(|w| self.vocab.near(word, &w.lower))
-            .count();
-        (near, asked.len())
+            .fold((0, 0), |(near, asked), (_, w)| {
+                (
+                    near + usize::from(self.vocab.near(word, &w.lower)),
+                    asked + 1,
+                )
+            })
     }
 
     /// One pass of the decoder over `text`, a sentence at a time ([`query::sentences`]).
