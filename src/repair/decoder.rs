@@ -2330,8 +2330,8 @@ fn real_words(
         }
     }
     // The corpus's documents speak where they use the typed word near none of the query's
-    // other content words, at least two of those are words they use, and no list knows none
-    // of them: a typo elsewhere hides what the query is about (`folly island sc macrh
+    // other content words, at least two of those are words they use, and a list knows every
+    // one of them: a typo elsewhere hides what the query is about (`folly island sc macrh
     // temperatures` is no `fully island`).
     let passages = p.real_word_passage_gain.filter(|_| {
         let others = words
