@@ -41,12 +41,12 @@ if [ ! -f "$lists/wikipedia.txt" ]; then
 fi
 
 M=$DATA/misspellings
-"$bin" repair eval --index "$index" --queries "$DATA/marco-dev-queries/queries.tsv" \
+"$bin" repair eval --no-vote --index "$index" --queries "$DATA/marco-dev-queries/queries.tsv" \
   --misspellings "$M/spell-testset1.txt" --misspellings "$M/spell-testset2.txt" \
   --misspellings "$lists/codespell.txt" --misspellings "$lists/wikipedia.txt" \
   --realword --boundary --seed 0 --examples 100000 --params "$PARAMS" --out "$OUT/eval0.json" >/dev/null
 for seed in 1 2; do
-  "$bin" repair eval --index "$index" --queries "$DATA/marco-dev-queries/queries.tsv" --boundary \
+  "$bin" repair eval --no-vote --index "$index" --queries "$DATA/marco-dev-queries/queries.tsv" --boundary \
     --seed "$seed" --examples 100000 --params "$PARAMS" --out "$OUT/eval$seed.json" >/dev/null
 done
 python3 bench/repair_quality.py typos "$bin" "$index" "$PARAMS" "$OUT" >/dev/null

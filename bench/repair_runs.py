@@ -40,7 +40,7 @@ def repaired(capot, index, cases, params_list):
     try:
         for params in params_list or ["{}"]:
             out = subprocess.run(
-                [capot, "repair", "--index", index, "--queries", typed_file, "--format", "tsv", "--params", params],
+                [capot, "repair", "--no-vote", "--index", index, "--queries", typed_file, "--format", "tsv", "--params", params],
                 check=True, capture_output=True, text=True,
             ).stdout
             yield params, dict(line.partition("\t")[::2] for line in out.splitlines())

@@ -228,7 +228,14 @@ fn repair_cli_lets_the_index_vote_with_an_encoder() {
             .filter(|l| l.contains("\"changed\":true"))
             .count()
     };
-    let alone = restored(&["repair", "--index", index_s, "--queries", typo_s]);
+    let alone = restored(&[
+        "repair",
+        "--index",
+        index_s,
+        "--queries",
+        typo_s,
+        "--no-vote",
+    ]);
     let voted = restored(&[
         "repair",
         "--index",
@@ -274,6 +281,66 @@ fn repair_cli_lets_the_index_vote_with_an_encoder() {
     );
     assert_eq!(o.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&o.stderr).contains("vote"));
+}
+
+#[test]
+fn repair_cli_votes_with_the_encoder_that_built_the_index_when_the_assets_hold_it() {
+    let index = common::default_index().to_str().unwrap().to_string();
+    let tmp = tempfile::tempdir().unwrap();
+    let assets = tmp.path().join("assets");
+    let encoders = assets.join("encoders");
+    std::fs::create_dir_all(&encoders).unwrap();
+    std::os::unix::fs::symlink(common::assets().join("lexicon"), assets.join("lexicon")).unwrap();
+    // A bundle of another vector space sorts first: the fingerprint, not the order, decides.
+    common::import_tiny(&encoders, "a-tiny", 7);
+    let query = b"q1\tsymptoms of vitamin d deficeincy\n";
+    let repair = |extra: &[&str]| {
+        let mut c = common::capot();
+        c.env("CAPOT_ASSETS", &assets)
+            .args(["repair", "--index", &index, "--explain"])
+            .args(extra)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped());
+        let mut child = c.spawn().expect("spawn capot");
+        use std::io::Write;
+        child.stdin.take().unwrap().write_all(query).unwrap();
+        let o = child.wait_with_output().unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+        (v, String::from_utf8_lossy(&o.stderr).to_string())
+    };
+    let voted = |v: &Value| {
+        v["explain"]["words"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|w| w.get("documents_using").is_some())
+    };
+
+    // Only a bundle of another space: the speller decides alone, silently.
+    let (v, err) = repair(&[]);
+    assert!(!voted(&v), "{v}");
+    assert!(!err.contains("vote"), "{err}");
+
+    // The index's own encoder among the assets: it votes, and says with which bundle.
+    let own = encoders.join("minilm");
+    std::os::unix::fs::symlink(common::minilm_bundle(), &own).unwrap();
+    let (v, err) = repair(&[]);
+    assert!(voted(&v), "{v}");
+    assert_eq!(v["repaired"], "symptoms of vitamin d deficiency", "{v}");
+    assert!(err.contains("the index's vote, with minilm@"), "{err}");
+    assert!(err.contains(own.to_str().unwrap()), "{err}");
+
+    // `--no-vote` decides without it; `vote_documents` 0 too.
+    for off in [
+        &["--no-vote"][..],
+        &["--params", r#"{"vote_documents": 0}"#],
+    ] {
+        let (v, err) = repair(off);
+        assert!(!voted(&v), "{off:?}: {v}");
+        assert!(!err.contains("vote"), "{off:?}: {err}");
+    }
 }
 
 #[test]

@@ -70,6 +70,14 @@ pub fn read_queries_arg(path: Option<&std::path::Path>) -> anyhow::Result<capot:
     Ok(queries)
 }
 
+/// The assets directory `scripts/setup` fills (ONNX Runtime, the lexicon, the default encoder
+/// bundle): `$CAPOT_ASSETS`, else `assets` in the working directory.
+pub fn assets_dir() -> PathBuf {
+    std::env::var_os("CAPOT_ASSETS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("assets"))
+}
+
 /// The language prior of query repair, shared by `serve`, `repair` and `eval`.
 #[derive(Debug, Args, Clone, Default)]
 pub struct LexiconArgs {
@@ -103,9 +111,7 @@ impl LexiconArgs {
         if !self.lexicons.is_empty() {
             return self.lexicons.clone();
         }
-        let assets = std::env::var_os("CAPOT_ASSETS")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| PathBuf::from("assets"));
+        let assets = assets_dir();
         let default = capot::repair::lexicon::default_path(&assets);
         if default.is_file() {
             capot::repair::lexicon::default_paths(&assets)

@@ -9,8 +9,8 @@ use anyhow::Context;
 use clap::{Args, Subcommand, ValueEnum};
 use serde_json::json;
 
-use capot::encoder::Encoder;
-use capot::index::Index;
+use capot::encoder::{Encoder, EncoderManifest};
+use capot::index::{Index, IndexManifest};
 use capot::noise::human::Misspellings;
 use capot::repair::eval::{self, Injection};
 use capot::repair::retrieved::retrieved_from;
@@ -18,21 +18,25 @@ use capot::repair::{Params, Repairer, RetrievedWords};
 
 use super::{DeviceArgs, GlobalArgs, LexiconArgs};
 
-/// The index's vote: `--encoder` and how the raw query is searched.
+/// The index's vote: which encoder searches the raw query, or none.
 #[derive(Debug, Args)]
 pub struct VoteArgs {
-    /// Query encoder bundle that fits the index: with it, each query as typed is encoded and
-    /// searched first, and the words of the documents it retrieves vote on its words (the
-    /// index's vote, `vote_documents` in `--params`, 10 by default; docs/repair.md). Without
-    /// it, the speller
-    /// decides from its lists and the vocabulary alone.
-    #[arg(long, value_name = "DIR")]
+    /// Query encoder bundle that fits the index: each query as typed is encoded and searched
+    /// first, and the words of the documents it retrieves vote on its words (the index's vote,
+    /// `vote_documents` in `--params`, 10 by default; docs/repair.md). Default: the bundle
+    /// under $CAPOT_ASSETS/encoders/ (`assets/encoders/`, where scripts/setup imports the
+    /// default encoder) that built the index, found by its fingerprint, when there is one.
+    #[arg(long, value_name = "DIR", conflicts_with = "no_vote")]
     pub encoder: Option<PathBuf>,
+    /// No vote: the speller decides from its lists and the index's vocabulary alone, and no
+    /// encoder is looked for or loaded.
+    #[arg(long)]
+    pub no_vote: bool,
     #[command(flatten)]
     pub device: DeviceArgs,
 }
 
-/// What the raw query retrieves, when `--encoder` was given and the vote is on.
+/// What the raw query retrieves, when the vote is on.
 struct Voter {
     encoder: Encoder,
     index: Index,
@@ -40,19 +44,51 @@ struct Voter {
 }
 
 impl Voter {
+    /// The vote `args` ask for: the encoder named, else the one that built the index among the
+    /// assets' bundles (no vote where there is none, or where it cannot be loaded: a warning
+    /// says why), else none.
     fn new(
         args: &VoteArgs,
         index: &std::path::Path,
         params: &Params,
         global: &GlobalArgs,
     ) -> anyhow::Result<Option<Voter>> {
-        let Some(bundle) = &args.encoder else {
+        if let Some(bundle) = &args.encoder {
+            anyhow::ensure!(
+                params.vote_documents > 0,
+                "--encoder: the index's vote is off (vote_documents 0 in --params)"
+            );
+            return Self::load(args, index, bundle, params, global).map(Some);
+        }
+        if args.no_vote || params.vote_documents == 0 {
+            return Ok(None);
+        }
+        let Some(bundle) = index_encoder_in(&super::assets_dir().join("encoders"), index) else {
             return Ok(None);
         };
-        anyhow::ensure!(
-            params.vote_documents > 0,
-            "--encoder: the index's vote is off (vote_documents 0 in --params)"
-        );
+        match Self::load(args, index, &bundle, params, global) {
+            Ok(voter) => {
+                eprintln!(
+                    "repair: the index's vote, with {} ({}; --no-vote decides without it)",
+                    voter.encoder.manifest().label(),
+                    bundle.display()
+                );
+                Ok(Some(voter))
+            }
+            Err(e) => {
+                eprintln!("repair: no vote: {e:#}");
+                Ok(None)
+            }
+        }
+    }
+
+    fn load(
+        args: &VoteArgs,
+        index: &std::path::Path,
+        bundle: &std::path::Path,
+        params: &Params,
+        global: &GlobalArgs,
+    ) -> anyhow::Result<Voter> {
         let index =
             Index::load(index).with_context(|| format!("cannot load index {}", index.display()))?;
         let encoder = Encoder::load(bundle, &args.device.runtime(global)?)
@@ -63,11 +99,11 @@ impl Voter {
             index.manifest().dimension,
         )
         .map_err(|r| anyhow::anyhow!("{}: {r}", bundle.display()))?;
-        Ok(Some(Voter {
+        Ok(Voter {
             encoder,
             index,
             documents: params.vote_documents,
-        }))
+        })
     }
 
     /// The words of the documents `text` retrieves; `None` (no vote) where that fails, with
@@ -90,6 +126,20 @@ impl Voter {
             }
         }
     }
+}
+
+/// The bundle under `encoders` (one directory per bundle) whose vectors built the index in
+/// `index`: its own document encoder, by fingerprint; the first by name where several are.
+fn index_encoder_in(encoders: &std::path::Path, index: &std::path::Path) -> Option<PathBuf> {
+    let built_by = IndexManifest::read(index).ok()?.encoder_fingerprint;
+    let mut bundles: Vec<PathBuf> = std::fs::read_dir(encoders)
+        .ok()?
+        .filter_map(|e| Some(e.ok()?.path()))
+        .collect();
+    bundles.sort();
+    bundles
+        .into_iter()
+        .find(|b| EncoderManifest::read(b).is_ok_and(|m| m.fingerprint == built_by))
 }
 
 #[derive(Debug, Args)]
@@ -378,6 +428,7 @@ fn run_eval(args: RepairEvalArgs, global: &GlobalArgs) -> anyhow::Result<()> {
             "queries": args.queries,
             "seed": args.seed,
             "params": repairer.params(),
+            "vote_encoder": voter.as_ref().map(|v| v.encoder.manifest().label()),
             "injected": injected.iter().map(|(n, r)| json!({"name": n, "report": r})).collect::<Vec<_>>(),
             "clean": clean,
         });
