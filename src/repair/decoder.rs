@@ -2183,7 +2183,8 @@ struct Vote<'a> {
 
 impl<'a> Vote<'a> {
     /// The vote on `words`: a word's vote counts only where the documents use the query's
-    /// other content words (at least [`Params::vote_on_topic`] of them, and one): documents
+    /// other content words (at least [`Params::vote_on_topic`] of them, and one) and the corpus
+    /// writes each of them that a list knows ([`Params::vote_needs_corpus_words`]): documents
     /// that are not about the query say nothing by lacking a word.
     fn new(r: &'a Repairer, words: &[QueryWord], retrieved: Option<&'a RetrievedWords>) -> Self {
         let on_topic = match retrieved {
@@ -2197,13 +2198,24 @@ impl<'a> Vote<'a> {
                     .iter()
                     .flatten()
                     .fold((0u32, 0u32), |(a, h), &u| (a + 1, h + u32::from(u)));
+                // Content words the lists know and the corpus never writes.
+                let unwritten = |w: &QueryWord| {
+                    r.params.vote_needs_corpus_words
+                        && w.content
+                        && w.stats.general > 0
+                        && w.stats.corpus == 0
+                };
+                let gaps = words.iter().filter(|w| unwritten(w)).count();
                 used.iter()
-                    .map(|u| {
+                    .zip(words)
+                    .map(|(u, w)| {
                         let (others, used) = match u {
                             Some(u) => (all - 1, hit - u32::from(*u)),
                             None => (all, hit),
                         };
-                        used >= 1 && f64::from(used) >= r.params.vote_on_topic * f64::from(others)
+                        gaps == usize::from(unwritten(w))
+                            && used >= 1
+                            && f64::from(used) >= r.params.vote_on_topic * f64::from(others)
                     })
                     .collect()
             }

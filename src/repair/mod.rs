@@ -857,6 +857,10 @@ pub struct Params {
     /// The vote on a word counts only where the documents use at least this share of the
     /// query's other content words (and one).
     pub vote_on_topic: f64,
+    /// ... and none of those the word lists know is one the corpus never writes: no document
+    /// of it is about the whole query then, only about its other words (`chicken tortilla soup`
+    /// retrieves sous-vide chicken). `false`: such words count as the documents' other misses.
+    pub vote_needs_corpus_words: bool,
     /// Nats a non-word's candidate with the index's vote gains.
     pub vote_bonus: f64,
     /// Nats a real-word candidate with the index's vote gains; with it, no neighbour needs to
@@ -1007,6 +1011,7 @@ impl Default for Params {
             vote_min_documents: 2,
             vote_lift: 3.0,
             vote_on_topic: 0.75,
+            vote_needs_corpus_words: true,
             vote_bonus: 4.0,
             real_word_vote: 6.0,
             real_word_vote_most: 12.0,

@@ -4130,6 +4130,29 @@ fn most_voting_documents_writing_a_word_outweigh_the_real_word_cost() {
     assert!(!plain
         .repair_with("reflex symptoms", &|_| false, Some(&most))
         .changed());
+    // A word of the query that the lists know and the corpus never writes (`washing`): no
+    // document of the corpus is about the whole query, whatever share of its words the
+    // voting ones use (here half, as a looser topic test asks).
+    let half = |needs_corpus_words| {
+        Repairer::with_params(
+            r.vocab().clone(),
+            r.lexicon().cloned(),
+            Params {
+                vote_on_topic: 0.5,
+                vote_needs_corpus_words: needs_corpus_words,
+                ..Params::default()
+            },
+        )
+    };
+    assert_eq!(r.vocab().count("washing"), 0);
+    let query = "reflex symptoms washing";
+    assert!(!half(true)
+        .repair_with(query, &|_| false, Some(&most))
+        .changed());
+    assert_eq!(
+        half(false).repair_with(query, &|_| false, Some(&most)).text,
+        "reflux symptoms washing"
+    );
 }
 
 #[test]
