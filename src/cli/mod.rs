@@ -34,7 +34,8 @@ pub struct Cli {
 /// Options every subcommand accepts.
 #[derive(Debug, Args)]
 pub struct GlobalArgs {
-    /// Path to libonnxruntime.so (default: $ORT_DYLIB_PATH, then assets/onnxruntime/lib/).
+    /// Path to libonnxruntime.so (default: $ORT_DYLIB_PATH, then onnxruntime/lib/ in
+    /// $CAPOT_ASSETS, then in assets/).
     #[arg(long, global = true, env = "CAPOT_ORT_LIBRARY", value_name = "FILE")]
     pub ort_library: Option<PathBuf>,
     /// Log format on stderr.

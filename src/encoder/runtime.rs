@@ -16,6 +16,12 @@ pub const ORT_DYLIB_ENV: &str = "ORT_DYLIB_PATH";
 /// Where the set-up script puts the library, relative to the project root.
 pub const DEFAULT_ORT_RELATIVE: &str = "assets/onnxruntime/lib/libonnxruntime.so";
 
+/// Where the set-up script puts the library, relative to the assets directory.
+const ORT_IN_ASSETS: &str = "onnxruntime/lib/libonnxruntime.so";
+
+/// Environment variable naming the assets directory the set-up script fills.
+const ASSETS_ENV: &str = "CAPOT_ASSETS";
+
 /// Which device runs inference.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Device {
@@ -88,24 +94,15 @@ impl Default for RuntimeOptions {
 }
 
 /// Finds the ONNX Runtime library: the explicit path, then `ORT_DYLIB_PATH`, then the set-up
-/// script's location beside the working directory or the executable.
+/// script's location in `$CAPOT_ASSETS`, beside the working directory or the executable.
 pub fn locate_library(explicit: Option<&Path>) -> Result<PathBuf, EncoderError> {
     let mut tried = Vec::new();
-    let mut candidates: Vec<PathBuf> = Vec::new();
-    if let Some(p) = explicit {
-        candidates.push(p.to_path_buf());
-    } else if let Some(p) = std::env::var_os(ORT_DYLIB_ENV).filter(|p| !p.is_empty()) {
-        candidates.push(PathBuf::from(p));
-    } else {
-        candidates.push(PathBuf::from(DEFAULT_ORT_RELATIVE));
-        if let Ok(exe) = std::env::current_exe() {
-            // target/<profile>/capot → project root two or three levels up.
-            for up in exe.ancestors().skip(1).take(4) {
-                candidates.push(up.join(DEFAULT_ORT_RELATIVE));
-            }
-        }
-        candidates.push(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(DEFAULT_ORT_RELATIVE));
-    }
+    let candidates = library_candidates(
+        explicit,
+        std::env::var_os(ORT_DYLIB_ENV),
+        std::env::var_os(ASSETS_ENV),
+        std::env::current_exe().ok(),
+    );
     for c in candidates {
         if c.is_file() {
             return Ok(c);
@@ -117,6 +114,36 @@ pub fn locate_library(explicit: Option<&Path>) -> Result<PathBuf, EncoderError> 
          {ORT_DYLIB_ENV} (or --ort-library) at libonnxruntime.so",
         tried.join(", ")
     )))
+}
+
+/// Where [`locate_library`] looks, in order, given the flag, `ORT_DYLIB_PATH`, `CAPOT_ASSETS`
+/// and the executable's path.
+fn library_candidates(
+    explicit: Option<&Path>,
+    ort_env: Option<std::ffi::OsString>,
+    assets_env: Option<std::ffi::OsString>,
+    exe: Option<PathBuf>,
+) -> Vec<PathBuf> {
+    if let Some(p) = explicit {
+        return vec![p.to_path_buf()];
+    }
+    if let Some(p) = ort_env.filter(|p| !p.is_empty()) {
+        return vec![PathBuf::from(p)];
+    }
+    let mut candidates: Vec<PathBuf> = assets_env
+        .filter(|p| !p.is_empty())
+        .map(|assets| PathBuf::from(assets).join(ORT_IN_ASSETS))
+        .into_iter()
+        .collect();
+    candidates.push(PathBuf::from(DEFAULT_ORT_RELATIVE));
+    if let Some(exe) = exe {
+        // target/<profile>/capot → project root two or three levels up.
+        for up in exe.ancestors().skip(1).take(4) {
+            candidates.push(up.join(DEFAULT_ORT_RELATIVE));
+        }
+    }
+    candidates.push(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(DEFAULT_ORT_RELATIVE));
+    candidates
 }
 
 static ENVIRONMENT: OnceLock<Result<(Environment, PathBuf), String>> = OnceLock::new();
@@ -229,6 +256,39 @@ fn cuda_session(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_library_is_looked_for_in_the_assets_directory_named_before_the_usual_places() {
+        let exe = Some(PathBuf::from("/opt/capot/target/release/capot"));
+        let found = library_candidates(None, None, Some("/srv/assets".into()), exe.clone());
+        assert_eq!(
+            found[0],
+            Path::new("/srv/assets/onnxruntime/lib/libonnxruntime.so")
+        );
+        assert_eq!(found[1], Path::new(DEFAULT_ORT_RELATIVE));
+        assert!(found.contains(&PathBuf::from("/opt/capot").join(DEFAULT_ORT_RELATIVE)));
+        // Unset or empty, the assets directory adds nothing; the flag and ORT_DYLIB_PATH are
+        // the only place looked at when given.
+        let usual = library_candidates(None, None, None, exe.clone());
+        assert_eq!(
+            usual,
+            library_candidates(None, None, Some("".into()), exe.clone())
+        );
+        assert_eq!(usual, found[1..]);
+        assert_eq!(
+            library_candidates(
+                None,
+                Some("/x/libonnxruntime.so".into()),
+                Some("/a".into()),
+                None
+            ),
+            [PathBuf::from("/x/libonnxruntime.so")]
+        );
+        assert_eq!(
+            library_candidates(Some(Path::new("/y.so")), Some("/x.so".into()), None, None),
+            [PathBuf::from("/y.so")]
+        );
+    }
 
     #[test]
     fn parses_devices() {
