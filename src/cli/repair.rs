@@ -41,6 +41,8 @@ struct Voter {
     encoder: Encoder,
     index: Index,
     documents: usize,
+    /// The bundle found among the assets, when none was named.
+    found: Option<PathBuf>,
 }
 
 impl Voter {
@@ -67,14 +69,10 @@ impl Voter {
             return Ok(None);
         };
         match Self::load(args, index, &bundle, params, global) {
-            Ok(voter) => {
-                eprintln!(
-                    "repair: the index's vote, with {} ({}; --no-vote decides without it)",
-                    voter.encoder.manifest().label(),
-                    bundle.display()
-                );
-                Ok(Some(voter))
-            }
+            Ok(voter) => Ok(Some(Voter {
+                found: Some(bundle),
+                ..voter
+            })),
             Err(e) => {
                 eprintln!("repair: no vote: {e:#}");
                 Ok(None)
@@ -103,7 +101,20 @@ impl Voter {
             encoder,
             index,
             documents: params.vote_documents,
+            found: None,
         })
+    }
+
+    /// Says on stderr which bundle votes where it was found rather than named: the user did
+    /// not ask for it.
+    fn announce(&self) {
+        if let Some(bundle) = &self.found {
+            eprintln!(
+                "repair: the index's vote, with {} ({}; --no-vote decides without it)",
+                self.encoder.manifest().label(),
+                bundle.display()
+            );
+        }
     }
 
     /// The words of the documents `text` retrieves; `None` (no vote) where that fails, with
@@ -275,6 +286,7 @@ pub fn run(args: RepairArgs, global: &GlobalArgs) -> anyhow::Result<()> {
     )?;
     let voter = Voter::new(&args.vote, &index, repairer.params(), global)?;
     let queries = super::read_queries_arg(args.queries.as_deref())?;
+    voter.iter().for_each(Voter::announce);
     let mut out = BufWriter::new(std::io::stdout().lock());
     let mut changed = 0usize;
     for q in queries.queries() {
@@ -338,6 +350,7 @@ fn run_eval(args: RepairEvalArgs, global: &GlobalArgs) -> anyhow::Result<()> {
         })
         .transpose()?;
     let queries = super::read_queries_arg(Some(&args.queries))?;
+    voter.iter().for_each(Voter::announce);
     let queries: Vec<(String, String)> = queries
         .queries()
         .iter()
