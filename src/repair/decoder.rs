@@ -2805,7 +2805,7 @@ fn function_word_in_context(r: &Repairer, words: &[QueryWord], at: usize) -> Vec
     );
     let prev = beside.0.filter(neighbour);
     let next = beside.1.filter(neighbour);
-    if prev.is_none() && next.is_none() {
+    if prev.is_none() && next.is_none() || answers_a_comparative(r, words, at) {
         return Vec::new();
     }
     let typed = w.lower.as_bytes();
@@ -3105,6 +3105,22 @@ fn function_word_in_context(r: &Repairer, words: &[QueryWord], at: usize) -> Vec
         .collect();
     v.sort_by(|a, b| a.0.total_cmp(&b.0));
     v.into_iter().take(p.max_candidates).map(|x| x.1).collect()
+}
+
+/// Whether `words[at]` is `than` after a comparative it answers: a word before it that general
+/// English's pair list writes before `than` [`super::Params::comparative_association`] nats
+/// over chance or more (`better to live in a small town than in a big city`). Its neighbours
+/// alone may want another word (`town that`), as they cannot see the comparative.
+fn answers_a_comparative(r: &Repairer, words: &[QueryWord], at: usize) -> bool {
+    let Some(least) = r.params.comparative_association else {
+        return false;
+    };
+    let than = &words[at];
+    than.lower == "than"
+        && words[..at].iter().any(|q| {
+            r.lm.ln_general_over_chance(&q.stats, &than.stats)
+                .is_some_and(|a| a >= least)
+        })
 }
 
 /// A state of the search: the last meant word at a word boundary.

@@ -516,6 +516,56 @@ fn a_function_word_one_letter_for_another_from_the_one_a_neighbour_wants_is_read
 }
 
 #[test]
+fn than_after_a_comparative_stays_whatever_its_neighbours_want() {
+    let words = [
+        ("better", 800_000_000),
+        ("than", 1_000_000_000),
+        ("that", 3_400_000_000),
+        ("live", 300_000_000),
+        ("in", 8_500_000_000),
+        ("small", 300_000_000),
+        ("town", 80_000_000),
+        ("city", 200_000_000),
+        ("big", 300_000_000),
+        ("a", 9_000_000_000),
+        ("to", 12_000_000_000),
+        ("is", 4_700_000_000),
+        ("it", 2_800_000_000),
+        // The rest of general English's words, as in the real list (N = 542G).
+        ("the", 520_000_000_000),
+    ];
+    let pairs = [
+        ("better", "than", 1_026_000_000),
+        ("town", "that", 24_000_000),
+        ("that", "in", 1_384_000_000),
+        ("than", "in", 523_000_000),
+        ("it", "is", 2_000_000_000),
+    ];
+    let lexicon = Lexicon::from_counts(words, pairs);
+    let (r, _) = with_and_without_homophones(lexicon.clone());
+    // Without the comparative, `town that` is written and `town than` never: `that`.
+    assert_eq!(
+        r.repair("live in a small town than in a big city").text,
+        "live in a small town that in a big city"
+    );
+    // `better` asks for `than`, four words before it.
+    let sentence = "it is better to live in a small town than in a big city";
+    assert_eq!(r.repair(sentence).text, sentence);
+    let off = Repairer::with_params(
+        r.vocab().clone(),
+        Some(Arc::new(lexicon)),
+        Params {
+            comparative_association: None,
+            ..Params::default()
+        },
+    );
+    assert_eq!(
+        off.repair(sentence).text,
+        "it is better to live in a small town that in a big city"
+    );
+}
+
+#[test]
 fn a_function_word_that_sounds_as_the_content_word_a_neighbour_wants_is_read_as_it() {
     let words = [
         ("how", 570_000_000),
