@@ -1707,10 +1707,16 @@ fn splits(
         (true, true) => r.params.function_split_cost,
         _ => 0.0,
     };
+    // A word of general English with an `s` after it is that word's plural, or its possessive
+    // written without the apostrophe (`in todays world`), not a function word run into
+    // another word's plural (`to days`).
+    let apostrophe_lost = word
+        .strip_suffix('s')
+        .is_some_and(|stem| stem.len() >= 3 && r.lm.stats(stem).general > 0);
     let cuts = || (1..word.len()).filter(|&k| word.is_char_boundary(k));
     for k in cuts() {
         let (a, b) = word.split_at(k);
-        if !side_by_side(a, b) {
+        if !side_by_side(a, b) || apostrophe_lost && is_stopword(a) && !is_stopword(b) {
             continue;
         }
         let (sa, sb) = (r.lm.stats(a), r.lm.stats(b));

@@ -1091,6 +1091,40 @@ fn run_together_words_are_split_and_broken_words_joined() {
 }
 
 #[test]
+fn a_word_with_an_s_after_it_is_not_split_into_a_function_word_and_a_plural() {
+    let vocab = Arc::new(Vocabulary::build(DOCS.iter().map(|t| ("", *t))));
+    let lexicon = |today: bool| {
+        let mut words = vec![
+            ("the", 500_000_000_000),
+            ("to", 12_000_000_000),
+            ("in", 8_500_000_000),
+            ("days", 300_000_000),
+            ("world", 400_000_000),
+            ("its", 1_000_000_000),
+            ("infancy", 2_000_000),
+        ];
+        if today {
+            words.push(("today", 500_000_000));
+        }
+        let pairs = [
+            ("in", "its", 100_000_000),
+            ("its", "infancy", 5_000_000),
+            ("in", "to", 2_800_000_000),
+            ("to", "days", 60_000_000),
+        ];
+        Arc::new(Lexicon::from_counts(words, pairs))
+    };
+    // `todays` is `today` and an `s` (`today's` without its apostrophe), not `to days`.
+    let r = Repairer::new(vocab.clone(), Some(lexicon(true)));
+    assert!(!r.repair("in todays world").changed());
+    // Where `today` is no word, the string is two words run together.
+    let without = Repairer::new(vocab, Some(lexicon(false)));
+    assert_eq!(without.repair("in todays world").text, "in to days world");
+    // Two function words run together stay a split (`inits` is `in its`, whatever `init` is).
+    assert_eq!(r.repair("inits infancy").text, "in its infancy");
+}
+
+#[test]
 fn a_rarely_written_string_is_read_two_edits_away_only_at_one_slip_s_price() {
     let vocab = Arc::new(Vocabulary::build(DOCS.iter().map(|t| ("", *t))));
     let words = [
