@@ -797,6 +797,16 @@ pub(crate) fn readings(
                 reading.cost += defined_cost;
             }
         }
+        // A contraction typed without its apostrophe (`we dont really need`, `im sorry`) is
+        // what the writer meant, not another word's typo: it may only join the next word
+        // (`act ive` is `active`).
+        if w.stats.general == 0 && r.lm.apostrophe_left_out(&w.lower) {
+            let mut k = 0;
+            rs.retain(|x| {
+                k += 1;
+                k == 1 || x.span > 1
+            });
+        }
         out.push(rs);
     }
     out

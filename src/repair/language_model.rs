@@ -381,6 +381,14 @@ impl LanguageModel {
         self.lexicon.as_ref().and_then(|l| l.usage(word))
     }
 
+    /// Whether the word list holds `word` (lower case) with an apostrophe it was typed without
+    /// (see [`Lexicon::apostrophe_left_out`]).
+    pub fn apostrophe_left_out(&self, word: &str) -> bool {
+        self.lexicon
+            .as_ref()
+            .is_some_and(|l| l.apostrophe_left_out(word))
+    }
+
     /// Whether a usage list is loaded (see [`Lexicon::usage`]).
     pub fn has_usage(&self) -> bool {
         self.lexicon.as_ref().is_some_and(|l| l.has_usage())

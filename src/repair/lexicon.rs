@@ -414,6 +414,23 @@ impl Lexicon {
         self.ids.contains_key(word)
     }
 
+    /// Whether `word` (lower case, not itself listed) is a listed word with its apostrophe left
+    /// out (`dont`, `didnt`, `youre`, `im`): a contraction the writer meant, not a typo of
+    /// another word (`we dont really need` is no `we don`).
+    pub fn apostrophe_left_out(&self, word: &str) -> bool {
+        const LONGEST: usize = 8; // `shouldnt`
+        word.len() <= LONGEST
+            && word.bytes().all(|b| b.is_ascii_lowercase())
+            && !self.contains(word)
+            && (1..word.len()).any(|k| {
+                let mut with = String::with_capacity(word.len() + 1);
+                with.push_str(&word[..k]);
+                with.push('\'');
+                with.push_str(&word[k..]);
+                self.contains(&with)
+            })
+    }
+
     /// The id of `word` (lower case).
     pub fn id(&self, word: &str) -> Option<u32> {
         self.ids.get(word).copied()

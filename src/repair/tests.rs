@@ -1125,6 +1125,45 @@ fn a_word_with_an_s_after_it_is_not_split_into_a_function_word_and_a_plural() {
 }
 
 #[test]
+fn a_contraction_typed_without_its_apostrophe_stays_as_typed() {
+    let vocab = Arc::new(Vocabulary::build(DOCS.iter().map(|t| ("", *t))));
+    let lexicon = |contraction: bool| {
+        let mut words = vec![
+            ("the", 500_000_000_000),
+            ("we", 2_000_000_000),
+            ("don", 50_000_000),
+            ("really", 300_000_000),
+            ("need", 500_000_000),
+            ("act", 100_000_000),
+            ("active", 100_000_000),
+            ("transport", 50_000_000),
+        ];
+        if contraction {
+            words.extend([("don't", 300_000), ("i've", 300_000)]);
+        }
+        let pairs = [
+            ("we", "don", 20_000_000),
+            ("active", "transport", 5_000_000),
+        ];
+        Arc::new(Lexicon::from_counts(words, pairs))
+    };
+    let without = Repairer::new(vocab.clone(), Some(lexicon(false)));
+    assert_eq!(
+        without.repair("we dont really need").text,
+        "we don really need"
+    );
+    // `dont` is `don't` with its apostrophe left out: what the writer meant.
+    let r = Repairer::new(vocab, Some(lexicon(true)));
+    assert!(!r.repair("we dont really need").changed());
+    assert!(r.lm.apostrophe_left_out("dont"));
+    assert!(!r.lm.apostrophe_left_out("don"));
+    assert!(!r.lm.apostrophe_left_out("dnot"));
+    // Such a string may still be a word's broken-off end (`ive` is `i've` too).
+    assert!(r.lm.apostrophe_left_out("ive"));
+    assert_eq!(r.repair("act ive transport").text, "active transport");
+}
+
+#[test]
 fn a_rarely_written_string_is_read_two_edits_away_only_at_one_slip_s_price() {
     let vocab = Arc::new(Vocabulary::build(DOCS.iter().map(|t| ("", *t))));
     let words = [
