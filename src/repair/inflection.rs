@@ -217,6 +217,33 @@ pub fn over_regularised_plurals<'a>(
     out
 }
 
+/// The endings after which English writes a word's `-s` as `-es` (`fixes`, `teaches`, `wishes`,
+/// `buzzes`, `potatoes`). Not after one `s` or `z`, whose `-s` strings are words and names of
+/// their own as often (`buss`, `gass`).
+const ES_AFTER: [&str; 5] = ["x", "ch", "sh", "zz", "o"];
+
+/// The `-s` ending written where English spells it `-es` (`fixs`, `teachs`, `boxs`, `potatos`):
+/// for each word of `words` that is another of its words, of three letters or more, with `-es`
+/// after one of [`ES_AFTER`], the string with `-s` alone and the word meant — where `is_word`
+/// does not hold that string (`stomachs`, `pianos` and `echos` are spelt so). Learners and
+/// children write the rule's letter without its spelling, as they do the past of an
+/// irregular verb.
+pub fn es_written_as_s<'a>(
+    words: impl IntoIterator<Item = &'a str>,
+    is_word: impl Fn(&str) -> bool,
+) -> Vec<(String, &'a str)> {
+    words
+        .into_iter()
+        .filter_map(|meant| {
+            let stem = meant.strip_suffix("es")?;
+            (stem.len() >= 3 && ES_AFTER.iter().any(|e| stem.ends_with(e)) && is_word(stem))
+                .then(|| format!("{stem}s"))
+                .filter(|typed| !is_word(typed))
+                .map(|typed| (typed, meant))
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -342,5 +369,51 @@ mod tests {
         assert_eq!(regular_plural_ending("box").as_deref(), Some("boxes"));
         assert_eq!(regular_plural_ending("city").as_deref(), Some("cities"));
         assert_eq!(regular_plural_ending("ox"), None);
+    }
+
+    #[test]
+    fn an_es_ending_written_as_s_is_a_slip_where_the_string_is_no_word() {
+        let words = [
+            "fix",
+            "fixes",
+            "teach",
+            "teaches",
+            "wish",
+            "wishes",
+            "buzz",
+            "buzzes",
+            "potato",
+            "potatoes",
+            "stomach",
+            "stomachs",
+            "stomaches",
+            "piano",
+            "pianos",
+            "bus",
+            "buses",
+            "quiz",
+            "quizes",
+            "do",
+            "does",
+            "shoe",
+            "shoes",
+            "echo",
+            "echoes",
+            "echos",
+        ];
+        let is_word = |w: &str| words.contains(&w);
+        let mut slips = es_written_as_s(words, is_word);
+        slips.sort();
+        let slips: Vec<(&str, &str)> = slips.iter().map(|(t, m)| (t.as_str(), *m)).collect();
+        assert_eq!(
+            slips,
+            [
+                ("buzzs", "buzzes"),
+                ("fixs", "fixes"),
+                ("potatos", "potatoes"),
+                ("teachs", "teaches"),
+                ("wishs", "wishes"),
+            ]
+        );
     }
 }

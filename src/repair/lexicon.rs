@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use super::inflection::{over_regularised, over_regularised_plurals, Noun, Verb};
+use super::inflection::{es_written_as_s, over_regularised, over_regularised_plurals, Noun, Verb};
 use crate::index::vocab::KeyFilter;
 
 /// File name of the default word list under the assets directory (`scripts/setup` fetches it).
@@ -169,6 +169,7 @@ impl Lexicon {
             }
         }
         lex.least_bigram = least_count(&lex.bigrams);
+        lex.add_es_slips();
         Ok(lex)
     }
 
@@ -236,6 +237,7 @@ impl Lexicon {
             }
         }
         lex.least_bigram = least_count(&lex.bigrams);
+        lex.add_es_slips();
         lex
     }
 
@@ -361,6 +363,25 @@ impl Lexicon {
                 .iter()
                 .map(|(singular, plural)| Noun { singular, plural }),
         ));
+    }
+
+    /// The word lists' `-es` forms written with `-s` alone (see [`es_written_as_s`]) as slips
+    /// of [`Lexicon::over_regularised`].
+    fn add_es_slips(&mut self) {
+        let slips = es_written_as_s(self.words.iter().map(|w| &**w), |w| {
+            self.ids.contains_key(w)
+        });
+        let slips: Vec<(String, Box<str>)> =
+            slips.into_iter().map(|(t, m)| (t, m.into())).collect();
+        for (typed, meant) in slips {
+            let forms = self
+                .over_regularised
+                .entry(typed.into_boxed_str())
+                .or_default();
+            if !forms.contains(&meant) {
+                forms.push(meant);
+            }
+        }
     }
 
     fn add_homophones(&mut self, group: Vec<String>) {
@@ -506,8 +527,9 @@ impl Lexicon {
     /// The forms an irregular verb has where `typed` (lower case) puts the regular past ending
     /// on it (`taught` for `teached`, `ate` and `eaten` for `eated`), when a verb list is
     /// loaded, and a noun's plurals where it puts the regular plural ending on a noun with an old
-    /// plural (`teeth` for `tooths`), when a noun list is; empty for any other string, and for
-    /// every form a verb or noun of its list has.
+    /// plural (`teeth` for `tooths`), when a noun list is, and a word list's `-es` form where it
+    /// has `-s` alone (`fixes` for `fixs`, `potatoes` for `potatos`); empty for any other string,
+    /// and for every form a verb or noun of its list has.
     pub fn over_regularised(&self, typed: &str) -> &[Box<str>] {
         self.over_regularised
             .get(typed)

@@ -3867,6 +3867,22 @@ fn the_real_model_fixes_what_people_type_and_leaves_clean_and_foreign_queries_al
             ("i sleeped for twelve hours", "i slept for twelve hours"),
             ("who shooted abraham lincoln", "who shot abraham lincoln"),
             ("creeped out meaning", "creeped out meaning"),
+            // The `-s` ending written where English spells `-es`; a spelling people write about
+            // as often as the form is one of its own (`mosquitos`, `dominos`).
+            (
+                "she teachs english in japan",
+                "she teaches english in japan",
+            ),
+            ("my dog catchs mice", "my dog catches mice"),
+            (
+                "famous heros of the civil war",
+                "famous heroes of the civil war",
+            ),
+            (
+                "why are mosquitos attracted to me",
+                "why are mosquitos attracted to me",
+            ),
+            ("dominos pizza near me", "dominos pizza near me"),
             // A string nobody writes too: the words that keep its ends are what it names.
             (
                 "the articals of the constitution",
