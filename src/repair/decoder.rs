@@ -3054,7 +3054,14 @@ fn function_word_in_context(r: &Repairer, words: &[QueryWord], at: usize) -> Vec
                 // letter's cost alone, or the sound's.
                 Confusion::OneLetter | Confusion::ContentSound => {
                     let against = p.typo_pair_margin.exp();
-                    if !sides().any(favours) || sides().any(|(t, m)| t > 0.0 && t >= m * against) {
+                    // `then` right after a comparative is its `than` (`better then nothing`,
+                    // `more then 10 years`): the comparative's set phrase speaks where the
+                    // pairs' margin alone does not, and at the end of a phrase too.
+                    let comparative = meant == "than" && then_after_comparative(r, prev, &stats);
+                    if !comparative
+                        && (!sides().any(favours)
+                            || sides().any(|(t, m)| t > 0.0 && t >= m * against))
+                    {
                         return None;
                     }
                     // A letter for another is read between two neighbours only: a phrase may
@@ -3063,6 +3070,7 @@ fn function_word_in_context(r: &Repairer, words: &[QueryWord], at: usize) -> Vec
                     if matches!(confusion, Confusion::OneLetter)
                         && meant.len() == typed.len()
                         && (prev.is_none() || next.is_none())
+                        && !comparative
                     {
                         return None;
                     }
@@ -3093,6 +3101,23 @@ fn function_word_in_context(r: &Repairer, words: &[QueryWord], at: usize) -> Vec
             // times less than with the function word, mostly as its typos, and speaks for the
             // typed word no more than a pair never seen (as in `real_words`).
             let typo_pairs = match confusion {
+                // The comparative's pair with `then` is written e^typo_pair_margin times less
+                // than with `than` (`better then`, 34M, against 1,026M): mostly its typos.
+                Confusion::OneLetter if meant == "than" && then_after_comparative(r, prev, &stats) => {
+                    prev.map_or(0.0, |q| {
+                        let typed_count = r.lm.general_pair_count(&q.stats, &w.stats) as f64;
+                        let meant_count = r.lm.general_pair_count(&q.stats, &stats) as f64;
+                        if typed_count == 0.0
+                            || meant_count < typed_count * p.typo_pair_margin.exp()
+                        {
+                            return 0.0;
+                        }
+                        r.lm.ln_unseen_raw(&w.stats)
+                            - r.lm
+                                .ln_bigram_raw_and_floored(&q.lower, &q.stats, &w.lower, &w.stats)
+                                .0
+                    })
+                }
                 Confusion::Slip | Confusion::Letter => *typo_pairs_unseen.get_or_init(|| {
                     let unseen = |a: (&str, &WordStats), b: (&str, &WordStats)| {
                         if r.lm.general_pair_count(a.1, b.1) == 0 {
@@ -3121,6 +3146,23 @@ fn function_word_in_context(r: &Repairer, words: &[QueryWord], at: usize) -> Vec
         .collect();
     v.sort_by(|a, b| a.0.total_cmp(&b.0));
     v.into_iter().take(p.max_candidates).map(|x| x.1).collect()
+}
+
+/// Whether the word before `then`, `prev`, is a comparative it stands for `than` after (`than`'s
+/// stats): general English's pair list writes `than` after it
+/// [`super::Params::comparative_association`] nats over chance or more (`better`, `more`,
+/// `rather`). Nobody writes a comparative and `then` but for `than`, or across a pause a query
+/// leaves out (`study more, then rest`: the comma ends the phrase, and no `prev` is passed).
+fn then_after_comparative(r: &Repairer, prev: Option<&QueryWord>, than: &WordStats) -> bool {
+    let Some(least) = r.params.comparative_association else {
+        return false;
+    };
+    prev.is_some_and(|q| {
+        !q.ends_phrase
+            && r.lm
+                .ln_general_over_chance(&q.stats, than)
+                .is_some_and(|a| a >= least)
+    })
 }
 
 /// Whether `words[at]` is `than` after a comparative it answers: a word before it that general

@@ -566,6 +566,44 @@ fn than_after_a_comparative_stays_whatever_its_neighbours_want() {
 }
 
 #[test]
+fn then_right_after_a_comparative_is_its_than() {
+    let words = [
+        ("better", 800_000_000),
+        ("than", 1_000_000_000),
+        ("then", 1_500_000_000),
+        ("nothing", 150_000_000),
+        ("rest", 100_000_000),
+        // The rest of general English's words, as in the real list (N = 542G).
+        ("the", 540_000_000_000),
+    ];
+    let pairs = [
+        ("better", "than", 1_026_000_000),
+        ("better", "then", 34_000_000),
+        ("then", "nothing", 8_350_000),
+        ("than", "nothing", 14_100_000),
+    ];
+    let lexicon = Lexicon::from_counts(words, pairs);
+    let (r, _) = with_and_without_homophones(lexicon.clone());
+    // `better then` is written 30 times less than `better than`: short of the margin that
+    // reads a letter for another from the pairs alone, but `better` asks for `than`.
+    let out = r.repair("better then nothing");
+    assert_eq!(out.text, "better than nothing");
+    assert_eq!(out.edits[0].kind, EditKind::RealWord);
+    // At the end of a phrase too; not across a pause.
+    assert_eq!(r.repair("better then").text, "better than");
+    assert!(!r.repair("better, then rest").changed());
+    let off = Repairer::with_params(
+        r.vocab().clone(),
+        Some(Arc::new(lexicon)),
+        Params {
+            comparative_association: None,
+            ..Params::default()
+        },
+    );
+    assert!(!off.repair("better then nothing").changed());
+}
+
+#[test]
 fn a_function_word_that_sounds_as_the_content_word_a_neighbour_wants_is_read_as_it() {
     let words = [
         ("how", 570_000_000),
@@ -3883,6 +3921,9 @@ fn the_real_model_fixes_what_people_type_and_leaves_clean_and_foreign_queries_al
                 "why are mosquitos attracted to me",
             ),
             ("dominos pizza near me", "dominos pizza near me"),
+            // `then` right after a comparative is `than`; after a pause it is `then`.
+            ("more then 10 years ago", "more than 10 years ago"),
+            ("first we eat, then we sleep", "first we eat, then we sleep"),
             // A string nobody writes too: the words that keep its ends are what it names.
             (
                 "the articals of the constitution",
