@@ -797,6 +797,21 @@ pub(crate) fn readings(
                 reading.cost += defined_cost;
             }
         }
+        // An article ends no phrase (`how to tie a tye`, `how to tke`, `wayfair tle` are no
+        // `a the`, `to the`, `wayfair the`): a reading that would end one so is none. The word
+        // as typed stays a reading.
+        if w.ends_phrase {
+            let mut k = 0;
+            rs.retain(|x| {
+                k += 1;
+                k == 1
+                    || x.span > 1
+                    || !x
+                        .words
+                        .last()
+                        .is_some_and(|(m, _)| matches!(m.as_str(), "a" | "an" | "the"))
+            });
+        }
         // A contraction typed without its apostrophe (`we dont really need`, `im sorry`) is
         // what the writer meant, not another word's typo: it may only join the next word
         // (`act ive` is `active`).

@@ -3924,6 +3924,9 @@ fn the_real_model_fixes_what_people_type_and_leaves_clean_and_foreign_queries_al
             // `then` right after a comparative is `than`; after a pause it is `then`.
             ("more then 10 years ago", "more than 10 years ago"),
             ("first we eat, then we sleep", "first we eat, then we sleep"),
+            // An article ends no phrase: a short slip at the end is no `the`.
+            ("ciprofloxacin how to tke", "ciprofloxacin how to take"),
+            ("how to get rid of thme", "how to get rid of them"),
             // A string nobody writes too: the words that keep its ends are what it names.
             (
                 "the articals of the constitution",
