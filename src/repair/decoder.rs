@@ -3263,18 +3263,36 @@ const FRAME_END_WORDS: [&str; 5] = ["meaning", "definition", "define", "synonym"
 const FRAME_START_WORDS: [&str; 3] = ["define", "definition", "meaning"];
 
 /// What `word` adds to its ln probability as the first (`last` false) or the last word of a
-/// query of `words` words ([`super::Params::frame_word_lift`]).
-fn frame_lift(r: &Repairer, word: &str, last: bool, words: usize) -> f64 {
+/// query of `words` words ([`super::Params::frame_word_lift`]); `mean` as the last word of one
+/// that asks what something means ([`asks_what_it_means`]) too.
+fn frame_lift(r: &Repairer, word: &str, last: bool, words: usize, asks_meaning: bool) -> f64 {
     let frame: &[&str] = if last {
         &FRAME_END_WORDS
     } else {
         &FRAME_START_WORDS
     };
-    if words >= 2 && frame.contains(&word) {
+    if words >= 2 && frame.contains(&word) || last && asks_meaning && word == "mean" {
         r.params.frame_word_lift
     } else {
         0.0
     }
+}
+
+/// Whether the query, as typed, opens with `what` and `does`, `do` or `did` and has a word
+/// between them and its last (`what does creek mean`, MS MARCO's commonest frame after `what
+/// is`): its last word is then `mean` far more often than running English ends a phrase with
+/// it, as `meaning` ends `X meaning`.
+fn asks_what_it_means(readings: &[Vec<Reading>]) -> bool {
+    let typed = |i: usize| {
+        readings
+            .get(i)
+            .and_then(|rs| rs.first())
+            .filter(|rd| rd.kind.is_none() && rd.words.len() == 1)
+            .map(|rd| rd.words[0].0.as_str())
+    };
+    readings.len() >= 4
+        && typed(0) == Some("what")
+        && matches!(typed(1), Some("does" | "do" | "did"))
 }
 
 /// Whether the query's first word as typed is a string nobody writes: a frame word read first
@@ -3312,7 +3330,7 @@ fn ln_start(
     r.lm.ln_unigram(&rd.words[0].1)
         + start_lift(first, question_start)
         + if frame_start {
-            frame_lift(r, first, false, words)
+            frame_lift(r, first, false, words, false)
         } else {
             0.0
         }
@@ -3330,6 +3348,7 @@ pub(crate) fn path_terms(
 ) -> Vec<f64> {
     let n = readings.len();
     let frame_start = frame_start(r, readings);
+    let asks_meaning = asks_what_it_means(readings);
     let mut before: Option<&(String, WordStats)> = None;
     path.iter()
         .map(|&(b, ri)| {
@@ -3342,7 +3361,7 @@ pub(crate) fn path_terms(
             let last = &rd.words[rd.words.len() - 1];
             before = Some(last);
             let end = if b + rd.span == n {
-                frame_lift(r, &last.0, true, n)
+                frame_lift(r, &last.0, true, n, asks_meaning)
             } else {
                 0.0
             };
@@ -3364,6 +3383,7 @@ pub(crate) fn best_path(
 ) -> (Vec<(usize, usize)>, f64) {
     let n = readings.len();
     let frame_start = frame_start(r, readings);
+    let asks_meaning = asks_what_it_means(readings);
     let mut states: Vec<Vec<State>> = (0..=n).map(|_| Vec::new()).collect();
     states[0].push(State {
         word: "",
@@ -3406,7 +3426,7 @@ pub(crate) fn best_path(
             let (last, last_stats) = &rd.words[rd.words.len() - 1];
             let (last, last_stats) = (last.as_str(), *last_stats);
             let score = if to == n {
-                score + frame_lift(r, last, true, n)
+                score + frame_lift(r, last, true, n, asks_meaning)
             } else {
                 score
             };

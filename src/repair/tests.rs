@@ -3927,6 +3927,9 @@ fn the_real_model_fixes_what_people_type_and_leaves_clean_and_foreign_queries_al
             // An article ends no phrase: a short slip at the end is no `the`.
             ("ciprofloxacin how to tke", "ciprofloxacin how to take"),
             ("how to get rid of thme", "how to get rid of them"),
+            // `what does X mean` ends with `mean` far more often than English ends a phrase so.
+            ("what does creek maen", "what does creek mean"),
+            ("what does starling meqn", "what does starling mean"),
             // A string nobody writes too: the words that keep its ends are what it names.
             (
                 "the articals of the constitution",
