@@ -582,8 +582,7 @@ fn then_right_after_a_comparative_is_its_than() {
         ("then", "nothing", 8_350_000),
         ("than", "nothing", 14_100_000),
     ];
-    let lexicon = Lexicon::from_counts(words, pairs);
-    let (r, _) = with_and_without_homophones(lexicon.clone());
+    let (r, _) = with_and_without_homophones(Lexicon::from_counts(words, pairs));
     // `better then` is written 30 times less than `better than`: short of the margin that
     // reads a letter for another from the pairs alone, but `better` asks for `than`.
     let out = r.repair("better then nothing");
@@ -592,9 +591,8 @@ fn then_right_after_a_comparative_is_its_than() {
     // At the end of a phrase too; not across a pause.
     assert_eq!(r.repair("better then").text, "better than");
     assert!(!r.repair("better, then rest").changed());
-    let off = Repairer::with_params(
-        r.vocab().clone(),
-        Some(Arc::new(lexicon)),
+    let off = with_params(
+        &r,
         Params {
             comparative_association: None,
             ..Params::default()
