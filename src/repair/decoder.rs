@@ -2375,8 +2375,15 @@ fn real_words(
     // The corpus's documents speak where they use the typed word near none of the query's
     // other content words, at least two of those are words they use, and a list knows every
     // one of them: a typo elsewhere hides what the query is about (`folly island sc macrh
-    // temperatures` is no `fully island`).
+    // temperatures` is no `fully island`). Where the index votes, a word with no content word
+    // beside it is looked at whatever the function words say: the corpus speaks for it only
+    // where the documents the query retrieved are about the rest of the query ([`Vote::new`]),
+    // as the vote itself would (`how to get red of ants` is no `anti`: documents near `get`
+    // and `red` write it).
     let passages = p.real_word_passage_gain.filter(|_| {
+        if !adjacent && vote.retrieved.is_some() && vote.on_topic.get(at) != Some(&true) {
+            return false;
+        }
         let others = words
             .iter()
             .enumerate()

@@ -224,6 +224,48 @@ fn the_corpus_speaks_for_a_real_word_its_documents_use_near_the_query() {
 }
 
 #[test]
+fn the_corpus_speaks_for_a_word_between_function_words_only_where_the_vote_is_on_topic() {
+    // `arms` stands between `the` and `of`: no content word beside it says what it is. With the
+    // index's vote the decoder looks at it anyway, and the corpus writes `army` near both of
+    // the query's other content words.
+    let about = "William Booth founded the Salvation Army in London in 1865.";
+    let words: &[(&str, u64)] = &[
+        ("when", 650_000_000),
+        ("was", 3_000_000_000),
+        ("the", 23_000_000_000),
+        ("of", 13_000_000_000),
+        ("salvation", 5_000_000),
+        ("arms", 5_000_000),
+        ("army", 100_000_000),
+        ("founded", 80_000_000),
+    ];
+    let pairs = [
+        ("the", "army", 2_000_000_000),
+        ("army", "of", 90_000_000),
+        ("the", "arms", 1_000_000),
+        ("arms", "of", 500_000),
+    ];
+    let vocab = Vocabulary::build(DOCS.iter().chain([&about]).map(|t| ("", *t)));
+    let lexicon = Lexicon::from_counts(words.iter().copied(), pairs);
+    let r = Repairer::new(Arc::new(vocab), Some(Arc::new(lexicon)));
+    let docs = |texts: &[&str]| RetrievedWords::from_documents(texts.iter().map(|t| ("", *t)));
+    let query = "when was the arms of salvation founded";
+    // Documents about the rest of the query (they write `salvation` and `founded`, neither
+    // `army` nor `arms`): the corpus speaks.
+    let on_topic = docs(&[
+        "Salvation was what its founders preached; it was founded on faith.",
+        "The movement was founded on salvation by faith.",
+    ]);
+    let voted = r.repair_with(query, &|_| false, Some(&on_topic));
+    assert_eq!(voted.text, "when was the army of salvation founded");
+    // Documents about something else (`how to get red of ants` retrieved pages that write
+    // `get` and `red`, and `anti` near both): the corpus's passages do not speak either.
+    let off_topic = docs(&["Red ants at night.", "Ants and their nests."]);
+    let kept = r.repair_with(query, &|_| false, Some(&off_topic));
+    assert!(!kept.changed(), "{:?}", kept.text);
+}
+
+#[test]
 fn two_letters_swapped_make_a_real_word_error_at_a_lower_prior() {
     // `pairs` is `paris` with two letters swapped, and `france` wants `paris`: a swap is read
     // at `real_word_swap_cost`, where another word one letter off `paris` (`parts`), with the
