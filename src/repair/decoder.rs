@@ -1738,10 +1738,21 @@ fn splits(
     let apostrophe_lost = word
         .strip_suffix('s')
         .is_some_and(|stem| stem.len() >= 3 && r.lm.stats(stem).general > 0);
+    // A string people write is split only where the two words are written apart far more
+    // (`easton` is no `east on`); the article's split weighs this itself (`article`).
+    let written_for_itself = |a: &str, b: &str| {
+        r.params.written_split_margin.is_some_and(|margin| {
+            r.lm.usage(word)
+                .is_some_and(|u| !r.written_apart_as(u, a, b, margin))
+        }) && !article(a, b)
+    };
     let cuts = || (1..word.len()).filter(|&k| word.is_char_boundary(k));
     for k in cuts() {
         let (a, b) = word.split_at(k);
-        if !side_by_side(a, b) || apostrophe_lost && is_stopword(a) && !is_stopword(b) {
+        if !side_by_side(a, b)
+            || apostrophe_lost && is_stopword(a) && !is_stopword(b)
+            || written_for_itself(a, b)
+        {
             continue;
         }
         let (sa, sb) = (r.lm.stats(a), r.lm.stats(b));

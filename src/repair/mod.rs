@@ -825,6 +825,15 @@ pub struct Params {
     /// says the string is written ([`Repairer::written_apart`]; `ofthe`, `whois`: 0 turns
     /// this off).
     pub written_apart_margin: f64,
+    /// A string people write is split into two words only where general English writes the
+    /// two apart e^this times more often than the usage list says the string is written
+    /// ([`Repairer::written_apart_as`]): a string written for itself is a name or a word the
+    /// lists lack (`south easton ma` is no `east on`, written 20 times less than `easton` is
+    /// written), while words run together are written apart far more (`aswell`, `eachother`:
+    /// e^7 and more). The article's split has its own margin
+    /// ([`Params::article_written_apart_margin`]). `None` turns this off (the eighty-third
+    /// round).
+    pub written_split_margin: Option<f64>,
     /// Two unknown strings people write that join into a word written e^this times more than
     /// each lose, against the join, what their being written earned them
     /// (`sala ry` → `salary`); 0 turns this off.
@@ -1010,6 +1019,7 @@ impl Default for Params {
             function_word_run_into_name_usage: 20,
             word_run_into_name_usage: 20,
             written_apart_margin: 7.5,
+            written_split_margin: Some(4.0),
             fragment_usage_margin: 1.0,
             rare_start_words: 3,
             rare_start_typo: true,

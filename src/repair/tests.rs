@@ -1429,6 +1429,60 @@ fn two_written_words_run_together_into_a_string_nobody_writes_are_split() {
 }
 
 #[test]
+fn a_string_people_write_is_split_only_where_its_words_are_written_apart_far_more() {
+    let vocab = Arc::new(Vocabulary::build(DOCS.iter().map(|t| ("", *t))));
+    let words = [
+        ("the", 23_000_000_000),
+        ("on", 3_700_000_000),
+        ("as", 2_800_000_000),
+        ("well", 500_000_000),
+        ("south", 240_000_000),
+        ("east", 150_000_000),
+        ("road", 90_000_000),
+        ("done", 80_000_000),
+    ];
+    let pairs = [
+        ("south", "east", 55_000_000),
+        ("east", "on", 1_200_000),
+        ("on", "road", 20_000_000),
+        ("as", "well", 8_600_000_000),
+        ("well", "done", 30_000_000),
+    ];
+    let usage = [
+        ("the", 53_703_180),
+        ("on", 8_128_305),
+        ("as", 6_000_000),
+        ("well", 700_000),
+        ("south", 251_189),
+        ("east", 150_000),
+        ("road", 120_000),
+        ("done", 200_000),
+        // A town people write for itself, 20 times as often as the pair list has `east on`
+        // (a share of its words 40,000 per billion).
+        ("easton", 1_950),
+        // Two words run together, written apart thousands of times as often.
+        ("aswell", 1_622),
+    ];
+    let lexicon = Arc::new(Lexicon::from_counts(words, pairs).with_usage(usage));
+    let r = Repairer::new(vocab.clone(), Some(lexicon.clone()));
+    let kept = r.repair("south easton road");
+    assert!(!kept.changed(), "{:?}", kept.text);
+    let out = r.repair("aswell done");
+    assert_eq!(out.text, "as well done");
+    assert_eq!(out.edits[0].kind, EditKind::Split);
+    // Without the margin the language model splits the town (`east on` and `south east` are
+    // pairs it knows).
+    let off = with_params(
+        &r,
+        Params {
+            written_split_margin: None,
+            ..Params::default()
+        },
+    );
+    assert_eq!(off.repair("south easton road").text, "south east on road");
+}
+
+#[test]
 fn the_article_run_into_a_word_is_split_where_the_word_before_wants_it() {
     // `alot` is written (8,511 per billion), but general English writes `a lot` far more: the
     // article run into the next word, split where the word before goes with the article
