@@ -59,6 +59,9 @@ pub struct LanguageModel {
     /// Occurrences added to the first word's count of a corpus pair (see
     /// [`LanguageModel::with_pair_prior`]).
     pair_prior: f64,
+    /// The most a pair estimate counts for in the decoder's scores (see
+    /// [`LanguageModel::with_pair_ceiling`]).
+    pair_ceiling: f64,
     /// Per function word's lexicon id: the most any word is associated with it, after it and
     /// before it (see [`LanguageModel::most_associated`]).
     function_word_reach: HashMap<u32, (f64, f64)>,
@@ -94,6 +97,7 @@ impl LanguageModel {
             known_floor: unknown_word,
             ln_unseen_pair: 0.0,
             pair_prior: 0.0,
+            pair_ceiling: 1.0,
             function_word_reach,
         }
     }
@@ -113,6 +117,16 @@ impl LanguageModel {
     /// (a small corpus's pairs are few and chance ones weigh as much as set phrases).
     pub fn with_pair_prior(mut self, prior: f64) -> Self {
         self.pair_prior = prior.max(0.0);
+        self
+    }
+
+    /// The same model with pair estimates counting up to `ceiling` rather than 1. The general
+    /// pair list counts pairs some 56 times over its words, so at 1 every pair written after
+    /// one in 56 of its first word's writings reads as certain, a set phrase (`what is`, 2.7
+    /// times `what`) no more than that: a little above 1 lets set phrases count more against
+    /// other pairs, while the ceiling still keeps the list's inflated counts from ruling.
+    pub fn with_pair_ceiling(mut self, ceiling: f64) -> Self {
+        self.pair_ceiling = ceiling.max(f64::MIN_POSITIVE);
         self
     }
 
@@ -251,7 +265,7 @@ impl LanguageModel {
         match pair {
             None => pb.ln(),
             Some((p, weight)) if p > 0.0 => {
-                (PAIR_WEIGHT * (p / weight).min(1.0) + (1.0 - PAIR_WEIGHT) * pb).ln()
+                (PAIR_WEIGHT * (p / weight).min(self.pair_ceiling) + (1.0 - PAIR_WEIGHT) * pb).ln()
             }
             Some(_) => pb.ln() + self.ln_unseen_pair,
         }
@@ -473,6 +487,43 @@ mod tests {
         let unknown = lm.stats("zzq");
         let after = lm.ln_bigram("zzq", &unknown, "reflex", &reflex);
         assert!((after - lm.ln_unigram(&reflex)).abs() < 1e-9);
+    }
+
+    #[test]
+    fn a_set_phrase_counts_up_to_the_pair_ceiling() {
+        // The pair list writes `what is` 2.7 times as often as its word list writes `what` (its
+        // pairs run some 56 times over its words), `hat is` about half as often as `hat`.
+        let vocab = Arc::new(Vocabulary::build([("", "a caret")].into_iter()));
+        let lex = Arc::new(Lexicon::from_counts(
+            [("what", 1_000), ("hat", 100), ("is", 5_000)],
+            [("what", "is", 2_700), ("hat", "is", 54)],
+        ));
+        let clipped = LanguageModel::new(vocab.clone(), Some(lex.clone()), 1e-9);
+        let lifted = LanguageModel::new(vocab, Some(lex), 1e-9).with_pair_ceiling(1.5);
+        let gap = |lm: &LanguageModel| {
+            let is = lm.stats("is");
+            lm.ln_bigram("what", &lm.stats("what"), "is", &is)
+                - lm.ln_bigram("hat", &lm.stats("hat"), "is", &is)
+        };
+        // At 1 the set phrase reads as certain and no more; at 1.5 it counts half as much again
+        // against the pair below the ceiling, which reads as before.
+        let own = clipped.ln_unigram(&clipped.stats("is")).exp();
+        let mix = |pair: f64| (PAIR_WEIGHT * pair + (1.0 - PAIR_WEIGHT) * own).ln();
+        assert!(
+            (gap(&clipped) - (mix(1.0) - mix(0.54))).abs() < 1e-9,
+            "{}",
+            gap(&clipped)
+        );
+        assert!(
+            (gap(&lifted) - (mix(1.5) - mix(0.54))).abs() < 1e-9,
+            "{}",
+            gap(&lifted)
+        );
+        let (hat, is) = (lifted.stats("hat"), lifted.stats("is"));
+        assert_eq!(
+            lifted.ln_bigram("hat", &hat, "is", &is),
+            clipped.ln_bigram("hat", &hat, "is", &is)
+        );
     }
 
     #[test]

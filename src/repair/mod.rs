@@ -429,7 +429,8 @@ pub struct Params {
     /// knows, nor the usage list from [`Params::usage_candidate_per_billion`] on: such a query
     /// may be in another language, whose own words read as English slips (`wat is cappuccino
     /// koffie`, Dutch, stays), or hold a name, which says nothing either way (the start's prior
-    /// before the twenty-fourth round).
+    /// before the twenty-fourth round). 8.5 since the eighty-third round, whose
+    /// [`Params::pair_ceiling`] lifts `what is` (8 before).
     pub function_word_start_foreign_cost: f64,
     /// Lift, in nats, of a question word (`what`, `how`, `when`, `where`, `why`, `who`, `which`)
     /// as a query's first word, over its share of running English: queries begin with one far
@@ -523,6 +524,12 @@ pub struct Params {
     /// it: c(a b) / (c(a) + this). A pair seen once after a word seen three times is chance as
     /// often as a phrase; 0 takes the counts as they are.
     pub corpus_pair_prior: f64,
+    /// The most a pair's estimate P(b | a) counts for in the decoder's scores
+    /// ([`LanguageModel::with_pair_ceiling`]): 1.5 lets a set phrase (`what is`) count half as
+    /// much again as a pair at 1, which the pair list's inflated counts make of any pair written
+    /// after one in 56 of its first word's writings (`hat is a caret` → `what is a caret`; the
+    /// eighty-third round). 1 clips every pair there.
+    pub pair_ceiling: f64,
     /// With a usage list: extra cost per letter above five of keeping an unknown word that the
     /// list does not hold (a long string nobody writes is almost never meant).
     pub unlisted_per_letter: f64,
@@ -946,7 +953,7 @@ impl Default for Params {
             swapped_function_word_cost: Some(6.0),
             swapped_question_association: 3.0,
             function_word_start_cost: 7.0,
-            function_word_start_foreign_cost: 8.0,
+            function_word_start_foreign_cost: 8.5,
             question_start_lift: 3.0,
             frame_word_lift: 3.0,
             function_word_letter_cost: Some(4.0),
@@ -970,6 +977,7 @@ impl Default for Params {
             question_start_split_cost: 2.5,
             function_word_article_association: Some(3.0),
             corpus_pair_prior: 10.0,
+            pair_ceiling: 1.5,
             defined_word_cost: 3.0,
             defined_typo_free: true,
             unlisted_per_letter: 0.3,
@@ -1121,7 +1129,8 @@ impl Repairer {
         let lm = LanguageModel::new(vocab.clone(), lexicon.clone(), params.ln_unknown_word.exp())
             .with_unseen_pair_cost(params.unseen_pair_cost)
             .with_known_floor(params.ln_known_floor.exp())
-            .with_pair_prior(params.corpus_pair_prior);
+            .with_pair_prior(params.corpus_pair_prior)
+            .with_pair_ceiling(params.pair_ceiling);
         // The lexicon's spelling order, built here rather than in the first query that asks.
         if params.name_run_into_word_usage > 0 || params.function_word_run_into_name_usage > 0 {
             if let Some(l) = &lexicon {
