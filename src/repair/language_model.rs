@@ -59,8 +59,8 @@ pub struct LanguageModel {
     /// Occurrences added to the first word's count of a corpus pair (see
     /// [`LanguageModel::with_pair_prior`]).
     pair_prior: f64,
-    /// The most a pair estimate counts for in the decoder's scores (see
-    /// [`LanguageModel::with_pair_ceiling`]).
+    /// The most a pair estimate counts for, in the decoder's scores and in general English's
+    /// associations (see [`LanguageModel::with_pair_ceiling`]).
     pair_ceiling: f64,
     /// Per function word's lexicon id: the most any word is associated with it, after it and
     /// before it (see [`LanguageModel::most_associated`]).
@@ -80,7 +80,7 @@ impl LanguageModel {
         };
         let function_word_reach = lexicon
             .as_deref()
-            .map(|l| function_word_reach(l, general_total))
+            .map(|l| function_word_reach(l, general_total, 1.0))
             .unwrap_or_default();
         let lexicon_corpus_counts = lexicon
             .as_deref()
@@ -125,8 +125,16 @@ impl LanguageModel {
     /// one in 56 of its first word's writings reads as certain, a set phrase (`what is`, 2.7
     /// times `what`) no more than that: a little above 1 lets set phrases count more against
     /// other pairs, while the ceiling still keeps the list's inflated counts from ruling.
+    /// The same ceiling holds in general English's associations, which the function-word
+    /// rules weigh ([`LanguageModel::ln_general_pair`]).
     pub fn with_pair_ceiling(mut self, ceiling: f64) -> Self {
-        self.pair_ceiling = ceiling.max(f64::MIN_POSITIVE);
+        let ceiling = ceiling.max(f64::MIN_POSITIVE);
+        if ceiling != self.pair_ceiling {
+            self.pair_ceiling = ceiling;
+            if let Some(l) = &self.lexicon {
+                self.function_word_reach = function_word_reach(l, self.general_total, ceiling);
+            }
+        }
         self
     }
 
@@ -288,6 +296,7 @@ impl LanguageModel {
             count,
             sa.general,
             sb.general as f64 / self.general_total,
+            self.pair_ceiling,
         ))
     }
 
@@ -426,15 +435,15 @@ impl LanguageModel {
 
 /// ln P(b | a) from general English's counts: the pair's `count` over the first word's,
 /// `first`, interpolated with the second word's own share, `own`.
-fn ln_general_estimate(count: u64, first: u64, own: f64) -> f64 {
-    let pair = (count as f64 / first as f64).min(1.0);
+fn ln_general_estimate(count: u64, first: u64, own: f64, ceiling: f64) -> f64 {
+    let pair = (count as f64 / first as f64).min(ceiling);
     (PAIR_WEIGHT * pair + (1.0 - PAIR_WEIGHT) * own).ln()
 }
 
 /// [`LanguageModel::most_associated`] of every function word in `lexicon` (of `total` words):
 /// the largest association of a listed pair, and no less than none (a pair the list lacks, or a
 /// word it does not count).
-fn function_word_reach(lexicon: &Lexicon, total: f64) -> HashMap<u32, (f64, f64)> {
+fn function_word_reach(lexicon: &Lexicon, total: f64, ceiling: f64) -> HashMap<u32, (f64, f64)> {
     let mut reach: HashMap<u32, (f64, f64)> = STOPWORDS
         .iter()
         .filter_map(|w| lexicon.id(w))
@@ -449,7 +458,7 @@ fn function_word_reach(lexicon: &Lexicon, total: f64) -> HashMap<u32, (f64, f64)
             return 0.0;
         }
         let own = second as f64 / total;
-        ln_general_estimate(count, first, own) - own.ln()
+        ln_general_estimate(count, first, own, ceiling) - own.ln()
     };
     for (a, b, count) in lexicon.bigrams() {
         if let Some(r) = reach.get_mut(&a) {
@@ -519,11 +528,28 @@ mod tests {
             "{}",
             gap(&lifted)
         );
-        let (hat, is) = (lifted.stats("hat"), lifted.stats("is"));
+        let (what, hat, is) = (
+            lifted.stats("what"),
+            lifted.stats("hat"),
+            lifted.stats("is"),
+        );
         assert_eq!(
             lifted.ln_bigram("hat", &hat, "is", &is),
             clipped.ln_bigram("hat", &hat, "is", &is)
         );
+        // The same in general English's associations, which the function-word rules weigh.
+        let general = |lm: &LanguageModel, a: &WordStats| lm.ln_general_pair(a, &is, false);
+        let own = 5_000.0 / 6_100.0;
+        let estimate = |pair: f64| Some((PAIR_WEIGHT * pair + (1.0 - PAIR_WEIGHT) * own).ln());
+        assert_eq!(general(&clipped, &what), estimate(1.0));
+        assert_eq!(general(&lifted, &what), estimate(1.5));
+        assert_eq!(general(&lifted, &hat), general(&clipped, &hat));
+        // ... and in how far a function word's pairs can reach, which gates their look-ups.
+        for (lm, ceiling) in [(&clipped, 1.0), (&lifted, 1.5)] {
+            let reach = lm.most_associated(&what, true).unwrap();
+            let expected = estimate(ceiling).unwrap() - own.ln();
+            assert!((reach - expected).abs() < 1e-9, "{reach} {expected}");
+        }
     }
 
     #[test]

@@ -524,11 +524,12 @@ pub struct Params {
     /// it: c(a b) / (c(a) + this). A pair seen once after a word seen three times is chance as
     /// often as a phrase; 0 takes the counts as they are.
     pub corpus_pair_prior: f64,
-    /// The most a pair's estimate P(b | a) counts for in the decoder's scores
-    /// ([`LanguageModel::with_pair_ceiling`]): 1.5 lets a set phrase (`what is`) count half as
-    /// much again as a pair at 1, which the pair list's inflated counts make of any pair written
-    /// after one in 56 of its first word's writings (`hat is a caret` → `what is a caret`; the
-    /// eighty-third round). 1 clips every pair there.
+    /// The most a pair's estimate P(b | a) counts for, in the decoder's scores and in general
+    /// English's associations ([`LanguageModel::with_pair_ceiling`]): 1.5 lets a set phrase
+    /// (`what is`) count half as much again as a pair at 1, which the pair list's inflated
+    /// counts make of any pair written after one in 56 of its first word's writings (`hat is a
+    /// caret` → `what is a caret`, `it cake to get` → `take`; the eighty-third round). 1 clips
+    /// every pair there.
     pub pair_ceiling: f64,
     /// With a usage list: extra cost per letter above five of keeping an unknown word that the
     /// list does not hold (a long string nobody writes is almost never meant).
