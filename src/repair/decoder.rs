@@ -1740,11 +1740,9 @@ fn splits(
         .is_some_and(|stem| stem.len() >= 3 && r.lm.stats(stem).general > 0);
     // A string people write is split only where the two words are written apart far more
     // (`easton` is no `east on`); the article's split weighs this itself (`article`).
+    let written = r.params.written_split_margin.zip(r.lm.usage(word));
     let written_for_itself = |a: &str, b: &str| {
-        r.params.written_split_margin.is_some_and(|margin| {
-            r.lm.usage(word)
-                .is_some_and(|u| !r.written_apart_as(u, a, b, margin))
-        }) && !article(a, b)
+        written.is_some_and(|(margin, u)| !r.written_apart_as(u, a, b, margin)) && !article(a, b)
     };
     let cuts = || (1..word.len()).filter(|&k| word.is_char_boundary(k));
     for k in cuts() {

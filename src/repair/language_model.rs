@@ -539,15 +539,15 @@ mod tests {
         );
         // The same in general English's associations, which the function-word rules weigh.
         let general = |lm: &LanguageModel, a: &WordStats| lm.ln_general_pair(a, &is, false);
-        let own = 5_000.0 / 6_100.0;
-        let estimate = |pair: f64| Some((PAIR_WEIGHT * pair + (1.0 - PAIR_WEIGHT) * own).ln());
+        let share = 5_000.0 / 6_100.0;
+        let estimate = |pair: f64| Some((PAIR_WEIGHT * pair + (1.0 - PAIR_WEIGHT) * share).ln());
         assert_eq!(general(&clipped, &what), estimate(1.0));
         assert_eq!(general(&lifted, &what), estimate(1.5));
         assert_eq!(general(&lifted, &hat), general(&clipped, &hat));
         // ... and in how far a function word's pairs can reach, which gates their look-ups.
         for (lm, ceiling) in [(&clipped, 1.0), (&lifted, 1.5)] {
             let reach = lm.most_associated(&what, true).unwrap();
-            let expected = estimate(ceiling).unwrap() - own.ln();
+            let expected = estimate(ceiling).unwrap() - share.ln();
             assert!((reach - expected).abs() < 1e-9, "{reach} {expected}");
         }
     }

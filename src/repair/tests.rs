@@ -1464,7 +1464,7 @@ fn a_string_people_write_is_split_only_where_its_words_are_written_apart_far_mor
         ("aswell", 1_622),
     ];
     let lexicon = Arc::new(Lexicon::from_counts(words, pairs).with_usage(usage));
-    let r = Repairer::new(vocab.clone(), Some(lexicon.clone()));
+    let r = Repairer::new(vocab, Some(lexicon));
     let kept = r.repair("south easton road");
     assert!(!kept.changed(), "{:?}", kept.text);
     let out = r.repair("aswell done");
