@@ -760,7 +760,7 @@ pub(crate) fn readings(
         // A join with the next word.
         if let Some(nx) = next {
             if nx.editable && nx.spaced_from_previous && w.whole_token && nx.whole_token {
-                let joined = format!("{}{}", w.lower, nx.lower);
+                let joined = [&*w.lower, &*nx.lower].concat();
                 let stats = r.lm.stats(&joined);
                 if joined.len() >= p.min_join_letters
                     && stats.known()

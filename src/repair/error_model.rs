@@ -325,12 +325,12 @@ pub fn cost_with_first_letter(typed: &[u8], meant: &[u8], first_letter: f32) -> 
     let (meant_letters, typed_letters) = (letters_in(meant), letters_in(typed));
     let mut rules = [RuleAt::default(); 8];
     let mut active = 0;
-    for &(rm, rt, c) in RULES {
+    for (&(rm, rt, c), &(rm_letters, rt_letters)) in RULES.iter().zip(&RULE_LETTERS) {
         debug_assert!(rm.len() < ROWS);
         if active == rules.len() {
             break;
         }
-        if letters_in(rm) & !meant_letters != 0 || letters_in(rt) & !typed_letters != 0 {
+        if rm_letters & !meant_letters != 0 || rt_letters & !typed_letters != 0 {
             continue;
         }
         let (meant_ends, typed_ends) = (ends_of(meant, rm), ends_of(typed, rt));
@@ -376,11 +376,19 @@ pub fn cost_with_first_letter(typed: &[u8], meant: &[u8], first_letter: f32) -> 
             {
                 best = best.min(d[up2][j - 2] + TRANSPOSE + FIRST_SWAP_SHARE * first(i - 2));
             }
-            if i > 2 && j > 2 && moved(&meant[i - 3..i], &typed[j - 3..j]) {
-                best = best.min(d[(i - 3) % ROWS][j - 3] + MOVE + first(i - 3));
-            }
-            if i > 2 && j > 2 && vowel_pair_as_silent_e(&meant[i - 3..i], &typed[j - 3..j]) {
-                best = best.min(d[(i - 3) % ROWS][j - 3] + VOWEL_PAIR_AS_SILENT_E + first(i - 3));
+            // Both three-letter rules end the typed side with one of the meant side's first two
+            // letters (a letter moved) or an `e` (a silent `e`): most cells ask neither.
+            if i > 2 && j > 2 {
+                let z = typed[j - 1];
+                if (z == meant[i - 3] || z == meant[i - 2])
+                    && moved(&meant[i - 3..i], &typed[j - 3..j])
+                {
+                    best = best.min(d[(i - 3) % ROWS][j - 3] + MOVE + first(i - 3));
+                }
+                if z == b'e' && vowel_pair_as_silent_e(&meant[i - 3..i], &typed[j - 3..j]) {
+                    best =
+                        best.min(d[(i - 3) % ROWS][j - 3] + VOWEL_PAIR_AS_SILENT_E + first(i - 3));
+                }
             }
             for rule in rules {
                 if rule.meant_ends >> i & 1 != 0 && rule.typed_ends >> j & 1 != 0 {
@@ -414,15 +422,32 @@ struct RuleAt {
 }
 
 /// The letters a word holds, a bit each (anything else sets bit 31).
-fn letters_in(word: &[u8]) -> u32 {
-    word.iter().fold(0, |m, &c| {
-        m | if c.is_ascii_lowercase() {
+const fn letters_in(word: &[u8]) -> u32 {
+    let mut m = 0;
+    let mut i = 0;
+    while i < word.len() {
+        let c = word[i];
+        m |= if c.is_ascii_lowercase() {
             1 << (c - b'a')
         } else {
             1 << 31
-        }
-    })
+        };
+        i += 1;
+    }
+    m
 }
+
+/// The letters of each side of each rule of [`RULES`] ([`letters_in`]), known when compiling:
+/// a rule whose letters a word lacks is passed over without reading it.
+const RULE_LETTERS: [(u32, u32); RULES.len()] = {
+    let mut out = [(0, 0); RULES.len()];
+    let mut k = 0;
+    while k < RULES.len() {
+        out[k] = (letters_in(RULES[k].0), letters_in(RULES[k].1));
+        k += 1;
+    }
+    out
+};
 
 /// Bit `i` set where the first `i` letters of `word` (at most 63) end with `part`; every bit
 /// up to the word's length for an empty `part`.
