@@ -54,6 +54,9 @@ pub struct Lexicon {
     bigrams: HashMap<u64, u64, foldhash::fast::FixedState>,
     /// The least count of a listed pair: a list cut at a count holds no rarer pair.
     least_bigram: u64,
+    /// How many times the pair list's text outnumbers the word list's, at least
+    /// ([`Lexicon::pair_scale`]).
+    pair_scale: f64,
     total: u64,
     sources: Vec<PathBuf>,
     /// How often strings are written (per billion words), misspellings included: a usage list.
@@ -82,6 +85,32 @@ fn least_count(bigrams: &HashMap<u64, u64, foldhash::fast::FixedState>) -> u64 {
         .filter(|&c| c > 0)
         .min()
         .unwrap_or(0)
+}
+
+/// How many of its most common words the pair list's scale is read from ([`pair_scale`]).
+const SCALE_WORDS: usize = 100;
+
+/// The most the pairs listed after one of the [`SCALE_WORDS`] commonest words add up to, over
+/// that word's own count, and at least 1: the pairs are counted in a larger text than the
+/// words (SymSpell's English lists: 55.7, after `will`), and a list that keeps only frequent
+/// pairs holds less than all of a word's pairs, so this is a lower bound of the scale.
+fn pair_scale(bigrams: &HashMap<u64, u64, foldhash::fast::FixedState>, counts: &[u64]) -> f64 {
+    let mut commonest: Vec<u32> = (0..counts.len() as u32)
+        .filter(|&i| counts[i as usize] > 0)
+        .collect();
+    commonest.sort_unstable_by_key(|&i| std::cmp::Reverse(counts[i as usize]));
+    commonest.truncate(SCALE_WORDS);
+    let mut after: HashMap<u32, u64, foldhash::fast::FixedState> =
+        commonest.iter().map(|&i| (i, 0)).collect();
+    for (&key, &c) in bigrams {
+        if let Some(sum) = after.get_mut(&((key >> 32) as u32)) {
+            *sum += c;
+        }
+    }
+    after
+        .iter()
+        .map(|(&i, &sum)| sum as f64 / counts[i as usize] as f64)
+        .fold(1.0, f64::max)
 }
 
 /// The slot of a word's first two letters in [`Lexicon::starts`], when both are `a`–`z`.
@@ -169,6 +198,7 @@ impl Lexicon {
             }
         }
         lex.least_bigram = least_count(&lex.bigrams);
+        lex.pair_scale = pair_scale(&lex.bigrams, &lex.counts);
         lex.add_es_slips();
         Ok(lex)
     }
@@ -237,6 +267,7 @@ impl Lexicon {
             }
         }
         lex.least_bigram = least_count(&lex.bigrams);
+        lex.pair_scale = pair_scale(&lex.bigrams, &lex.counts);
         lex.add_es_slips();
         lex
     }
@@ -473,6 +504,14 @@ impl Lexicon {
         self.least_bigram
     }
 
+    /// How many times over the pair list counts its pairs against the word list's counts, at
+    /// least (1 without pairs): the pairs listed after a common word add up to this many times
+    /// the word's own count. A pair's count over the word list's total overstates how often it
+    /// is written by as much.
+    pub fn pair_scale(&self) -> f64 {
+        self.pair_scale.max(1.0)
+    }
+
     /// Every listed pair: (first id, second id, count).
     pub fn bigrams(&self) -> impl Iterator<Item = (u32, u32, u64)> + '_ {
         self.bigrams
@@ -660,6 +699,25 @@ mod tests {
         assert_eq!(lex.words_starting_like("a"), None);
         assert_eq!(lex.words_starting_like("é1"), None);
         assert_eq!(Lexicon::default().words_starting_like("sh"), Some(0));
+    }
+
+    #[test]
+    fn the_pair_scale_is_the_most_a_common_words_listed_pairs_outnumber_it() {
+        let words = [("will", 1_000), ("be", 2_000), ("able", 10)];
+        // The pairs after `will` add up to 5 times its count, those after `be` to once.
+        let lex = Lexicon::from_counts(
+            words,
+            [
+                ("will", "be", 4_000),
+                ("will", "able", 1_000),
+                ("be", "able", 2_000),
+            ],
+        );
+        assert_eq!(lex.pair_scale(), 5.0);
+        // Fewer pairs than words: never below 1.
+        let lex = Lexicon::from_counts(words, [("will", "be", 10)]);
+        assert_eq!(lex.pair_scale(), 1.0);
+        assert_eq!(Lexicon::default().pair_scale(), 1.0);
     }
 
     #[test]

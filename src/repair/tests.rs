@@ -1379,6 +1379,38 @@ fn two_known_words_that_are_one_word_written_apart_are_joined() {
 }
 
 #[test]
+fn a_word_broken_before_letters_that_make_a_function_word_is_joined() {
+    let vocab = Arc::new(Vocabulary::build(DOCS.iter().map(|t| ("", *t))));
+    let words = [
+        ("the", 500_000_000_000),
+        ("is", 4_700_000_000),
+        ("on", 4_000_000_000),
+        ("what", 1_100_000_000),
+        ("a", 9_000_000_000),
+        ("kind", 100_000_000),
+        ("colorectal", 500_000),
+        ("surge", 5_000_000),
+        ("surgeon", 7_000_000),
+        ("sued", 1_000_000),
+        ("issued", 50_000_000),
+    ];
+    // The pairs after `what` add up to 56 times its count (the pair list's scale, as in
+    // SymSpell's lists), and the least listed pair is written 6.4M times.
+    let pairs = [("what", "is", 61_593_600_000), ("what", "kind", 6_400_000)];
+    let usage = [("surgeon", 13_490), ("issued", 53_703)];
+    let lexicon = Arc::new(Lexicon::from_counts(words, pairs).with_usage(usage));
+    assert_eq!(lexicon.pair_scale(), 56.0);
+    let r = Repairer::new(vocab, Some(lexicon));
+    // `surge on` is not listed: written less than the least pair, some 210 times per billion
+    // words in the word list's scale, where `surgeon` is written 13,490 times.
+    let out = r.repair("what kind of specialist is a colorectal surge on");
+    assert_eq!(out.text, "what kind of specialist is a colorectal surgeon");
+    assert_eq!(out.edits[0].kind, EditKind::Join);
+    // A function word first goes with almost any word: `is sued` stays.
+    assert!(!r.repair("what is sued").changed());
+}
+
+#[test]
 fn two_written_words_run_together_into_a_string_nobody_writes_are_split() {
     let vocab = Arc::new(Vocabulary::build(DOCS.iter().map(|t| ("", *t))));
     let words = [
