@@ -767,13 +767,21 @@ pub(crate) fn readings(
                     && (stats.general > 0 || stats.corpus >= p.min_corpus_count)
                 {
                     // Two real words pay the known-word prior; a fragment (an unknown word or
-                    // a short piece that is no function word: `broth er`) does not.
+                    // a short piece that is no function word: `broth er`) does not, nor an `s`
+                    // standing alone with no content word after it in its phrase: a plural's
+                    // ending broken off (`nerve s in my nose`). Before a content word it is as
+                    // often a possessive whose apostrophe went (`associate s degree`).
+                    let after = words
+                        .get(i + 2)
+                        .filter(|q| !nx.ends_phrase && q.spaced_from_previous);
+                    let plural_ending = nx.lower == "s" && after.is_none_or(|q| !q.content);
                     let fragment = |q: &QueryWord| {
                         !q.stats.known() || (q.lower.len() <= 2 && !is_stopword(&q.lower))
                     };
                     // Nor do two known words that are one word split (`heart burn`).
                     let both_known = !fragment(w)
                         && !fragment(nx)
+                        && !plural_ending
                         && !r.written_together(&joined, &w.lower, &nx.lower);
                     let pieces_written = written_pieces_bonus(r, &joined, w, nx);
                     rs.push(Reading {

@@ -1379,6 +1379,35 @@ fn two_known_words_that_are_one_word_written_apart_are_joined() {
 }
 
 #[test]
+fn an_s_standing_alone_joins_the_word_before_where_no_content_word_follows() {
+    let vocab = Arc::new(Vocabulary::build(DOCS.iter().map(|t| ("", *t))));
+    let words = [
+        ("the", 23_000_000_000),
+        ("s", 500_000_000),
+        ("in", 8_000_000_000),
+        ("my", 1_000_000_000),
+        ("why", 190_000_000),
+        ("are", 2_400_000_000),
+        ("nose", 10_000_000),
+        ("nerve", 6_500_000),
+        ("nerves", 5_000_000),
+        ("associate", 20_000_000),
+        ("associates", 10_000_000),
+        ("degree", 60_000_000),
+        ("an", 1_500_000_000),
+    ];
+    let lexicon = Arc::new(Lexicon::from_counts(words, []));
+    let r = Repairer::new(vocab, Some(lexicon));
+    // A plural's ending broken off: nothing after it in its phrase, or a function word.
+    let out = r.repair("why are the nerve s in my nose");
+    assert_eq!(out.text, "why are the nerves in my nose");
+    assert_eq!(out.edits[0].kind, EditKind::Join);
+    assert_eq!(r.repair("the nerve s").text, "the nerves");
+    // Before a content word it is as often a possessive whose apostrophe went.
+    assert!(!r.repair("an associate s degree").changed());
+}
+
+#[test]
 fn a_word_broken_before_letters_that_make_a_function_word_is_joined() {
     let vocab = Arc::new(Vocabulary::build(DOCS.iter().map(|t| ("", *t))));
     let words = [
