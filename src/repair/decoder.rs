@@ -612,31 +612,31 @@ pub(crate) fn readings(
                 );
             }
             // The word before wants the article, in the same phrase (`have alot of`); at a
-            // phrase's start the usage list and the word after speak instead (`Alot of`).
-            let article =
-                p.article_split_association
-                    .map_or(ArticleSplit::No, |least| match prev {
-                        Some(q) if !q.ends_phrase => {
-                            if r.lm
-                                .ln_general_over_chance(&q.stats, &r.lm.stats("a"))
-                                .is_some_and(|x| x >= least)
-                            {
-                                ArticleSplit::AfterWord
-                            } else {
-                                ArticleSplit::No
-                            }
-                        }
-                        _ if p.article_split_at_start => match next {
-                            Some(q) if q.spaced_from_previous && !w.ends_phrase => {
-                                ArticleSplit::AtStart {
-                                    least,
-                                    next: q.stats,
-                                }
-                            }
-                            _ => ArticleSplit::No,
-                        },
-                        _ => ArticleSplit::No,
-                    });
+            // phrase's start, or after a word that does not want it (`Nowadays alot of`), the
+            // usage list and the word after speak instead (`Alot of`).
+            let by_next_word = |least: f64, allowed: bool| match next {
+                Some(q) if allowed && q.spaced_from_previous && !w.ends_phrase => {
+                    ArticleSplit::ByNextWord {
+                        least,
+                        next: q.stats,
+                    }
+                }
+                _ => ArticleSplit::No,
+            };
+            let article = match (p.article_split_association, prev) {
+                (None, _) => ArticleSplit::No,
+                (Some(least), Some(q)) if !q.ends_phrase => {
+                    if r.lm
+                        .ln_general_over_chance(&q.stats, &r.lm.stats("a"))
+                        .is_some_and(|x| x >= least)
+                    {
+                        ArticleSplit::AfterWord
+                    } else {
+                        by_next_word(least, p.article_split_by_next_word)
+                    }
+                }
+                (Some(least), _) => by_next_word(least, p.article_split_at_start),
+            };
             if !corpus_only
                 && w.whole_token
                 && (letters >= p.min_split_letters
@@ -1639,9 +1639,11 @@ enum ArticleSplit {
     /// After a word of the same phrase that goes with the article
     /// ([`super::Params::article_split_association`]).
     AfterWord,
-    /// At a phrase's start ([`super::Params::article_split_at_start`]), where the word after
-    /// goes with the word split off e^`least` times more than chance (`lot of`).
-    AtStart { least: f64, next: WordStats },
+    /// At a phrase's start ([`super::Params::article_split_at_start`]) or after a word that
+    /// does not want the article ([`super::Params::article_split_by_next_word`]), where the
+    /// word after goes with the word split off as the word before must with the article
+    /// ([`super::Params::article_split_association`]: `lot of`).
+    ByNextWord { least: f64, next: WordStats },
 }
 
 /// Splits of an unknown word into two known ones (or a function word and an acronym people
@@ -1681,9 +1683,9 @@ fn splits(
     // allows it: a word of three letters or more that starts with a consonant (`a average` is
     // no English, `aaverage` a slip). It stands so in a three-word split too (`are onasingle`
     // → `on a single`). A string people write is split only where the pair list writes the two
-    // words far more; at a phrase's start, with no word before to want the article, only such
-    // a string is, and only where the word after goes with the word the article is split from
-    // (`Alot of`: `lot of`; `aplastic anemia` is no `a plastic`).
+    // words far more; at a phrase's start, or after a word that does not want the article,
+    // only such a string is, and only where the word after goes with the word the article is
+    // split from (`Alot of`, `Nowadays alot of`: `lot of`; `aplastic anemia` is no `a plastic`).
     let article = |a: &str, b: &str| {
         let written_apart = |u| r.written_apart_as(u, a, b, r.params.article_written_apart_margin);
         a == "a"
@@ -1693,7 +1695,7 @@ fn splits(
             && match article {
                 ArticleSplit::No => false,
                 ArticleSplit::AfterWord => r.lm.usage(word).is_none_or(written_apart),
-                ArticleSplit::AtStart { least, next } => {
+                ArticleSplit::ByNextWord { least, next } => {
                     r.lm.usage(word).is_some_and(written_apart)
                         && r.lm
                             .ln_general_over_chance(&r.lm.stats(b), &next)

@@ -797,6 +797,11 @@ pub struct Params {
     /// the word after goes with the word split off as the word before must with the article
     /// ([`Params::article_split_association`]: `lot of`; `aplastic anemia` stays).
     pub article_split_at_start: bool,
+    /// The same after a word in the phrase that does not want the article
+    /// ([`Params::article_split_association`]): the word after speaks where the word before
+    /// does not (`Nowadays alot of people` → `a lot of`, `nowadays a` being no pair general
+    /// English writes; the eighty-fourth round).
+    pub article_split_by_next_word: bool,
     /// Whether a string nobody writes that ends in the article `a` is read as a word with the
     /// article run into its end (`what doesa psychotherapist do` → `does a`, `makesa person`):
     /// where the word goes with the article e^[`Params::article_split_association`] times more
@@ -1021,6 +1026,7 @@ impl Default for Params {
             article_split_association: Some(3.0),
             article_written_apart_margin: 6.0,
             article_split_at_start: true,
+            article_split_by_next_word: true,
             article_split_at_end: true,
             name_run_into_word_usage: 10_000,
             name_run_into_word_letters: 5,

@@ -1918,6 +1918,7 @@ fn the_article_run_into_a_word_at_a_phrase_start_is_split_where_the_word_after_w
         ("came", 200_000_000),
         ("them", 1_000_000_000),
         ("stayed", 50_000_000),
+        ("nowadays", 2_500_000),
     ];
     let pairs = [
         ("a", "lot", 1_100_000_000),
@@ -1940,6 +1941,7 @@ fn the_article_run_into_a_word_at_a_phrase_start_is_split_where_the_word_after_w
         ("came", 150_000),
         ("them", 1_000_000),
         ("stayed", 40_000),
+        ("nowadays", 12_900),
     ];
     let r = Repairer::new(vocab, Some(Arc::new(lexicon.with_usage(usage))));
     let out = r.repair("Alot of friends came. Alot of them stayed");
@@ -1954,6 +1956,21 @@ fn the_article_run_into_a_word_at_a_phrase_start_is_split_where_the_word_after_w
         },
     );
     assert!(!off.repair("alot of friends").changed());
+    // After a word that does not want the article (`nowadays a` is no pair), the word after
+    // speaks as at a phrase's start.
+    assert_eq!(
+        r.repair("nowadays alot of friends came").text,
+        "nowadays a lot of friends came"
+    );
+    assert!(!r.repair("nowadays aplastic anemia").changed());
+    let off = with_params(
+        &r,
+        Params {
+            article_split_by_next_word: false,
+            ..Params::default()
+        },
+    );
+    assert!(!off.repair("nowadays alot of friends came").changed());
 }
 
 #[test]
