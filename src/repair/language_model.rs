@@ -353,10 +353,10 @@ impl LanguageModel {
     /// The most often general English may write the pair `a b`, as a share of its words: the
     /// pair list's count where it holds the pair; else the lesser of the least count it lists
     /// (a pair it lacks is rarer than any it holds) and what chance gives the two words
-    /// e^`association` times over (few pairs go together much more). With no `association` (a
-    /// function word, which goes with almost any word more than chance), the least count
-    /// listed in the word list's scale ([`Lexicon::pair_scale`]): the pair list's 6.4M is
-    /// some 210 writings per billion words, not 11,800. 0 without the lists.
+    /// e^`association` times over (few pairs go together much more). With no `association` (no
+    /// bound from chance), the least count listed in the word list's scale
+    /// ([`Lexicon::pair_scale`]): the pair list's 6.4M is some 210 writings per billion words,
+    /// not 11,800 (an infinite `association` gives the 11,800). 0 without the lists.
     pub fn general_pair_share_at_most(
         &self,
         sa: &WordStats,
