@@ -427,6 +427,18 @@ impl Vocabulary {
     /// How often `a` is directly followed by `b` in a title or text (lower case); 0 when never,
     /// when seen fewer than `bigram_min_count` times, or when the index has no bigram counts.
     pub fn bigram(&self, a: &str, b: &str) -> u64 {
+        self.bigram_recalled(a, b, |_, walk| walk())
+    }
+
+    /// [`Vocabulary::bigram`] with `recall` asked between the key filter and the walk of the
+    /// map (a thousand or more instructions): given the pair's key and the walk, it may answer
+    /// from what it kept of earlier walks (the speller keeps one query's answers).
+    pub fn bigram_recalled(
+        &self,
+        a: &str,
+        b: &str,
+        recall: impl FnOnce(&[u8], &dyn Fn() -> u64) -> u64,
+    ) -> u64 {
         let Some(map) = &self.bigrams else {
             return 0;
         };
@@ -438,10 +450,11 @@ impl Vocabulary {
         key[..a.len()].copy_from_slice(a.as_bytes());
         key[a.len()] = b' ';
         key[a.len() + 1..len].copy_from_slice(b.as_bytes());
-        if !self.bigram_keys.may_hold(&key[..len]) {
+        let key = &key[..len];
+        if !self.bigram_keys.may_hold(key) {
             return 0;
         }
-        map.get(&key[..len]).unwrap_or(0)
+        recall(key, &|| map.get(key).unwrap_or(0))
     }
 
     /// Sizes of the files it is written as: (word counts, pair filter, bigram counts), in bytes.

@@ -258,7 +258,11 @@ impl LanguageModel {
             let w = self.corpus_weight;
             // A word the corpus never uses is in none of its pairs: no look-up.
             if sb.corpus > 0 {
-                pair += w * self.vocab.bigram(a, b) as f64 / (sa.corpus as f64 + self.pair_prior);
+                let map = Arc::as_ptr(&self.vocab) as usize;
+                let count = self
+                    .vocab
+                    .bigram_recalled(a, b, |key, walk| super::recall::corpus_pair(map, key, walk));
+                pair += w * count as f64 / (sa.corpus as f64 + self.pair_prior);
             }
             weight += w;
         }

@@ -532,7 +532,7 @@ impl Lexicon {
         if !self.usage_keys.may_hold(word.as_bytes()) {
             return None;
         }
-        map.get(word)
+        super::recall::usage(map as *const _ as usize, word, || map.get(word))
     }
 
     /// The strings of the usage list written at least `least` times per billion words, with

@@ -26,6 +26,7 @@ pub mod inflection;
 pub mod language_model;
 pub mod lexicon;
 mod query;
+mod recall;
 pub mod retrieved;
 pub mod sounds;
 
@@ -1609,6 +1610,16 @@ impl Repairer {
     /// query as typed retrieved ([`Params::vote_documents`] of them) speak for the candidates
     /// they use and for the typed words they use (see docs/repair.md, "The index's vote").
     pub fn repair_with(
+        &self,
+        text: &str,
+        also_known: &dyn Fn(&str) -> bool,
+        retrieved: Option<&RetrievedWords>,
+    ) -> Repaired {
+        recall::remembering(|| self.repair_to_fixed_point(text, also_known, retrieved))
+    }
+
+    /// [`Repairer::repair_with`], within one span of [`recall::remembering`].
+    fn repair_to_fixed_point(
         &self,
         text: &str,
         also_known: &dyn Fn(&str) -> bool,
