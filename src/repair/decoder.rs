@@ -3410,7 +3410,9 @@ pub(crate) fn best_path(
     let n = readings.len();
     let frame_start = frame_start(r, readings);
     let asks_meaning = asks_what_it_means(readings);
-    let mut states: Vec<Vec<State>> = (0..=n).map(|_| Vec::new()).collect();
+    // Most boundaries end one or two states: kept in place, not allocated one by one.
+    let mut states: Vec<smallvec::SmallVec<[State; 2]>> =
+        (0..=n).map(|_| smallvec::SmallVec::new()).collect();
     states[0].push(State {
         word: "",
         stats: WordStats::default(),

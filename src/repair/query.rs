@@ -141,7 +141,7 @@ pub fn scan(
     {
         return None;
     }
-    let mut tokens = Vec::new();
+    let mut tokens = Vec::with_capacity(16);
     let mut token_start = None;
     for (i, c) in text.char_indices() {
         match (c.is_whitespace(), token_start) {
@@ -157,13 +157,15 @@ pub fn scan(
         tokens.push((s, text.len()));
     }
     let caps_lock = typed_in_capitals(text);
-    let mut words: Vec<QueryWord> = Vec::new();
+    let mut words: Vec<QueryWord> = Vec::with_capacity(tokens.len());
     let mut prev_token_end: Option<usize> = None;
+    // A token's runs of letters: one buffer for all of them.
+    let mut runs = Vec::new();
     for (ts, te) in tokens {
         let token = &text[ts..te];
         let core = token.trim_matches(|c: char| !c.is_alphanumeric());
         let code = core.chars().any(is_code_char);
-        let mut runs = Vec::new();
+        runs.clear();
         let mut run_start = None;
         for (i, c) in token.char_indices() {
             match (c.is_ascii_alphabetic(), run_start) {
@@ -179,7 +181,7 @@ pub fn scan(
             runs.push((s, te));
         }
         let n_runs = runs.len();
-        for (k, (s, e)) in runs.into_iter().enumerate() {
+        for (k, &(s, e)) in runs.iter().enumerate() {
             let raw = &text[s..e];
             let lower = raw.to_ascii_lowercase();
             let letters = raw.len();
