@@ -194,22 +194,28 @@ pub(crate) fn adjacent(a: u8, b: u8) -> bool {
         && neighbours()[(a - b'a') as usize][(b - b'a') as usize]
 }
 
-/// Cost of typing `typed` for `meant`: from a 26 × 26 table for lower-case letters.
-fn substitution(meant: u8, typed: u8) -> f32 {
+/// [`substitution_of`] for every pair of lower-case letters, computed once.
+fn substitution_table() -> &'static [[f32; 26]; 26] {
     static TABLE: OnceLock<[[f32; 26]; 26]> = OnceLock::new();
-    if meant.is_ascii_lowercase() && typed.is_ascii_lowercase() {
-        let t = TABLE.get_or_init(|| {
-            let mut t = [[0.0; 26]; 26];
-            for a in b'a'..=b'z' {
-                for b in b'a'..=b'z' {
-                    t[(a - b'a') as usize][(b - b'a') as usize] = substitution_of(a, b);
-                }
+    TABLE.get_or_init(|| {
+        let mut t = [[0.0; 26]; 26];
+        for a in b'a'..=b'z' {
+            for b in b'a'..=b'z' {
+                t[(a - b'a') as usize][(b - b'a') as usize] = substitution_of(a, b);
             }
-            t
-        });
-        return t[(meant - b'a') as usize][(typed - b'a') as usize];
+        }
+        t
+    })
+}
+
+/// Cost of typing `typed` for `meant`: from [`substitution_table`] for lower-case letters.
+#[inline(always)]
+fn substitution_in(table: &[[f32; 26]; 26], meant: u8, typed: u8) -> f32 {
+    if meant.is_ascii_lowercase() && typed.is_ascii_lowercase() {
+        table[(meant - b'a') as usize][(typed - b'a') as usize]
+    } else {
+        substitution_of(meant, typed)
     }
-    substitution_of(meant, typed)
 }
 
 fn substitution_of(meant: u8, typed: u8) -> f32 {
@@ -322,7 +328,7 @@ pub fn cost_with_first_letter(typed: &[u8], meant: &[u8], first_letter: f32) -> 
     }
     // Only the rules whose two sides occur in the words can apply (at most eight, in order):
     // each as where its sides end in either word, bit `i` for the first `i` letters.
-    let (meant_letters, typed_letters) = (letters_in(meant), letters_in(typed));
+    let (meant_at, typed_at) = (Places::of(meant), Places::of(typed));
     let mut rules = [RuleAt::default(); 8];
     let mut active = 0;
     for (&(rm, rt, c), &(rm_letters, rt_letters)) in RULES.iter().zip(&RULE_LETTERS) {
@@ -330,11 +336,15 @@ pub fn cost_with_first_letter(typed: &[u8], meant: &[u8], first_letter: f32) -> 
         if active == rules.len() {
             break;
         }
-        if rm_letters & !meant_letters != 0 || rt_letters & !typed_letters != 0 {
+        if rm_letters & !meant_at.letters != 0 || rt_letters & !typed_at.letters != 0 {
             continue;
         }
-        let (meant_ends, typed_ends) = (ends_of(meant, rm), ends_of(typed, rt));
-        if meant_ends != 0 && typed_ends != 0 {
+        let meant_ends = meant_at.ends(rm);
+        if meant_ends == 0 {
+            continue;
+        }
+        let typed_ends = typed_at.ends(rt);
+        if typed_ends != 0 {
             rules[active] = RuleAt {
                 meant_ends,
                 typed_ends,
@@ -346,60 +356,72 @@ pub fn cost_with_first_letter(typed: &[u8], meant: &[u8], first_letter: f32) -> 
         }
     }
     let rules = &rules[..active];
-    for i in 0..=n {
+    let sub = substitution_table();
+    // Row 0: the typed letters added before any meant one (no rule's meant side is empty).
+    d[0][0] = 0.0;
+    // (Half-open ranges: an inclusive one asks whether it is spent at every step.)
+    for j in 1..m + 1 {
+        d[0][j] = d[0][j - 1] + ins[j - 1];
+    }
+    for i in 1..n + 1 {
         let (row, up, up2) = (i % ROWS, (i + ROWS - 1) % ROWS, (i + ROWS - 2) % ROWS);
-        for j in 0..=m {
-            if i == 0 && j == 0 {
-                d[0][0] = 0.0;
-                continue;
-            }
-            let mut best = f32::INFINITY;
-            if i > 0 && j > 0 {
-                let s = if meant[i - 1] == typed[j - 1] {
-                    0.0
-                } else {
-                    substitution(meant[i - 1], typed[j - 1]) + first(i - 1)
-                };
-                lower(&mut best, d[up][j - 1] + s);
-            }
-            if i > 0 {
-                lower(&mut best, d[up][j] + del[i - 1]);
-            }
-            if j > 0 {
-                lower(&mut best, d[row][j - 1] + ins[j - 1]);
-            }
-            if i > 1
-                && j > 1
-                && meant[i - 1] == typed[j - 2]
-                && meant[i - 2] == typed[j - 1]
-                && meant[i - 1] != meant[i - 2]
-            {
-                lower(
-                    &mut best,
-                    d[up2][j - 2] + TRANSPOSE + FIRST_SWAP_SHARE * first(i - 2),
-                );
-            }
-            // Both three-letter rules end the typed side with one of the meant side's first two
-            // letters (a letter moved) or an `e` (a silent `e`): most cells ask neither.
-            if i > 2 && j > 2 {
-                let z = typed[j - 1];
-                if (z == meant[i - 3] || z == meant[i - 2])
-                    && moved(&meant[i - 3..i], &typed[j - 3..j])
-                {
-                    lower(&mut best, d[(i - 3) % ROWS][j - 3] + MOVE + first(i - 3));
-                }
-                if z == b'e' && vowel_pair_as_silent_e(&meant[i - 3..i], &typed[j - 3..j]) {
-                    lower(
-                        &mut best,
-                        d[(i - 3) % ROWS][j - 3] + VOWEL_PAIR_AS_SILENT_E + first(i - 3),
-                    );
-                }
-            }
+        let mi = meant[i - 1];
+        let (sub_first, del_i) = (first(i - 1), del[i - 1]);
+        // A rule is asked only on the rows where its meant side ends.
+        let rules_end_here = rules.iter().any(|r| r.meant_ends >> i & 1 != 0);
+        let rule_cells = |best: &mut f32, d: &[[f32; MAX + 1]; ROWS], j: usize| {
             for rule in rules {
                 if rule.meant_ends >> i & 1 != 0 && rule.typed_ends >> j & 1 != 0 {
                     let (pi, pj) = (i - rule.meant_len, j - rule.typed_len);
-                    lower(&mut best, d[pi % ROWS][pj] + rule.cost + first(pi));
+                    lower(best, d[pi % ROWS][pj] + rule.cost + first(pi));
                 }
+            }
+        };
+        // Column 0: the meant letters left out before any typed one, or a rule with an empty
+        // typed side.
+        let mut best = d[up][0] + del_i;
+        if rules_end_here {
+            rule_cells(&mut best, &d, 0);
+        }
+        d[row][0] = best;
+        // The letters the two- and three-letter edits ending on this row compare.
+        let m2 = if i > 1 { Some(meant[i - 2]) } else { None };
+        let m3 = if i > 2 { Some(meant[i - 3]) } else { None };
+        for j in 1..m + 1 {
+            let tj = typed[j - 1];
+            let s = if mi == tj {
+                0.0
+            } else {
+                substitution_in(sub, mi, tj) + sub_first
+            };
+            let mut best = d[up][j - 1] + s;
+            lower(&mut best, d[up][j] + del_i);
+            lower(&mut best, d[row][j - 1] + ins[j - 1]);
+            if let Some(m2) = m2 {
+                if j > 1 && mi == typed[j - 2] && m2 == tj && mi != m2 {
+                    lower(
+                        &mut best,
+                        d[up2][j - 2] + TRANSPOSE + FIRST_SWAP_SHARE * first(i - 2),
+                    );
+                }
+            }
+            // Both three-letter rules end the typed side with one of the meant side's first two
+            // letters (a letter moved) or an `e` (a silent `e`): most cells ask neither.
+            if let (Some(m3), Some(m2)) = (m3, m2) {
+                if j > 2 {
+                    if (tj == m3 || tj == m2) && moved(&meant[i - 3..i], &typed[j - 3..j]) {
+                        lower(&mut best, d[(i - 3) % ROWS][j - 3] + MOVE + first(i - 3));
+                    }
+                    if tj == b'e' && vowel_pair_as_silent_e(&meant[i - 3..i], &typed[j - 3..j]) {
+                        lower(
+                            &mut best,
+                            d[(i - 3) % ROWS][j - 3] + VOWEL_PAIR_AS_SILENT_E + first(i - 3),
+                        );
+                    }
+                }
+            }
+            if rules_end_here {
+                rule_cells(&mut best, &d, j);
             }
             d[row][j] = best;
         }
@@ -464,13 +486,48 @@ const RULE_LETTERS: [(u32, u32); RULES.len()] = {
     out
 };
 
-/// Bit `i` set where the first `i` letters of `word` (at most 63) end with `part`; every bit
-/// up to the word's length for an empty `part`.
-fn ends_of(word: &[u8], part: &[u8]) -> u64 {
-    let k = part.len();
-    (k..=word.len().min(63))
-        .filter(|&i| holds_at(word, i - k, part))
-        .fold(0, |m, i| m | 1 << i)
+/// Where each lower-case letter stands in a word of at most 63 letters (a bit per place), and
+/// the letters it holds ([`letters_in`]): a rule's side is found in the word with a shift per
+/// letter of the side, not a scan of the word per rule.
+struct Places {
+    at: [u64; 26],
+    letters: u32,
+    len: usize,
+}
+
+impl Places {
+    fn of(word: &[u8]) -> Self {
+        debug_assert!(word.len() < 64);
+        let mut places = Places {
+            at: [0; 26],
+            letters: 0,
+            len: word.len(),
+        };
+        for (i, &c) in word.iter().enumerate() {
+            if c.is_ascii_lowercase() {
+                places.at[usize::from(c - b'a')] |= 1 << i;
+                places.letters |= 1 << (c - b'a');
+            } else {
+                places.letters |= 1 << 31;
+            }
+        }
+        places
+    }
+
+    /// Bit `i` set where the word's first `i` letters end with `part` (lower-case letters);
+    /// every bit up to the word's length for an empty `part`.
+    fn ends(&self, part: &[u8]) -> u64 {
+        if part.is_empty() {
+            return (1 << (self.len + 1)) - 1;
+        }
+        // Bit `p` of `starts`: `part` is written from `p` on.
+        let mut starts = (1 << self.len) - 1;
+        for (k, &c) in part.iter().enumerate() {
+            debug_assert!(c.is_ascii_lowercase());
+            starts &= self.at[usize::from(c - b'a')] >> k;
+        }
+        starts << part.len()
+    }
 }
 
 /// Calls `f` with each string a short typed word reads as when one slip of the hand that moves
@@ -742,6 +799,200 @@ mod tests {
         assert_eq!(distance(&long[..64], &long[..63], u8::MAX), 1);
         assert_eq!(distance(b"", b"abc", 2), 3);
         assert_eq!(distance(b"abc", b"", 5), 3);
+    }
+
+    /// Bit `i` set where the first `i` letters of `word` (at most 63) end with `part`; every bit
+    /// up to the word's length for an empty `part`.
+    fn ends_of(word: &[u8], part: &[u8]) -> u64 {
+        let k = part.len();
+        (k..=word.len().min(63))
+            .filter(|&i| holds_at(word, i - k, part))
+            .fold(0, |m, i| m | 1 << i)
+    }
+
+    /// [`cost_with_first_letter`] as the plain table computes it, every cell asking every
+    /// edit: what the row-by-row alignment must match to the bit.
+    fn cost_full(typed: &[u8], meant: &[u8], first_letter: f32) -> f32 {
+        const MAX: usize = 40;
+        let (n, m) = (meant.len(), typed.len());
+        if n == 0 || m == 0 || n > MAX || m > MAX {
+            return f32::INFINITY;
+        }
+        if typed == meant {
+            return 0.0;
+        }
+        // Rows of the matrix, kept by `i % ROWS`: a rule looks back as many rows as its meant side
+        // is long, so no other row is read.
+        const ROWS: usize = 5;
+        let mut d = [[f32::INFINITY; MAX + 1]; ROWS];
+        let first = |i: usize| if i == 0 { first_letter } else { 0.0 };
+        // What leaving out each meant letter and adding each typed letter costs, once.
+        let mut del = [0.0f32; MAX];
+        for (i, c) in del.iter_mut().enumerate().take(n) {
+            *c = deletion(meant, i) + first(i);
+        }
+        let mut ins = [0.0f32; MAX];
+        for (j, c) in ins.iter_mut().enumerate().take(m) {
+            *c = insertion(typed, j) + if j == 0 { FIRST_LETTER } else { 0.0 };
+        }
+        // Only the rules whose two sides occur in the words can apply (at most eight, in order):
+        // each as where its sides end in either word, bit `i` for the first `i` letters.
+        let (meant_letters, typed_letters) = (letters_in(meant), letters_in(typed));
+        let mut rules = [RuleAt::default(); 8];
+        let mut active = 0;
+        for (&(rm, rt, c), &(rm_letters, rt_letters)) in RULES.iter().zip(&RULE_LETTERS) {
+            debug_assert!(rm.len() < ROWS);
+            if active == rules.len() {
+                break;
+            }
+            if rm_letters & !meant_letters != 0 || rt_letters & !typed_letters != 0 {
+                continue;
+            }
+            let (meant_ends, typed_ends) = (ends_of(meant, rm), ends_of(typed, rt));
+            if meant_ends != 0 && typed_ends != 0 {
+                rules[active] = RuleAt {
+                    meant_ends,
+                    typed_ends,
+                    meant_len: rm.len(),
+                    typed_len: rt.len(),
+                    cost: c,
+                };
+                active += 1;
+            }
+        }
+        let rules = &rules[..active];
+        for i in 0..=n {
+            let (row, up, up2) = (i % ROWS, (i + ROWS - 1) % ROWS, (i + ROWS - 2) % ROWS);
+            for j in 0..=m {
+                if i == 0 && j == 0 {
+                    d[0][0] = 0.0;
+                    continue;
+                }
+                let mut best = f32::INFINITY;
+                if i > 0 && j > 0 {
+                    let s = if meant[i - 1] == typed[j - 1] {
+                        0.0
+                    } else {
+                        substitution_in(substitution_table(), meant[i - 1], typed[j - 1])
+                            + first(i - 1)
+                    };
+                    lower(&mut best, d[up][j - 1] + s);
+                }
+                if i > 0 {
+                    lower(&mut best, d[up][j] + del[i - 1]);
+                }
+                if j > 0 {
+                    lower(&mut best, d[row][j - 1] + ins[j - 1]);
+                }
+                if i > 1
+                    && j > 1
+                    && meant[i - 1] == typed[j - 2]
+                    && meant[i - 2] == typed[j - 1]
+                    && meant[i - 1] != meant[i - 2]
+                {
+                    lower(
+                        &mut best,
+                        d[up2][j - 2] + TRANSPOSE + FIRST_SWAP_SHARE * first(i - 2),
+                    );
+                }
+                // Both three-letter rules end the typed side with one of the meant side's first two
+                // letters (a letter moved) or an `e` (a silent `e`): most cells ask neither.
+                if i > 2 && j > 2 {
+                    let z = typed[j - 1];
+                    if (z == meant[i - 3] || z == meant[i - 2])
+                        && moved(&meant[i - 3..i], &typed[j - 3..j])
+                    {
+                        lower(&mut best, d[(i - 3) % ROWS][j - 3] + MOVE + first(i - 3));
+                    }
+                    if z == b'e' && vowel_pair_as_silent_e(&meant[i - 3..i], &typed[j - 3..j]) {
+                        lower(
+                            &mut best,
+                            d[(i - 3) % ROWS][j - 3] + VOWEL_PAIR_AS_SILENT_E + first(i - 3),
+                        );
+                    }
+                }
+                for rule in rules {
+                    if rule.meant_ends >> i & 1 != 0 && rule.typed_ends >> j & 1 != 0 {
+                        let (pi, pj) = (i - rule.meant_len, j - rule.typed_len);
+                        lower(&mut best, d[pi % ROWS][pj] + rule.cost + first(pi));
+                    }
+                }
+                d[row][j] = best;
+            }
+        }
+        d[n % ROWS][m]
+    }
+
+    #[test]
+    fn a_words_places_find_a_part_where_a_scan_does() {
+        use proptest::prelude::*;
+        let word = proptest::collection::vec(prop::sample::select(b"abc-".to_vec()), 0..41);
+        let part = proptest::collection::vec(prop::sample::select(b"abc".to_vec()), 0..5);
+        let mut runner = proptest::test_runner::TestRunner::deterministic();
+        runner
+            .run(&(word, part), |(w, p)| {
+                prop_assert_eq!(Places::of(&w).ends(&p), ends_of(&w, &p), "{:?} {:?}", w, p);
+                Ok(())
+            })
+            .unwrap();
+        for (rm, rt, _) in RULES {
+            for w in [&b"phones"[..], b"fisics", b"knight", b"though", b"a"] {
+                assert_eq!(Places::of(w).ends(rm), ends_of(w, rm));
+                assert_eq!(Places::of(w).ends(rt), ends_of(w, rt));
+            }
+        }
+    }
+
+    #[test]
+    fn the_alignment_is_the_full_tables() {
+        use proptest::prelude::*;
+        // Letters the rules and the slips use, so that most pairs hold a rule's sides, a
+        // doubling, a swap or a silent `e`; past the 40 letters, too.
+        let word =
+            proptest::collection::vec(prop::sample::select(b"aeiosyhckwgtfnrpx-".to_vec()), 0..44);
+        let short = proptest::collection::vec(prop::sample::select(b"aeuihgkctso".to_vec()), 0..9);
+        let mut runner = proptest::test_runner::TestRunner::new_with_rng(
+            ProptestConfig::with_cases(4000),
+            proptest::test_runner::TestRng::deterministic_rng(
+                proptest::test_runner::RngAlgorithm::ChaCha,
+            ),
+        );
+        for first in [FIRST_LETTER, 0.0, 0.7] {
+            runner
+                .run(&(word.clone(), word.clone()), |(t, m)| {
+                    let (got, want) = (
+                        cost_with_first_letter(&t, &m, first),
+                        cost_full(&t, &m, first),
+                    );
+                    prop_assert_eq!(got.to_bits(), want.to_bits(), "{:?} {:?}", t, m);
+                    Ok(())
+                })
+                .unwrap();
+            runner
+                .run(&(short.clone(), short.clone()), |(t, m)| {
+                    let (got, want) = (
+                        cost_with_first_letter(&t, &m, first),
+                        cost_full(&t, &m, first),
+                    );
+                    prop_assert_eq!(got.to_bits(), want.to_bits(), "{:?} {:?}", t, m);
+                    Ok(())
+                })
+                .unwrap();
+        }
+        for (t, m) in [
+            ("fisics", "physics"),
+            ("brane", "brain"),
+            ("mkea", "make"),
+            ("nite", "night"),
+            ("thru", "through"),
+            ("ahev", "have"),
+        ] {
+            let (t, m) = (t.as_bytes(), m.as_bytes());
+            assert_eq!(
+                cost(t, m).to_bits(),
+                cost_full(t, m, FIRST_LETTER).to_bits()
+            );
+        }
     }
 
     #[test]
