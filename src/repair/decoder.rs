@@ -9,6 +9,13 @@ use super::query::{defined_word, QueryWord, MIN_CONTEXT_CHARS};
 use super::retrieved::RetrievedWords;
 use super::{ln_usage, EditKind, Repairer};
 use crate::index::vocab::{is_stopword, STOPWORDS};
+use compact_str::CompactString;
+use smallvec::{smallvec, SmallVec};
+
+/// The words a [`Reading`] means, each with what the model knows of it. A query's readings are
+/// built by the dozen and most are dropped: one word and a short string are kept inline,
+/// without an allocation for either.
+pub(crate) type MeantWords = SmallVec<[(CompactString, WordStats); 1]>;
 
 /// One way to read the words at a position.
 #[derive(Debug, Clone)]
@@ -16,7 +23,7 @@ pub(crate) struct Reading {
     /// Query words it covers (1, or 2 for a join).
     pub span: usize,
     /// The meant words (1, or 2 for a split), lower case.
-    pub words: Vec<(String, WordStats)>,
+    pub words: MeantWords,
     /// −ln P(typed | meant), plus the prior cost of changing a known word.
     pub cost: f64,
     /// `None` when read as typed.
@@ -164,7 +171,7 @@ pub(crate) fn readings(
         };
         let mut rs = vec![Reading {
             span: 1,
-            words: vec![(w.lower.clone(), w.stats)],
+            words: smallvec![(w.lower.as_str().into(), w.stats)],
             cost: keep_cost,
             kind: None,
             distance: 0,
@@ -461,7 +468,7 @@ pub(crate) fn readings(
                             rank,
                             reading: Reading {
                                 span: 1,
-                                words: vec![(meant.to_string(), stats)],
+                                words: smallvec![(meant.into(), stats)],
                                 cost,
                                 kind: Some(if corpus_only {
                                     EditKind::RealWord
@@ -786,7 +793,7 @@ pub(crate) fn readings(
                     let pieces_written = written_pieces_bonus(r, &joined, w, nx);
                     rs.push(Reading {
                         span: 2,
-                        words: vec![(joined, stats)],
+                        words: smallvec![(joined.into(), stats)],
                         cost: JOIN as f64 + if both_known { p.join_known_cost } else { 0.0 }
                             - pieces_written,
                         kind: Some(EditKind::Join),
@@ -1447,7 +1454,7 @@ fn function_word_slips(
             typo |= written_as_typo;
             Some(Reading {
                 span: 1,
-                words: vec![(meant.to_string(), r.candidate_stats[id as usize])],
+                words: smallvec![(meant.into(), r.candidate_stats[id as usize])],
                 cost: channel + extra,
                 kind: Some(EditKind::NonWord),
                 distance: d,
@@ -1540,7 +1547,7 @@ fn three_letter_content_words(
                     >= phrase;
             (written >= p.min_corpus_count || paired).then(|| Reading {
                 span: 1,
-                words: vec![(meant.to_string(), r.candidate_stats[id as usize])],
+                words: smallvec![(meant.into(), r.candidate_stats[id as usize])],
                 cost: f64::from(error_model::cost(typed, meant.as_bytes())) + extra,
                 kind: Some(EditKind::NonWord),
                 distance: d,
@@ -1584,7 +1591,7 @@ fn voted_short_words(
                 && vote.agrees_on(at, &w.lower, meant, stats.corpus))
             .then(|| Reading {
                 span: 1,
-                words: vec![(meant.to_string(), stats)],
+                words: smallvec![(meant.into(), stats)],
                 cost: f64::from(error_model::cost(typed, meant.as_bytes())) + known
                     - p.short_word_vote,
                 kind: Some(if word {
@@ -1772,7 +1779,7 @@ fn splits(
             -score,
             Reading {
                 span: 1,
-                words: vec![(a.to_string(), sa), (b.to_string(), sb)],
+                words: smallvec![(a.into(), sa), (b.into(), sb)],
                 cost: r.params.split_cost + compound(a, b),
                 kind: Some(EditKind::Split),
                 distance: 1,
@@ -1828,11 +1835,7 @@ fn splits(
                         -score,
                         Reading {
                             span: 1,
-                            words: vec![
-                                (a.to_string(), sa),
-                                (b.to_string(), sb),
-                                (c.to_string(), sc),
-                            ],
+                            words: smallvec![(a.into(), sa), (b.into(), sb), (c.into(), sc),],
                             cost: 2.0 * r.params.split_cost + compound(a, b) + compound(b, c),
                             kind: Some(EditKind::Split),
                             distance: 2,
@@ -1882,7 +1885,7 @@ fn function_word_and_article(
         && goes_with(&sf, &sa))
     .then(|| Reading {
         span: 1,
-        words: vec![(function_word.to_string(), sf), (article.to_string(), sa)],
+        words: smallvec![(function_word.into(), sf), (article.into(), sa)],
         cost: r.params.split_cost + r.params.function_split_cost,
         kind: Some(EditKind::Split),
         distance: 1,
@@ -1923,7 +1926,7 @@ fn name_run_into_word(r: &Repairer, word: &str, beside_unknown: bool) -> Option<
     }
     let reading = |a: &str, sa: WordStats, b: &str, sb: WordStats| Reading {
         span: 1,
-        words: vec![(a.to_string(), sa), (b.to_string(), sb)],
+        words: smallvec![(a.into(), sa), (b.into(), sb)],
         cost: p.split_cost,
         kind: Some(EditKind::Split),
         distance: 1,
@@ -2550,7 +2553,7 @@ fn over_regularised<'a>(
             let floor_gap = (p.ln_unknown_word - r.lm.ln_unigram(&stats)).max(0.0);
             (stats.known() && written_far_more).then(|| Reading {
                 span: 1,
-                words: vec![(meant.to_string(), stats)],
+                words: smallvec![(meant.as_ref().into(), stats)],
                 cost: cost + extra - floor_gap,
                 kind: Some(EditKind::NonWord),
                 distance: error_model::distance(typed.as_bytes(), meant.as_bytes(), u8::MAX - 1),
@@ -2697,7 +2700,7 @@ fn real_word_reading(
         cost - gain,
         Reading {
             span: 1,
-            words: vec![(meant.to_string(), stats)],
+            words: smallvec![(meant.into(), stats)],
             cost,
             kind: Some(EditKind::RealWord),
             distance,
@@ -3375,7 +3378,7 @@ pub(crate) fn path_terms(
     let n = readings.len();
     let frame_start = frame_start(r, readings);
     let asks_meaning = asks_what_it_means(readings);
-    let mut before: Option<&(String, WordStats)> = None;
+    let mut before: Option<&(CompactString, WordStats)> = None;
     path.iter()
         .map(|&(b, ri)| {
             let rd = &readings[b][ri];
