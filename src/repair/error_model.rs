@@ -486,7 +486,7 @@ const RULE_LETTERS: [(u32, u32); RULES.len()] = {
     out
 };
 
-/// Where each lower-case letter stands in a word of at most 63 letters (a bit per place), and
+/// Where each lower-case letter stands in a word of at most 62 letters (a bit per place), and
 /// the letters it holds ([`letters_in`]): a rule's side is found in the word with a shift per
 /// letter of the side, not a scan of the word per rule.
 struct Places {
@@ -497,7 +497,10 @@ struct Places {
 
 impl Places {
     fn of(word: &[u8]) -> Self {
-        debug_assert!(word.len() < 64);
+        debug_assert!(
+            word.len() < 63,
+            "the empty side's mask has a bit past the last letter"
+        );
         let mut places = Places {
             at: [0; 26],
             letters: 0,
