@@ -13,8 +13,8 @@ use compact_str::CompactString;
 use smallvec::{smallvec, SmallVec};
 
 /// The words a [`Reading`] means, each with what the model knows of it. A query's readings are
-/// built by the dozen and most are dropped: one word and a short string are kept inline,
-/// without an allocation for either.
+/// built by the dozen and most are dropped: a reading of one word of up to 24 bytes, nearly
+/// every one, needs no allocation.
 pub(crate) type MeantWords = SmallVec<[(CompactString, WordStats); 1]>;
 
 /// One way to read the words at a position.
