@@ -80,6 +80,9 @@ struct LookedUp {
     /// A short written string far rarer than a word one edit away
     /// ([`written_less_than_a_near_word`]).
     pays_pairs: bool,
+    /// The documents the query retrieved write a candidate instead ([`Vote::for_change`]):
+    /// the string is a slip even where one of them writes it too (the corpus's own typo).
+    outvoted: bool,
 }
 
 /// The readings of every position: `readings[i]` start at word `i`.
@@ -127,10 +130,11 @@ pub(crate) fn readings(
                     } else {
                         strict
                     };
+                    let outvoted = voted();
                     let typo = usage_typo
                         || over_regularised(r, &w.lower, 0.0).next().is_some()
                         || (!found.is_empty() && r.unwritten_rare_start(&w.lower))
-                        || voted();
+                        || outvoted;
                     let pays_pairs = !typo
                         && (written_less_than_a_near_word(r, &w.lower, &found)
                             || near_word_in_a_phrase(r, words, i, &found));
@@ -142,6 +146,7 @@ pub(crate) fn readings(
                         names_leniently,
                         naming_margin,
                         pays_pairs,
+                        outvoted,
                     }
                 })
         })
@@ -203,6 +208,7 @@ pub(crate) fn readings(
                 names_leniently,
                 naming_margin,
                 pays_pairs,
+                outvoted,
             } = looked_up[i].take().unwrap_or_default();
             // The usage list reads the string as some candidates' typo (a string nobody writes
             // as one written once in a billion words): those it names, or that spell the
@@ -242,8 +248,9 @@ pub(crate) fn readings(
                 rs[0].cost += p.unseen_pair_cost * known_neighbours(prev, next) as f64;
             }
             let extra = if corpus_only { p.corpus_word_cost } else { 0.0 };
-            // The documents about the query hold the word as typed: a name, not a slip.
-            if vote.uses(&w.lower) {
+            // The documents about the query hold the word as typed: a name, not a slip — unless
+            // far more of them write a word one slip away.
+            if vote.uses(&w.lower) && !outvoted {
                 rs[0].cost -= p.vote_keep;
             }
             if letters >= p.min_letters {
@@ -2286,8 +2293,9 @@ impl<'a> Vote<'a> {
     }
 
     /// `nats` when the documents are about the rest of the query (`words[at]` being `typed`),
-    /// none of them uses `typed` and enough use `meant` (seen
-    /// `meant_count` times in the corpus): [`Params::vote_min_documents`], and
+    /// none of them uses `typed` (or it is the corpus's own rare typo that
+    /// [`Params::vote_lift`] times as many of them outvote: [`Vote::outvotes`]) and enough use
+    /// `meant` (seen `meant_count` times in the corpus): [`Params::vote_min_documents`], and
     /// [`Params::vote_lift`] times as many as a word that common would be in by chance (`one`,
     /// `active`, `never` are in most documents about anything), else 0.
     fn for_change(&self, at: usize, typed: &str, meant: &str, meant_count: u64, nats: f64) -> f64 {
@@ -2300,13 +2308,30 @@ impl<'a> Vote<'a> {
         };
         let using = d.documents_using(meant);
         let share = meant_count as f64 / self.r.vocab().info().tokens.max(1) as f64;
-        if d.documents_using(typed) == 0
+        if self.outvotes(d, typed, using)
             && using >= p.vote_min_documents
             && f64::from(using) >= p.vote_lift * d.expected_using(share)
         {
             nats
         } else {
             0.0
+        }
+    }
+
+    /// Whether documents `using` a candidate outvote `typed`: none of them uses it, or it is a
+    /// string only the corpus knows, written there [`Params::vote_corpus_typo_count`] times or
+    /// fewer and by nobody else (the usage list lacks it), and [`Params::vote_lift`] times as
+    /// many use the candidate. A corpus has typos of its own (`elvic` in a passage on pelvic
+    /// pain, `leasant`), and the query's slip may be one of them.
+    fn outvotes(&self, d: &RetrievedWords, typed: &str, using: u32) -> bool {
+        let p = &self.r.params;
+        let typed_using = d.documents_using(typed);
+        typed_using == 0 || {
+            let stats = self.r.lm.stats(typed);
+            stats.general == 0
+                && (1..=p.vote_corpus_typo_count).contains(&stats.corpus)
+                && self.r.lm.usage(typed).is_none()
+                && f64::from(using) >= p.vote_lift * f64::from(typed_using)
         }
     }
 

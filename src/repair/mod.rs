@@ -928,6 +928,12 @@ pub struct Params {
     /// Nats an unknown word gains, kept as typed, when a voting document uses it (a name the
     /// documents about the query hold).
     pub vote_keep: f64,
+    /// A string only the corpus knows, written there this many times or fewer and absent from
+    /// the usage list, is the corpus's own typo where [`Params::vote_lift`] times as many voting
+    /// documents write a candidate as write it: the vote holds for the candidate as if none
+    /// wrote the string, and the string gains no [`Params::vote_keep`]. 0: any document writing
+    /// the string blocks the vote.
+    pub vote_corpus_typo_count: u64,
 }
 
 /// The fewest lexicon words from which [`Params::rare_start_words`] is believed.
@@ -1055,6 +1061,7 @@ impl Default for Params {
             three_letter_set_phrases: true,
             set_phrase_over_chance: 5.5,
             vote_keep: 2.0,
+            vote_corpus_typo_count: 2,
         }
     }
 }

@@ -4446,6 +4446,53 @@ fn the_index_vote_follows_what_the_retrieved_documents_write() {
 }
 
 #[test]
+fn the_corpus_own_rare_typo_is_outvoted_by_the_documents() {
+    // A passage on pelvic pain writes `elvic` once (MS MARCO's passages hold such slips: a
+    // first letter lost, `leasant`, `emperature`), so the query's same slip is a word the
+    // corpus knows and one retrieved document writes. Three times as many of the documents
+    // write `pelvic`: the string is the corpus's typo, not a name they hold.
+    let words: &[(&str, u64)] = &[
+        ("right", 270_000_000),
+        ("pelvic", 3_000_000),
+        ("pain", 42_000_000),
+        ("causes", 23_000_000),
+    ];
+    let pelvic = [
+        "Pelvic pain causes: infection, cysts or inflammation.",
+        "Right pelvic pain can have causes outside the pelvis.",
+        "Causes of pelvic pain in women, right side or left.",
+    ];
+    let typo = "Right elvic pain has causes in the bowel or bladder.";
+    let corpus = |slips: usize| {
+        let texts = DOCS.iter().chain(&pelvic).copied();
+        let texts = texts.chain(std::iter::repeat_n(typo, slips));
+        Arc::new(Vocabulary::build(texts.map(|t| ("", t))))
+    };
+    let lexicon = Arc::new(Lexicon::from_counts(words.iter().copied(), []));
+    let docs = RetrievedWords::from_documents(pelvic.iter().chain([&typo]).map(|t| ("", *t)));
+    let query = "right elvic pain causes";
+    let r = Repairer::new(corpus(1), Some(lexicon.clone()));
+    let voted = r.repair_with(query, &|_| false, Some(&docs));
+    assert_eq!(voted.text, "right pelvic pain causes");
+    // Off, one document writing the string keeps it, as a name they hold.
+    let off = with_params(
+        &r,
+        Params {
+            vote_corpus_typo_count: 0,
+            ..Params::default()
+        },
+    );
+    assert!(!off.repair_with(query, &|_| false, Some(&docs)).changed());
+    // A string the corpus writes more often is its word (a name, a term), whatever the vote.
+    let r = Repairer::new(corpus(3), Some(lexicon));
+    assert!(!r.repair_with(query, &|_| false, Some(&docs)).changed());
+    // Fewer documents writing the candidate than the lift asks leave it as typed too.
+    let two = RetrievedWords::from_documents(pelvic[..2].iter().chain([&typo]).map(|t| ("", *t)));
+    let r = Repairer::new(corpus(1), r.lexicon().cloned());
+    assert!(!r.repair_with(query, &|_| false, Some(&two)).changed());
+}
+
+#[test]
 fn most_voting_documents_writing_a_word_outweigh_the_real_word_cost() {
     let docs = |texts: &[&str]| RetrievedWords::from_documents(texts.iter().map(|t| ("", *t)));
     let r = english();
