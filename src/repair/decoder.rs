@@ -679,6 +679,7 @@ pub(crate) fn readings(
                                 c.is_ascii_alphabetic() && !"aeiou".contains(c)
                             })
                     });
+                let near_word = found.iter().any(|f| f.1 <= 1);
                 let mut split = splits(
                     r,
                     &w.lower,
@@ -686,12 +687,12 @@ pub(crate) fn readings(
                     three_words,
                     article,
                     article_at_end,
+                    near_word,
                 );
                 // A name run into a word, where the string reads as no three words
                 // (`dewpointrecorded` is `dew point recorded`, not the name `dewpoint`) and is
                 // no word's typo one edit away (`toight` is `tonight`, not `to ight`).
-                if split.last().is_none_or(|x| x.words.len() < 3) && !found.iter().any(|f| f.1 <= 1)
-                {
+                if split.last().is_none_or(|x| x.words.len() < 3) && !near_word {
                     split.extend(name_run_into_word(r, &w.lower, beside_unknown));
                 }
                 // A phrase seldom ends with a function word, unless a verb's particle or a
@@ -1664,7 +1665,7 @@ enum ArticleSplit {
 /// write), the likeliest first, then, if `three_words`, its likeliest split into three
 /// ([`super::Params::three_word_split_letters`]). `article` says where the article `a` may be
 /// read run into the word's start, `article_at_end` whether into its end (the next word takes
-/// it).
+/// it); `near_word` says a word of the lists is one edit from the string.
 fn splits(
     r: &Repairer,
     word: &str,
@@ -1672,14 +1673,23 @@ fn splits(
     three_words: bool,
     article: ArticleSplit,
     article_at_end: bool,
+    near_word: bool,
 ) -> Vec<Reading> {
     let mut v: Vec<(f64, Reading)> = Vec::new();
     // Nobody writes the string, and each piece is a written word long enough to be no fragment.
     let unwritten = !beside_unknown && r.lm.has_usage() && !r.written(word);
-    let written_part =
-        |s: &str| s.len() >= r.params.unwritten_compound_letters && r.lm.usage(s).is_some();
-    // English builds words the lists lack from these (`hypofunction`, `microfeed`).
-    let word_forming = |s: &str| WORD_FORMING_PREFIXES.contains(&s);
+    let written_part = |s: &str, least: usize| s.len() >= least && r.lm.usage(s).is_some();
+    // In a split into two, a written piece of three letters will do (`netgain`, `thirdlaw`,
+    // `buycars`), where no word is one edit from the string: such a string is as often that
+    // word's typo (`richadd`, `lateway`, `workoun`); in three pieces, short ones make names
+    // of words (`badminto` is no `bad min to`).
+    let short_least = match r.params.unwritten_compound_short_letters {
+        0 => r.params.unwritten_compound_letters,
+        _ if near_word => r.params.unwritten_compound_letters,
+        n => n.min(r.params.unwritten_compound_letters),
+    };
+    // English builds words the lists lack from these (`hypofunction`, `microfeed`, `protime`).
+    let word_forming = |s: &str| WORD_FORMING_PREFIXES.contains(&s) || SHORT_PREFIXES.contains(&s);
     // A function word and a short content word is more often a name (`san to`, `in ola`) than
     // two words run together, unless nobody writes the string and the short word is one people
     // write often (an acronym: `of dna`, `the tv`).
@@ -1748,14 +1758,20 @@ fn splits(
     // Two content words may be a compound the lists lack (`handwashing`): they pay more. So do
     // two function words, which the language model finds likely anywhere (`befor` is `before`
     // with its `e` lost far more often than `be for`).
-    let compound = |a: &str, b: &str| match (is_stopword(a), is_stopword(b)) {
-        (false, false) if unwritten && written_part(a) && written_part(b) && !word_forming(a) => {
+    let compound_of = |a: &str, b: &str, least: usize| match (is_stopword(a), is_stopword(b)) {
+        (false, false)
+            if unwritten
+                && written_part(a, least)
+                && written_part(b, least)
+                && !word_forming(a) =>
+        {
             r.params.compound_split_cost - r.params.unwritten_compound_bonus
         }
         (false, false) => r.params.compound_split_cost,
         (true, true) => r.params.function_split_cost,
         _ => 0.0,
     };
+    let compound = |a: &str, b: &str| compound_of(a, b, r.params.unwritten_compound_letters);
     // A word of general English with an `s` after it is that word's plural, or its possessive
     // written without the apostrophe (`in todays world`), not a function word run into
     // another word's plural (`to days`).
@@ -1787,7 +1803,7 @@ fn splits(
             Reading {
                 span: 1,
                 words: smallvec![(a.into(), sa), (b.into(), sb)],
-                cost: r.params.split_cost + compound(a, b),
+                cost: r.params.split_cost + compound_of(a, b, short_least),
                 kind: Some(EditKind::Split),
                 distance: 1,
             },
@@ -3718,7 +3734,7 @@ mod tests {
         let vocab = Arc::new(Vocabulary::build([("", "nothing here")].into_iter()));
         let r = Repairer::new(vocab, Some(Arc::new(lexicon)));
         let read = |word: &str| -> Vec<String> {
-            splits(&r, word, false, true, ArticleSplit::No, false)
+            splits(&r, word, false, true, ArticleSplit::No, false, false)
                 .iter()
                 .map(|s| {
                     s.words

@@ -393,6 +393,11 @@ pub struct Params {
     /// The fewest letters of each content word of a split that
     /// [`Params::unwritten_compound_bonus`] lowers the price of.
     pub unwritten_compound_letters: usize,
+    /// The fewest letters of each content word of a split into two that
+    /// [`Params::unwritten_compound_bonus`] lowers the price of where no word of the lists is
+    /// one edit from the string (`netgain`, `thirdlaw`; `richadd` is `richard`'s typo); 0: as
+    /// [`Params::unwritten_compound_letters`].
+    pub unwritten_compound_short_letters: usize,
     /// Extra cost, in nats, of a split into two function words, which the language model finds
     /// likely anywhere (`befor` → `be for` rather than `before`): at 2.5 it takes back the split's
     /// bonus ([`Params::split_cost`]), which makes up for the extra word of the product, a
@@ -960,6 +965,7 @@ impl Default for Params {
             compound_split_cost: 3.0,
             unwritten_compound_bonus: 3.0,
             unwritten_compound_letters: 4,
+            unwritten_compound_short_letters: 3,
             function_split_cost: 2.5,
             function_word_cost: 10.0,
             unknown_function_word_cost: 6.0,

@@ -1490,6 +1490,62 @@ fn two_written_words_run_together_into_a_string_nobody_writes_are_split() {
 }
 
 #[test]
+fn a_written_word_of_three_letters_is_one_of_two_run_together_where_no_word_is_one_edit_away() {
+    let vocab = Arc::new(Vocabulary::build(DOCS.iter().map(|t| ("", *t))));
+    let words = [
+        ("what", 1_100_000_000),
+        ("is", 4_700_000_000),
+        ("the", 23_000_000_000),
+        ("third", 60_000_000),
+        ("law", 90_000_000),
+        ("pro", 60_000_000),
+        ("time", 90_000_000),
+        ("rich", 60_000_000),
+        ("add", 90_000_000),
+        ("richard", 200_000),
+    ];
+    let usage = [
+        ("what", 2_398_833),
+        ("is", 11_748_976),
+        ("the", 50_118_723),
+        ("third", 58_884),
+        ("law", 95_499),
+        ("pro", 58_884),
+        ("time", 95_499),
+        ("rich", 58_884),
+        ("add", 95_499),
+        ("richard", 120),
+    ];
+    // General English writes `the third`, and the pair list lacks `third law`; `pro time` and
+    // `rich add` have the same counts.
+    let pairs = [
+        ("the", "third", 300_000_000),
+        ("the", "pro", 300_000_000),
+        ("the", "rich", 300_000_000),
+    ];
+    let lexicon = Arc::new(Lexicon::from_counts(words, pairs).with_usage(usage));
+    let r = Repairer::new(vocab.clone(), Some(lexicon.clone()));
+    let out = r.repair("what is the thirdlaw");
+    assert_eq!(out.text, "what is the third law");
+    assert_eq!(out.edits[0].kind, EditKind::Split);
+    // Off (the four letters of the longer pieces' rule), the string stays: two content words
+    // may be a compound.
+    let off = Repairer::with_params(
+        vocab,
+        Some(lexicon),
+        Params {
+            unwritten_compound_short_letters: 0,
+            ..Params::default()
+        },
+    );
+    assert!(!off.repair("what is the thirdlaw").changed());
+    // A prefix English builds words with is no word run into another (`protime`), and a string
+    // one edit from a word is as often that word's typo (`richadd`, here a rare one).
+    assert!(!r.repair("what is the protime").changed());
+    assert_ne!(r.repair("what is the richadd").text, "what is the rich add");
+}
+
+#[test]
 fn a_string_people_write_is_split_only_where_its_words_are_written_apart_far_more() {
     let vocab = Arc::new(Vocabulary::build(DOCS.iter().map(|t| ("", *t))));
     let words = [
