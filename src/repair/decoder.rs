@@ -74,9 +74,9 @@ struct LookedUp {
     /// lacks ([`super::Params::short_unindexed_typo_usage_margin`]): the candidates that margin
     /// passes are named, as none passes the stricter one.
     names_leniently: bool,
-    /// The short-word margin a candidate must clear to be named: the one the string was read
-    /// a typo at where only that names ([`short_usage_margin`]), else the stricter.
-    naming_margin: f64,
+    /// The margin a candidate must clear to be named: the short-word margin the string was
+    /// read a typo at where only that names ([`short_usage_margin`]), else the stricter.
+    naming_margin: UsageMargin,
     /// A short written string far rarer than a word one edit away
     /// ([`written_less_than_a_near_word`]).
     pays_pairs: bool,
@@ -118,12 +118,19 @@ pub(crate) fn readings(
                             vote.for_change(i, &w.lower, meant, stats.corpus, 1.0) > 0.0
                         })
                     };
-                    let strict = p.short_word_typo_usage_margin;
-                    let short_margin = short_usage_margin(r, w);
+                    let doubled = doubled_letter_once(r, w, &found);
+                    let strict = UsageMargin {
+                        short: p.short_word_typo_usage_margin,
+                        doubled,
+                    };
+                    let short_margin = UsageMargin {
+                        short: short_usage_margin(r, w),
+                        doubled,
+                    };
                     let usage_typo =
                         typo_of_a_written_word(r, &w.lower, &found, &mut channel, short_margin);
                     let names_leniently = usage_typo
-                        && short_margin != strict
+                        && short_margin.short != strict.short
                         && !typo_of_a_written_word(r, &w.lower, &found, &mut channel, strict);
                     let naming_margin = if names_leniently {
                         short_margin
@@ -1011,7 +1018,7 @@ fn typo_of_a_written_word(
     typed: &str,
     found: &[(u32, u8)],
     channel: &mut [Option<f32>],
-    short_margin: f64,
+    short_margin: UsageMargin,
 ) -> bool {
     found
         .iter()
@@ -1031,7 +1038,7 @@ fn written_as_typo_of(
     r: &Repairer,
     typed: &str,
     meant: u32,
-    short_margin: f64,
+    short_margin: UsageMargin,
     channel: impl FnOnce() -> f64,
 ) -> bool {
     let word = r.candidates.word(meant);
@@ -1117,7 +1124,7 @@ fn named_by_usage(
     typed: &str,
     meant: u32,
     channel: Option<f64>,
-    short_margin: f64,
+    short_margin: UsageMargin,
 ) -> bool {
     let (t, m) = (typed.as_bytes(), r.candidates.word(meant).as_bytes());
     (keeps_ends(t, m) || (t.len() == m.len() && error_model::slip_of_the_hand(t, m)))
@@ -1132,7 +1139,7 @@ fn written_far_more(
     typed: &str,
     meant: u32,
     channel: Option<f64>,
-    short_margin: f64,
+    short_margin: UsageMargin,
 ) -> bool {
     written_far_more_with(r, typed, meant, short_margin, || {
         let m = r.candidates.word(meant).as_bytes();
@@ -1153,21 +1160,58 @@ fn short_usage_margin(r: &Repairer, w: &QueryWord) -> f64 {
         .unwrap_or(p.short_word_typo_usage_margin)
 }
 
+/// The usage rule's margins for one typed string: the short-word margin, and the word a
+/// doubled letter written once names ([`doubled_letter_once`]), which clears
+/// [`super::Params::doubling_usage_margin`] instead where that is lower.
+#[derive(Clone, Copy, Debug, Default)]
+struct UsageMargin {
+    short: f64,
+    doubled: Option<u32>,
+}
+
+/// The word one edit from `typed` that the usage list and the error model find likeliest
+/// ([`likeliest_one_edit`]), where `typed` writes one of its doubled letters once (`coffe`,
+/// `tatoo`): the commonest misspelling, and seldom what tells a name from a word. Not where a
+/// likelier word is one edit away too (`maning` is `meaning` with a letter lost before it is
+/// `manning`; `lader`, `ruting`), nor for a string with a name's marks (a capital, a
+/// possessive: `Nevile Henderson`). `None` without [`super::Params::doubling_usage_margin`].
+fn doubled_letter_once(r: &Repairer, w: &QueryWord, found: &[(u32, u8)]) -> Option<u32> {
+    r.params.doubling_usage_margin?;
+    if w.capitalised || w.possessive {
+        return None;
+    }
+    let typed = w.lower.as_bytes();
+    let doubles = |id: u32| {
+        let meant = r.candidates.word(id).as_bytes();
+        meant.len() == typed.len() + 1 && doubling_lost(typed, meant)
+    };
+    // The likeliest word is weighed (an edit's cost each) only where one doubles a letter.
+    if !found.iter().any(|&(id, d)| d == 1 && doubles(id)) {
+        return None;
+    }
+    likeliest_one_edit(r, typed, found).filter(|&id| doubles(id))
+}
+
 /// [`written_far_more`] with the edit's cost computed by `channel`, only when needed.
 fn written_far_more_with(
     r: &Repairer,
     typed: &str,
     meant_id: u32,
-    short: f64,
+    margins: UsageMargin,
     channel: impl FnOnce() -> f64,
 ) -> bool {
     let meant = r.candidates.word(meant_id);
+    let short = margins.short;
     let margin = if typed.len() >= r.params.long_word {
         r.params.typo_usage_margin
     } else if error_model::y_kept_before_ending(typed.as_bytes(), meant.as_bytes()) {
         // A word's form spelt wrong, as a variant is, where a short string beside a word is
         // more often a name.
         r.params.variant_usage_margin.min(short)
+    } else if margins.doubled == Some(meant_id) {
+        r.params
+            .doubling_usage_margin
+            .map_or(short, |m| m.min(short))
     } else {
         short
     };
@@ -3665,6 +3709,40 @@ mod tests {
         assert!(!doubling_lost(b"hapenn", b"happen"));
         assert!(!doubling_lost(b"ferrari", b"ferrari"));
         assert!(!doubling_lost(b"soccor", b"soccer"));
+    }
+
+    #[test]
+    fn a_doubled_letter_written_once_names_the_likeliest_word_alone() {
+        use crate::index::vocab::Vocabulary;
+        use crate::repair::Lexicon;
+        use std::sync::Arc;
+        let words = [
+            ("coffee", 75_000_000),
+            ("leader", 60_000_000),
+            ("ladder", 10_000_000),
+        ];
+        let pairs: [(&str, &str, u64); 0] = [];
+        let usage = [("coffee", 72_444), ("leader", 20_000), ("ladder", 6_000)];
+        let lexicon = Arc::new(Lexicon::from_counts(words, pairs).with_usage(usage));
+        let r = Repairer::new(
+            Arc::new(Vocabulary::build([("", "")].into_iter())),
+            Some(lexicon),
+        );
+        let doubled = |q: &str| {
+            let words = super::super::query::scan(q, &r.lm, &|_| false).unwrap_or_default();
+            let mut lookups = Lookups::default();
+            let found = candidates_of(&r, &words[0].lower, &mut lookups);
+            doubled_letter_once(&r, &words[0], &found).map(|id| r.candidates.word(id).to_string())
+        };
+        assert_eq!(doubled("coffe").as_deref(), Some("coffee"));
+        // A capital or a possessive marks a name as often as a slip (`Nevile Henderson`).
+        assert_eq!(doubled("Coffe"), None);
+        assert_eq!(doubled("coffe's"), None);
+        // `leader`, a letter lost, is likelier than `ladder` (`lader`).
+        assert_eq!(doubled("lader"), None);
+        // A letter written twice is another slip (`coffeee`), and so is a word two edits away.
+        assert_eq!(doubled("coffeee"), None);
+        assert_eq!(doubled("cofe"), None);
     }
 
     #[test]

@@ -1316,6 +1316,41 @@ fn a_short_misspelling_people_write_and_the_documents_do_not_is_read_at_the_lowe
 }
 
 #[test]
+fn a_short_string_that_writes_a_doubled_letter_once_is_the_likeliest_word_typo() {
+    let words = [
+        ("the", 500_000_000_000),
+        ("types", 40_000_000),
+        ("of", 13_000_000_000),
+        ("coffee", 75_000_000),
+        ("drinks", 20_000_000),
+    ];
+    // General English writes `of coffee`, which the string kept as typed is spared.
+    let pairs = [("of", "coffee", 3_000_000)];
+    // As wordfreq writes them: `coffe` 135 times per billion words, `coffee` 72,444 (e^6.3:
+    // under the short-word margins once the edit is paid).
+    let usage = [
+        ("coffe", 135),
+        ("coffee", 72_444),
+        ("types", 60_000),
+        ("drinks", 30_000),
+    ];
+    let lexicon = Arc::new(Lexicon::from_counts(words, pairs).with_usage(usage));
+    let vocab = Arc::new(Vocabulary::build(DOCS.iter().map(|t| ("", *t))));
+    let r = Repairer::new(vocab, Some(lexicon));
+    assert_eq!(
+        r.repair("types of coffe drinks").text,
+        "types of coffee drinks"
+    );
+    let off = Params {
+        doubling_usage_margin: None,
+        ..Params::default()
+    };
+    assert!(!with_params(&r, off)
+        .repair("types of coffe drinks")
+        .changed());
+}
+
+#[test]
 fn two_known_words_that_are_one_word_written_apart_are_joined() {
     let vocab = Arc::new(Vocabulary::build(DOCS.iter().map(|t| ("", *t))));
     let words = [
