@@ -118,14 +118,14 @@ pub(crate) fn readings(
                             vote.for_change(i, &w.lower, meant, stats.corpus, 1.0) > 0.0
                         })
                     };
-                    let doubled = doubled_letter_once(r, w, &found);
+                    let slipped = slipped_from(r, w, &found);
                     let strict = UsageMargin {
                         short: p.short_word_typo_usage_margin,
-                        doubled,
+                        slipped,
                     };
                     let short_margin = UsageMargin {
                         short: short_usage_margin(r, w),
-                        doubled,
+                        slipped,
                     };
                     let usage_typo =
                         typo_of_a_written_word(r, &w.lower, &found, &mut channel, short_margin);
@@ -1160,36 +1160,39 @@ fn short_usage_margin(r: &Repairer, w: &QueryWord) -> f64 {
         .unwrap_or(p.short_word_typo_usage_margin)
 }
 
-/// The usage rule's margins for one typed string: the short-word margin, and the word a
-/// doubled letter written once names ([`doubled_letter_once`]), which clears
-/// [`super::Params::doubling_usage_margin`] instead where that is lower.
+/// The usage rule's margins for one typed string: the short-word margin, and the word a slip
+/// of the hand names ([`slipped_from`]), which clears [`super::Params::slip_usage_margin`]
+/// instead where that is lower.
 #[derive(Clone, Copy, Debug, Default)]
 struct UsageMargin {
     short: f64,
-    doubled: Option<u32>,
+    slipped: Option<u32>,
 }
 
 /// The word one edit from `typed` that the usage list and the error model find likeliest
-/// ([`likeliest_one_edit`]), where `typed` writes one of its doubled letters once (`coffe`,
-/// `tatoo`): the commonest misspelling, and seldom what tells a name from a word. Not where a
-/// likelier word is one edit away too (`maning` is `meaning` with a letter lost before it is
-/// `manning`; `lader`, `ruting`), nor for a string with a name's marks (a capital, a
-/// possessive: `Nevile Henderson`). `None` without [`super::Params::doubling_usage_margin`].
-fn doubled_letter_once(r: &Repairer, w: &QueryWord, found: &[(u32, u8)]) -> Option<u32> {
-    r.params.doubling_usage_margin?;
+/// ([`likeliest_one_edit`]), where `typed` is that word with a slip of the hand: one of its
+/// doubled letters written once (`coffe`, `tatoo`) or two of its letters after the first
+/// swapped (`mena`, `brun`, `telsa`) — the commonest misspellings, and seldom what tells a name
+/// from a word. Not where a likelier word is one edit away too (`maning` is `meaning` with a
+/// letter lost before it is `manning`; `lader`, `ruting`), nor for a string with a name's marks
+/// (a capital, a possessive: `Nevile Henderson`). `None` without
+/// [`super::Params::slip_usage_margin`].
+fn slipped_from(r: &Repairer, w: &QueryWord, found: &[(u32, u8)]) -> Option<u32> {
+    r.params.slip_usage_margin?;
     if w.capitalised || w.possessive {
         return None;
     }
     let typed = w.lower.as_bytes();
-    let doubles = |id: u32| {
+    let slip_of = |id: u32| {
         let meant = r.candidates.word(id).as_bytes();
         meant.len() == typed.len() + 1 && doubling_lost(typed, meant)
+            || swapped_after_first(typed, meant)
     };
-    // The likeliest word is weighed (an edit's cost each) only where one doubles a letter.
-    if !found.iter().any(|&(id, d)| d == 1 && doubles(id)) {
+    // The likeliest word is weighed (an edit's cost each) only where a slip makes one.
+    if !found.iter().any(|&(id, d)| d == 1 && slip_of(id)) {
         return None;
     }
-    likeliest_one_edit(r, typed, found).filter(|&id| doubles(id))
+    likeliest_one_edit(r, typed, found).filter(|&id| slip_of(id))
 }
 
 /// [`written_far_more`] with the edit's cost computed by `channel`, only when needed.
@@ -1208,10 +1211,8 @@ fn written_far_more_with(
         // A word's form spelt wrong, as a variant is, where a short string beside a word is
         // more often a name.
         r.params.variant_usage_margin.min(short)
-    } else if margins.doubled == Some(meant_id) {
-        r.params
-            .doubling_usage_margin
-            .map_or(short, |m| m.min(short))
+    } else if margins.slipped == Some(meant_id) {
+        r.params.slip_usage_margin.map_or(short, |m| m.min(short))
     } else {
         short
     };
@@ -3712,7 +3713,7 @@ mod tests {
     }
 
     #[test]
-    fn a_doubled_letter_written_once_names_the_likeliest_word_alone() {
+    fn a_slip_of_the_hand_names_the_likeliest_word_alone() {
         use crate::index::vocab::Vocabulary;
         use crate::repair::Lexicon;
         use std::sync::Arc;
@@ -3720,29 +3721,37 @@ mod tests {
             ("coffee", 75_000_000),
             ("leader", 60_000_000),
             ("ladder", 10_000_000),
+            ("mean", 300_000_000),
         ];
         let pairs: [(&str, &str, u64); 0] = [];
-        let usage = [("coffee", 72_444), ("leader", 20_000), ("ladder", 6_000)];
+        let usage = [
+            ("coffee", 72_444),
+            ("leader", 20_000),
+            ("ladder", 6_000),
+            ("mean", 338_844),
+        ];
         let lexicon = Arc::new(Lexicon::from_counts(words, pairs).with_usage(usage));
         let r = Repairer::new(
             Arc::new(Vocabulary::build([("", "")].into_iter())),
             Some(lexicon),
         );
-        let doubled = |q: &str| {
+        let slipped = |q: &str| {
             let words = super::super::query::scan(q, &r.lm, &|_| false).unwrap_or_default();
             let mut lookups = Lookups::default();
             let found = candidates_of(&r, &words[0].lower, &mut lookups);
-            doubled_letter_once(&r, &words[0], &found).map(|id| r.candidates.word(id).to_string())
+            slipped_from(&r, &words[0], &found).map(|id| r.candidates.word(id).to_string())
         };
-        assert_eq!(doubled("coffe").as_deref(), Some("coffee"));
+        assert_eq!(slipped("coffe").as_deref(), Some("coffee"));
+        assert_eq!(slipped("mena").as_deref(), Some("mean"));
         // A capital or a possessive marks a name as often as a slip (`Nevile Henderson`).
-        assert_eq!(doubled("Coffe"), None);
-        assert_eq!(doubled("coffe's"), None);
+        assert_eq!(slipped("Coffe"), None);
+        assert_eq!(slipped("coffe's"), None);
         // `leader`, a letter lost, is likelier than `ladder` (`lader`).
-        assert_eq!(doubled("lader"), None);
-        // A letter written twice is another slip (`coffeee`), and so is a word two edits away.
-        assert_eq!(doubled("coffeee"), None);
-        assert_eq!(doubled("cofe"), None);
+        assert_eq!(slipped("lader"), None);
+        // A letter written twice is another slip (`coffeee`), and a word two edits away is no
+        // slip's.
+        assert_eq!(slipped("coffeee"), None);
+        assert_eq!(slipped("cofe"), None);
     }
 
     #[test]

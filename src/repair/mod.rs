@@ -574,12 +574,14 @@ pub struct Params {
     /// candidate (`colour`/`color`, `symptom`/`symptoms`) is still that candidate's typo when the
     /// candidate is written this many nats more often (`controled`, `develope`).
     pub variant_usage_margin: f64,
-    /// The short-word margin for a string that writes one of a word's doubled letters once,
-    /// where that word is the likeliest one edit away (`coffe`, 135 per billion, against
-    /// `coffee`'s 72,444; `tatoo`, `dril`, `stelar`): the commonest misspelling, and seldom
-    /// what tells a name from a word. Not for a string with a name's marks (a capital, a
-    /// possessive). `null`: the short-word margins alone (the eighty-ninth round).
-    pub doubling_usage_margin: Option<f64>,
+    /// The short-word margin for a string that is a word with a slip of the hand, where that
+    /// word is the likeliest one edit away: one of its doubled letters written once (`coffe`,
+    /// 135 per billion, against `coffee`'s 72,444; `tatoo`, `dril`, `stelar`; the eighty-ninth
+    /// round) or two of its letters after the first swapped (`mena`, `brun`, `telsa`; the
+    /// ninetieth) — the commonest misspellings, and seldom what tells a name from a word. Not
+    /// for a string with a name's marks (a capital, a possessive). `null`: the short-word
+    /// margins alone.
+    pub slip_usage_margin: Option<f64>,
     /// The same margin for a three-letter word read as a function word by any slip but a
     /// dropped letter (`teh`, `adn`); high, since most short strings are acronyms (`hsa`).
     pub short_typo_usage_margin: f64,
@@ -1013,7 +1015,7 @@ impl Default for Params {
             short_unindexed_typo_usage_margin: Some(5.0),
             unnamed_reading_cost: 4.0,
             variant_usage_margin: 4.0,
-            doubling_usage_margin: Some(3.0),
+            slip_usage_margin: Some(3.0),
             short_typo_usage_margin: 8.5,
             written_word_usage: 40,
             rarely_written_two_edit_cost: Some(3.2),

@@ -1301,8 +1301,10 @@ fn a_short_misspelling_people_write_and_the_documents_do_not_is_read_at_the_lowe
     let vocab = Arc::new(Vocabulary::build(DOCS.iter().map(|t| ("", *t))));
     let r = Repairer::new(vocab, Some(lexicon.clone()));
     assert_eq!(r.repair("pool saftey covers").text, "pool safety covers");
+    // Off, and with it the lower margin of a slip of the hand (`saftey` swaps two letters).
     let off = Params {
         short_unindexed_typo_usage_margin: None,
+        slip_usage_margin: None,
         ..Params::default()
     };
     assert!(!with_params(&r, off).repair("pool saftey covers").changed());
@@ -1342,7 +1344,7 @@ fn a_short_string_that_writes_a_doubled_letter_once_is_the_likeliest_word_typo()
         "types of coffee drinks"
     );
     let off = Params {
-        doubling_usage_margin: None,
+        slip_usage_margin: None,
         ..Params::default()
     };
     assert!(!with_params(&r, off)
@@ -2679,7 +2681,7 @@ fn two_keys_rolled_at_either_end_are_a_typo_though_an_end_letter_changed() {
         ("away", 300_000),
         ("teams", 50_000),
         ("today", 400_000),
-        ("todya", 4_000),
+        ("todya", 40_000),
         ("have", 3_000_000),
     ];
     let pairs = [
@@ -2698,7 +2700,7 @@ fn two_keys_rolled_at_either_end_are_a_typo_though_an_end_letter_changed() {
         r.repair("why do we push others ahve").text,
         "why do we push others have"
     );
-    // Written for itself, a hundredth as often as the word: the usage margin keeps it.
+    // Written for itself, a tenth as often as the word: the usage margin keeps it.
     assert!(!r.repair("nba teams todya").changed());
 }
 
