@@ -118,7 +118,7 @@ pub(crate) fn readings(
                             vote.for_change(i, &w.lower, meant, stats.corpus, 1.0) > 0.0
                         })
                     };
-                    let slipped = slipped_from(r, w, &found);
+                    let slipped = slipped_from(r, w, &found, &mut channel);
                     let strict = UsageMargin {
                         short: p.short_word_typo_usage_margin,
                         slipped,
@@ -209,7 +209,7 @@ pub(crate) fn readings(
             // Looked up from `min_letters` letters on.
             let LookedUp {
                 found,
-                channel,
+                mut channel,
                 typo,
                 usage_typo,
                 names_leniently,
@@ -322,9 +322,9 @@ pub(crate) fn readings(
                                             && t.len() < p.unwritten_letter_lost_letters
                                             && unwritten
                                             && !joins_next
-                                            && *likeliest_near
-                                                .get_or_init(|| likeliest_one_edit(r, t, &found))
-                                                == Some(id)
+                                            && *likeliest_near.get_or_init(|| {
+                                                likeliest_one_edit(r, t, &found, &mut channel)
+                                            }) == Some(id)
                                             && !*run_together_words.get_or_init(|| {
                                                 listed_words_run_together(r, &w.lower)
                                             })),
@@ -372,10 +372,12 @@ pub(crate) fn readings(
                         if another_form(r, &w.lower, meant)
                             || (written_word && d >= 2)
                             || rarely_written.is_some_and(|most| {
+                                // Kept in `channel`: the reading's cost below is this one.
+                                let (t, m) = (w.lower.as_bytes(), meant.as_bytes());
                                 d >= 2
-                                    && f64::from(error_model::cost(
-                                        w.lower.as_bytes(),
-                                        meant.as_bytes(),
+                                    && f64::from(channel.get_mut(k).map_or_else(
+                                        || error_model::cost(t, m),
+                                        |slot| *slot.get_or_insert_with(|| error_model::cost(t, m)),
                                     )) > most
                             })
                         {
@@ -1176,8 +1178,13 @@ struct UsageMargin {
 /// from a word. Not where a likelier word is one edit away too (`maning` is `meaning` with a
 /// letter lost before it is `manning`; `lader`, `ruting`), nor for a string with a name's marks
 /// (a capital, a possessive: `Nevile Henderson`). `None` without
-/// [`super::Params::slip_usage_margin`].
-fn slipped_from(r: &Repairer, w: &QueryWord, found: &[(u32, u8)]) -> Option<u32> {
+/// [`super::Params::slip_usage_margin`]. The edit costs it computes are kept in `channel`.
+fn slipped_from(
+    r: &Repairer,
+    w: &QueryWord,
+    found: &[(u32, u8)],
+    channel: &mut [Option<f32>],
+) -> Option<u32> {
     r.params.slip_usage_margin?;
     if w.capitalised || w.possessive {
         return None;
@@ -1192,7 +1199,7 @@ fn slipped_from(r: &Repairer, w: &QueryWord, found: &[(u32, u8)]) -> Option<u32>
     if !found.iter().any(|&(id, d)| d == 1 && slip_of(id)) {
         return None;
     }
-    likeliest_one_edit(r, typed, found).filter(|&id| slip_of(id))
+    likeliest_one_edit(r, typed, found, channel).filter(|&id| slip_of(id))
 }
 
 /// [`written_far_more`] with the edit's cost computed by `channel`, only when needed.
@@ -1403,16 +1410,23 @@ fn inner_consonant_struck_beside(typed: &[u8], meant: &[u8]) -> bool {
 /// The candidate one edit from `typed` that the usage list and the error model together find
 /// likeliest (its writings less the edit's cost), of those the usage list holds: the word a
 /// short slip means where several are one edit away (`acuse` is `cause` two letters swapped
-/// before it is `accuse` with a letter lost).
-fn likeliest_one_edit(r: &Repairer, typed: &[u8], found: &[(u32, u8)]) -> Option<u32> {
+/// before it is `accuse` with a letter lost). The edit costs it computes are kept in `channel`
+/// (one slot per candidate of `found`, as [`typo_of_a_written_word`] keeps them).
+fn likeliest_one_edit(
+    r: &Repairer,
+    typed: &[u8],
+    found: &[(u32, u8)],
+    channel: &mut [Option<f32>],
+) -> Option<u32> {
     found
         .iter()
-        .filter(|&&(_, d)| d == 1)
-        .filter_map(|&(id, _)| {
+        .zip(channel)
+        .filter(|(&(_, d), _)| d == 1)
+        .filter_map(|(&(id, _), slot)| {
             let meant = r.candidates.word(id).as_bytes();
             r.candidate_usage(id).map(|u| {
-                let score = super::ln_usage(u) - f64::from(error_model::cost(typed, meant));
-                (score, id)
+                let edit = *slot.get_or_insert_with(|| error_model::cost(typed, meant));
+                (super::ln_usage(u) - f64::from(edit), id)
             })
         })
         .max_by(|a, b| a.0.total_cmp(&b.0))
@@ -3739,7 +3753,9 @@ mod tests {
             let words = super::super::query::scan(q, &r.lm, &|_| false).unwrap_or_default();
             let mut lookups = Lookups::default();
             let found = candidates_of(&r, &words[0].lower, &mut lookups);
-            slipped_from(&r, &words[0], &found).map(|id| r.candidates.word(id).to_string())
+            let mut channel = vec![None; found.len()];
+            slipped_from(&r, &words[0], &found, &mut channel)
+                .map(|id| r.candidates.word(id).to_string())
         };
         assert_eq!(slipped("coffe").as_deref(), Some("coffee"));
         assert_eq!(slipped("mena").as_deref(), Some("mean"));

@@ -595,6 +595,20 @@ pub fn respellings(typed: &[u8], mut f: impl FnMut(&[u8])) {
     }
 }
 
+/// The most letters the typed side of a sound-alike spelling has: [`RULES`]' longest, or the
+/// three of a vowel pair spelt with a silent `e` ([`VOWEL_PAIR_AS_SILENT_E`]).
+const LONGEST_TYPED_SPELLING: usize = {
+    let mut most = 3;
+    let mut k = 0;
+    while k < RULES.len() {
+        if RULES[k].1.len() > most {
+            most = RULES[k].1.len();
+        }
+        k += 1;
+    }
+    most
+};
+
 /// Whether `meant` is `typed` with one sound-alike spelling read the rules' way (see
 /// [`respellings`]): the writer spelt the word's sound.
 pub fn is_respelling(typed: &[u8], meant: &[u8]) -> bool {
@@ -607,6 +621,20 @@ pub fn is_respelling(typed: &[u8], meant: &[u8]) -> bool {
         .zip(meant.iter().rev())
         .take_while(|(a, b)| a == b)
         .count();
+    // The letters between those are what one spelling replaced, no more than the longest
+    // typed side a spelling has (a silent `e` is three): most candidates differ more. A rule
+    // holds each of them on its side (`letters_in` of each word's middle, none where the
+    // shared ends overlap).
+    if typed.len().saturating_sub(same_start + same_end) > LONGEST_TYPED_SPELLING {
+        return false;
+    }
+    let middle = |w: &[u8]| {
+        letters_in(
+            w.get(same_start..w.len().saturating_sub(same_end))
+                .unwrap_or_default(),
+        )
+    };
+    let (typed_middle, meant_middle) = (middle(typed), middle(meant));
     // The places `at` where `typed[at..at + typed_part]` may differ from `meant`.
     let places = |typed_part: usize| {
         let last = typed.len().checked_sub(typed_part)?;
@@ -619,9 +647,12 @@ pub fn is_respelling(typed: &[u8], meant: &[u8]) -> bool {
     silent_e
         || RULES
             .iter()
-            .filter(|r| !r.1.is_empty())
-            .any(|&(rm, rt, _)| {
+            .zip(&RULE_LETTERS)
+            .filter(|(r, _)| !r.1.is_empty())
+            .any(|(&(rm, rt, _), &(rm_letters, rt_letters))| {
                 meant.len() + rt.len() == typed.len() + rm.len()
+                    && typed_middle & !rt_letters == 0
+                    && meant_middle & !rm_letters == 0
                     && places(rt.len()).is_some_and(|mut at| {
                         at.any(|at| holds_at(typed, at, rt) && holds_at(meant, at, rm))
                     })
