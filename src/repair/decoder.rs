@@ -715,7 +715,7 @@ pub(crate) fn readings(
                 // (`latitudeis`) as a word's typo.
                 if usage_names && r.ln_usage(&w.lower).is_some() {
                     for s in &mut split {
-                        s.cost += p.unnamed_reading_cost;
+                        s.cost += p.named_split_cost;
                     }
                 }
                 // Nobody writes it, so as typed it is never seen beside its neighbours either,

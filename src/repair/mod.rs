@@ -564,12 +564,19 @@ pub struct Params {
     /// With a usage list: what a correction of a written string costs more when the usage rule
     /// reads the string as the typo of other words (`meen`, 105 per billion, is `mean`'s: 338,844
     /// with the same ends; not `men`'s, `teen`'s or `seen`'s, which the words beside it may
-    /// prefer), a split of it included. A word an end letter's slip to a key beside it away
-    /// counts as named where its writings pass the margin (`doed` is `does`'s, as `deed`'s), and
-    /// so does a word that spells the string's sound (`thear`, `there`). A string nobody writes
-    /// counts as written once in a billion words (`articals` names `articles`, not `article`),
-    /// but its splits pay nothing more: it is as often words run together.
+    /// prefer); a split of it pays [`Params::named_split_cost`]. A word an end letter's slip to
+    /// a key beside it away counts as named where its writings pass the margin (`doed` is
+    /// `does`'s, as `deed`'s), and so does a word that spells the string's sound (`thear`,
+    /// `there`). A string nobody writes counts as written once in a billion words (`articals`
+    /// names `articles`, not `article`), but its splits pay nothing more: it is as often words
+    /// run together.
     pub unnamed_reading_cost: f64,
+    /// What a split of a written string costs more where the usage rule names candidates for it
+    /// (see [`Params::unnamed_reading_cost`]): more than another word, as the pieces are often
+    /// function words the language model finds likely anywhere (`how soon befor workout` is no
+    /// `soon be for`, `marketin` no `market in`; 4 nats, the cost of another word, until the
+    /// ninety-first round).
+    pub named_split_cost: f64,
     /// With a usage list: an unknown word that is a spelling variant or an inflection of a
     /// candidate (`colour`/`color`, `symptom`/`symptoms`) is still that candidate's typo when the
     /// candidate is written this many nats more often (`controled`, `develope`).
@@ -1014,6 +1021,7 @@ impl Default for Params {
             short_word_typo_usage_margin: 6.0,
             short_unindexed_typo_usage_margin: Some(5.0),
             unnamed_reading_cost: 4.0,
+            named_split_cost: 6.0,
             variant_usage_margin: 4.0,
             slip_usage_margin: Some(3.0),
             short_typo_usage_margin: 8.5,

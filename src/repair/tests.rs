@@ -1353,6 +1353,46 @@ fn a_short_string_that_writes_a_doubled_letter_once_is_the_likeliest_word_typo()
 }
 
 #[test]
+fn a_written_typo_the_usage_rule_names_is_no_pair_of_function_words_run_together() {
+    // As SymSpell's lists and wordfreq write them: `befor` 170 times per billion words,
+    // `before` 851,138 — the usage rule names `before` — while general English writes `soon be`
+    // and `be for` and never `soon before` or `before workout`.
+    let words = [
+        ("how", 571_848_080),
+        ("soon", 77_038_135),
+        ("be", 2_398_724_162),
+        ("for", 5_933_321_709),
+        ("before", 277_546_019),
+        ("workout", 5_497_220),
+    ];
+    let pairs = [
+        ("how", "soon", 12_698_560),
+        ("soon", "be", 136_522_176),
+        ("be", "for", 274_104_384),
+    ];
+    let usage = [
+        ("befor", 170),
+        ("before", 851_138),
+        ("soon", 208_930),
+        ("workout", 10_471),
+    ];
+    let lexicon = Arc::new(Lexicon::from_counts(words, pairs).with_usage(usage));
+    let vocab = Arc::new(Vocabulary::build(DOCS.iter().map(|t| ("", *t))));
+    let r = Repairer::new(vocab, Some(lexicon));
+    let query = "how soon befor workout";
+    assert_eq!(r.repair(query).text, "how soon before workout");
+    // At the cost of another word the split's two likely pieces win.
+    let as_another_word = Params {
+        named_split_cost: Params::default().unnamed_reading_cost,
+        ..Params::default()
+    };
+    assert_eq!(
+        with_params(&r, as_another_word).repair(query).text,
+        "how soon be for workout"
+    );
+}
+
+#[test]
 fn two_known_words_that_are_one_word_written_apart_are_joined() {
     let vocab = Arc::new(Vocabulary::build(DOCS.iter().map(|t| ("", *t))));
     let words = [
